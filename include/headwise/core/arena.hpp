@@ -1,0 +1,50 @@
+#pragma once
+// An Arena owns one contiguous allocation for one role (parameters, gradients, optimizer
+// state, activations, buffers). Tensors are declared by name first, then allocated together
+// once, before the first training step. Declared tensors have stable addresses, so owners
+// keep `Tensor*` members and never look tensors up by index.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "headwise/core/tensor.hpp"
+
+namespace hw {
+
+class Arena {
+ public:
+  explicit Arena(std::string role, Device device = Device::CPU);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  // Declare a tensor; only valid before allocate(). Names are unique within the arena.
+  Tensor* declare(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::F32);
+  // Allocate every declared tensor in one block (64-byte aligned slices) and zero it.
+  void allocate();
+  // Drop all tensors and memory (used when a head plan changes the layout between steps).
+  void reset();
+
+  bool allocated() const { return base_ != nullptr; }
+  Tensor* find(const std::string& name);
+  const Tensor* find(const std::string& name) const;
+  Tensor& get(const std::string& name);  // throws hw::Error naming the missing tensor
+  const std::vector<std::unique_ptr<Tensor>>& tensors() const { return tensors_; }
+  size_t bytes() const { return bytes_; }
+  int64_t numel() const;
+  const std::string& role() const { return role_; }
+  void zero();
+
+ private:
+  std::string role_;
+  Device device_;
+  std::vector<std::unique_ptr<Tensor>> tensors_;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Peak bytes over every arena ever allocated in this process (reported by train/bench).
+size_t arena_peak_bytes();
+size_t arena_live_bytes();
+
+}  // namespace hw

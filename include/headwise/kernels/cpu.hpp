@@ -1,0 +1,76 @@
+#pragma once
+// CPU reference ops. Every op is a template over the float type: float is the training
+// path, double is the test path (finite differences). Layout conventions (llm.c style):
+// activations are row-major [N, C] with N = B*T tokens; weights use Hugging Face GPT-2's
+// Conv1D layout [in, out] unless stated. Backward ops ACCUMULATE (+=) into gradients, so
+// callers zero gradients once per optimizer update. Any gradient pointer may be null to
+// skip that gradient. Ops are deterministic for a fixed OpenMP thread count (no atomics,
+// no unordered floating-point reductions).
+#include <cstdint>
+
+namespace hw::cpu {
+
+// out[N,O] = inp[N,I] @ W + bias. W is [I,O] (Conv1D), or [O,I] when w_out_in is true
+// (the tied LM head uses wte [V,C] this way). bias may be null. Overwrites out.
+template <class F>
+void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t I, int64_t O,
+                    bool w_out_in = false);
+// dinp[N,I] += dout @ W^T;  dw += inp^T @ dout (in W's layout);  dbias[O] += sum over rows of dout.
+template <class F>
+void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N, int64_t I,
+                     int64_t O, bool w_out_in = false);
+
+// LayerNorm over the last dimension C; saves mean and rstd per row for backward.
+template <class F>
+void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weight, const F* bias, int64_t N, int64_t C,
+                       double eps);
+template <class F>
+void layernorm_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* inp, const F* weight, const F* mean,
+                        const F* rstd, int64_t N, int64_t C);
+
+// GELU, tanh approximation (GPT-2's "gelu_new").
+template <class F>
+void gelu_forward(F* out, const F* inp, int64_t n);
+template <class F>
+void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n);
+
+// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] (wpe may be null: RoPE models). Overwrites out.
+template <class F>
+void encoder_forward(F* out, const int32_t* tokens, const F* wte, const F* wpe, int64_t B, int64_t T, int64_t C);
+// dwte[token] += dout; dwpe[t] += sum over b of dout. Deterministic (no scatter races).
+template <class F>
+void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* tokens, int64_t B, int64_t T, int64_t C);
+
+// out = a + b, elementwise (out may alias a).
+template <class F>
+void residual_forward(F* out, const F* a, const F* b, int64_t n);
+// dst += src
+template <class F>
+void accumulate(F* dst, const F* src, int64_t n);
+
+// Softmax cross-entropy per row of logits [N,V]: losses[n] = logsumexp(logits[n]) - logits[n,target[n]].
+// If dlogits is non-null, writes (softmax(logits[n]) - onehot(target[n])) * dloss into it
+// (overwrite; dlogits may alias logits). Returns the sum of losses in double.
+template <class F>
+double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
+                                     int64_t V, double dloss);
+
+// Rotary position embedding, rotate-half convention (GPT-NeoX / Llama): for each head vector
+// x of width hd at position t, pairs (x[i], x[i+hd/2]) rotate by angle t * theta^(-2i/hd).
+// x holds B*T rows of `row_stride` elements; the heads to rotate are n_heads consecutive
+// hd-wide blocks starting at column col0. In place. Backward applies the inverse rotation
+// to the gradient in place.
+template <class F>
+void rope_forward(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                  double theta);
+template <class F>
+void rope_backward(F* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                   double theta);
+
+// Sum of squares of x (double accumulation, fixed order for a fixed thread count).
+template <class F>
+double sum_squares(const F* x, int64_t n);
+template <class F>
+void scale(F* x, F s, int64_t n);
+
+}  // namespace hw::cpu

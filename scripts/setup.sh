@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs headwise's build dependencies from Debian packages and builds it (CPU backend).
+# Usage: bash scripts/setup.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${1:-build}
+pkgs=(build-essential cmake nlohmann-json3-dev libcli11-dev libspdlog-dev catch2 libopenblas-dev
+      libopenmpi-dev openmpi-bin bible-kjv python3-numpy)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${HEADWISE_CMAKE_ARGS:-} >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+echo "setup: built $BUILD_DIR/headwise"
