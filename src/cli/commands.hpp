@@ -1,0 +1,16 @@
+#pragma once
+// Each `headwise` subcommand lives in its own cmd_<name>.cpp and registers itself here.
+// Callbacks throw hw::Error for bad input; main() turns that into one "error: ..." line and
+// exit code 1.
+#include <CLI/CLI.hpp>
+
+namespace hw::cli {
+
+void add_prepare_command(CLI::App& app);
+void add_train_command(CLI::App& app);
+void add_eval_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_inspect_command(CLI::App& app);
+void add_bench_attention_command(CLI::App& app);
+
+}  // namespace hw::cli

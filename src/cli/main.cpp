@@ -1,0 +1,31 @@
+// headwise: command-line entry point. Subcommands are registered from cmd_*.cpp.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.hpp"
+#include "headwise/core/error.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"headwise: pretrain decoder LMs whose attention heads change mid-training"};
+  app.require_subcommand(1);
+  hw::cli::add_prepare_command(app);
+  hw::cli::add_train_command(app);
+  hw::cli::add_eval_command(app);
+  hw::cli::add_bench_command(app);
+  hw::cli::add_inspect_command(app);
+  hw::cli::add_bench_attention_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const hw::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
