@@ -10,6 +10,7 @@ size_t dtype_size(DType t) {
     case DType::I32: return 4;
     case DType::BF16: return 2;
     case DType::U16: return 2;
+    case DType::F64: return 8;
   }
   fail("unknown dtype");
 }
@@ -20,6 +21,7 @@ const char* dtype_name(DType t) {
     case DType::I32: return "I32";
     case DType::BF16: return "BF16";
     case DType::U16: return "U16";
+    case DType::F64: return "F64";
   }
   fail("unknown dtype");
 }

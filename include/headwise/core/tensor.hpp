@@ -7,11 +7,16 @@
 
 namespace hw {
 
-enum class DType : uint8_t { F32, BF16, I32, U16 };
+enum class DType : uint8_t { F32, BF16, I32, U16, F64 };
 enum class Device : uint8_t { CPU, CUDA };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);  // safetensors spelling: F32, BF16, I32, U16
+const char* dtype_name(DType t);  // safetensors spelling: F32, BF16, I32, U16, F64
+// The dtype that stores F (float -> F32, double -> F64).
+template <class F>
+constexpr DType dtype_of() {
+  return sizeof(F) == 8 ? DType::F64 : DType::F32;
+}
 
 struct Tensor {
   std::string name;
@@ -30,6 +35,10 @@ struct Tensor {
   const float* f32() const { return static_cast<const float*>(data); }
   int32_t* i32() { return static_cast<int32_t*>(data); }
   const int32_t* i32() const { return static_cast<const int32_t*>(data); }
+  template <class F>
+  F* as() { return static_cast<F*>(data); }
+  template <class F>
+  const F* as() const { return static_cast<const F*>(data); }
 };
 
 }  // namespace hw

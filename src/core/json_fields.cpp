@@ -1,0 +1,83 @@
+#include "headwise/core/json_fields.hpp"
+
+namespace hw {
+
+JsonFields::JsonFields(const nlohmann::json& obj, std::string section) : obj_(obj), section_(std::move(section)) {
+  check(obj_.is_object(), "config section '" + section_ + "' must be a JSON object");
+}
+
+const nlohmann::json* JsonFields::find(const char* key) {
+  known_.insert(key);
+  auto it = obj_.find(key);
+  return it == obj_.end() ? nullptr : &*it;
+}
+
+namespace {
+[[noreturn]] void type_error(const std::string& section, const char* key, const char* want, const nlohmann::json& v) {
+  fail("config key " + section + "." + key + ": expected " + want + ", got " + v.dump());
+}
+}  // namespace
+
+void JsonFields::get(const char* key, int& out) {
+  int64_t v = out;
+  get(key, v);
+  check(v >= INT32_MIN && v <= INT32_MAX, "config key " + section_ + "." + key + ": value out of range");
+  out = static_cast<int>(v);
+}
+
+void JsonFields::get(const char* key, int64_t& out) {
+  if (auto* v = find(key)) {
+    if (v->is_number_integer()) {
+      out = v->get<int64_t>();
+    } else if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>()))) {
+      out = static_cast<int64_t>(v->get<double>());  // 1e6 is a fine integer
+    } else {
+      type_error(section_, key, "an integer", *v);
+    }
+  }
+}
+
+void JsonFields::get(const char* key, double& out) {
+  if (auto* v = find(key)) {
+    if (!v->is_number()) type_error(section_, key, "a number", *v);
+    out = v->get<double>();
+  }
+}
+
+void JsonFields::get(const char* key, bool& out) {
+  if (auto* v = find(key)) {
+    if (!v->is_boolean()) type_error(section_, key, "true or false", *v);
+    out = v->get<bool>();
+  }
+}
+
+void JsonFields::get(const char* key, std::string& out) {
+  if (auto* v = find(key)) {
+    if (!v->is_string()) type_error(section_, key, "a string", *v);
+    out = v->get<std::string>();
+  }
+}
+
+const nlohmann::json* JsonFields::raw(const char* key) { return find(key); }
+
+void JsonFields::finish() const {
+  for (auto it = obj_.begin(); it != obj_.end(); ++it)
+    check(known_.count(it.key()) > 0, "unknown config key " + section_ + "." + it.key());
+}
+
+void apply_override(nlohmann::json& doc, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  check(eq != std::string::npos && eq > 0, "--set expects section.key=value, got '" + assignment + "'");
+  std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  auto dot = path.find('.');
+  check(dot != std::string::npos && dot > 0 && dot + 1 < path.size(),
+        "--set expects section.key=value, got '" + assignment + "'");
+  std::string section = path.substr(0, dot), key = path.substr(dot + 1);
+  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (value.is_discarded()) value = text;  // bare words are strings
+  if (!doc.contains(section)) doc[section] = nlohmann::json::object();
+  check(doc[section].is_object(), "config section '" + section + "' must be a JSON object");
+  doc[section][key] = value;
+}
+
+}  // namespace hw
