@@ -1,0 +1,25 @@
+#pragma once
+// Internal: a file written to "<path>.tmp" and renamed over <path> only once it is complete
+// and fsynced, so a crash or an error never leaves a half-written <path>.
+#include <cstddef>
+#include <string>
+
+namespace hw::io {
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);  // creates/truncates path.tmp; throws naming it
+  ~AtomicFile();                           // removes the .tmp file if commit() never ran
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t n);
+  void commit();  // fsync, close, rename over the final path, fsync the directory
+
+ private:
+  std::string path_;
+  std::string tmp_;
+  int fd_ = -1;
+};
+
+}  // namespace hw::io

@@ -1,0 +1,232 @@
+#include "headwise/io/safetensors.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+
+#include <nlohmann/json.hpp>
+
+#include "headwise/core/error.hpp"
+#include "io/atomic_file.hpp"
+
+namespace hw::io {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+namespace {
+
+// The reference implementation refuses headers above 100 MB; a larger value means corruption.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+constexpr const char* kMetadataKey = "__metadata__";
+
+struct DTypeSpelling {
+  const char* name;
+  size_t size;
+  std::optional<DType> dtype;  // empty: valid safetensors dtype that headwise cannot load
+};
+
+// F16/F64/I64 files are accepted (their layout is checked) but those tensors are not loadable.
+constexpr DTypeSpelling kDTypes[] = {
+    {"F32", 4, DType::F32}, {"BF16", 2, DType::BF16}, {"I32", 4, DType::I32},
+    {"U16", 2, DType::U16}, {"F16", 2, std::nullopt}, {"F64", 8, std::nullopt},
+    {"I64", 8, std::nullopt},
+};
+
+const DTypeSpelling* find_dtype(const std::string& s) {
+  for (const auto& d : kDTypes)
+    if (s == d.name) return &d;
+  return nullptr;
+}
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+// numel * elem_size, or nullopt on overflow.
+std::optional<uint64_t> byte_size(const std::vector<int64_t>& shape, uint64_t elem) {
+  uint64_t n = elem;
+  for (int64_t d : shape) {
+    if (d < 0) return std::nullopt;
+    if (d != 0 && n > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d)) return std::nullopt;
+    n *= static_cast<uint64_t>(d);
+  }
+  return n;
+}
+
+bool is_nonneg_int(const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
+
+}  // namespace
+
+int64_t TensorInfo::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
+  const std::string where = "safetensors file '" + path + "'";
+  std::error_code ec;
+  check(std::filesystem::is_regular_file(path, ec), where + " does not exist");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  check(!ec, where + ": cannot get size: " + ec.message());
+  check(file_size >= 8, where + ": " + std::to_string(file_size) + " bytes is too short for the 8-byte header length");
+
+  std::ifstream in(path, std::ios::binary);
+  check(in.good(), where + ": cannot open");
+  uint64_t header_len = 0;
+  in.read(reinterpret_cast<char*>(&header_len), 8);
+  check(in.good(), where + ": cannot read the header length");
+  check(header_len <= kMaxHeaderBytes, where + ": header length " + std::to_string(header_len) + " is implausibly large");
+  check(header_len <= file_size - 8, where + ": header length " + std::to_string(header_len) +
+                                         " exceeds the file size " + std::to_string(file_size));
+  std::string header(header_len, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(header_len));
+  check(in.good(), where + ": cannot read the header");
+
+  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
+  check(!j.is_discarded(), where + ": header is not valid JSON");
+  check(j.is_object(), where + ": header is not a JSON object");
+
+  const uint64_t data_size = file_size - 8 - header_len;
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [begin, end) for the overlap check
+  std::vector<std::string> range_names;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& key = it.key();
+    const nlohmann::json& v = it.value();
+    if (key == kMetadataKey) {
+      check(v.is_object(), where + ": __metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        check(m.value().is_string(), where + ": __metadata__ value '" + m.key() + "' is not a string");
+        metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string tw = where + ": tensor '" + key + "'";
+    check(v.is_object(), tw + " entry is not an object");
+    check(v.contains("dtype") && v["dtype"].is_string(), tw + " has no dtype string");
+    const std::string dname = v["dtype"].get<std::string>();
+    const DTypeSpelling* dt = find_dtype(dname);
+    check(dt != nullptr, tw + " has unsupported dtype '" + dname + "'");
+
+    check(v.contains("shape") && v["shape"].is_array(), tw + " has no shape array");
+    std::vector<int64_t> shape;
+    for (const auto& d : v["shape"]) {
+      check(is_nonneg_int(d), tw + " has a shape entry that is not a non-negative integer");
+      check(d.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()), tw + " has a shape entry that is too large");
+      shape.push_back(d.get<int64_t>());
+    }
+    const std::optional<uint64_t> want = byte_size(shape, dt->size);
+    check(want.has_value(), tw + " shape " + shape_str(shape) + " overflows");
+
+    const auto& offs = v.contains("data_offsets") ? v["data_offsets"] : nlohmann::json();
+    check(offs.is_array() && offs.size() == 2 && is_nonneg_int(offs[0]) && is_nonneg_int(offs[1]),
+          tw + " needs data_offsets [begin, end] of non-negative integers");
+    const uint64_t begin = offs[0].get<uint64_t>(), end = offs[1].get<uint64_t>();
+    check(begin <= end && end <= data_size, tw + " data_offsets [" + std::to_string(begin) + ", " +
+                                                std::to_string(end) + "] lie outside the data section of " +
+                                                std::to_string(data_size) + " bytes");
+    check(end - begin == *want, tw + " holds " + std::to_string(end - begin) + " bytes but dtype " + dname +
+                                    " shape " + shape_str(shape) + " needs " + std::to_string(*want));
+    ranges.emplace_back(begin, end);
+    range_names.push_back(key);
+    if (!dt->dtype) continue;  // layout checked, but headwise has no such dtype to load it as
+    TensorInfo info;
+    info.name = key;
+    info.dtype = *dt->dtype;
+    info.shape = std::move(shape);
+    info.offset = begin;
+    info.nbytes = end - begin;
+    infos_.emplace(key, std::move(info));
+  }
+
+  // Two tensors must never share bytes (zero-size tensors occupy none).
+  std::vector<size_t> order(ranges.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ranges[a] < ranges[b]; });
+  bool have_prev = false;
+  size_t prev = 0;
+  for (size_t idx : order) {
+    if (ranges[idx].first == ranges[idx].second) continue;
+    check(!have_prev || ranges[idx].first >= ranges[prev].second,
+          where + ": tensors '" + range_names[prev] + "' and '" + range_names[idx] + "' overlap");
+    have_prev = true;
+    prev = idx;
+  }
+
+  data_.resize(data_size);
+  in.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
+  check(in.good() || data_size == 0, where + ": cannot read the data section");
+}
+
+std::vector<std::string> SafetensorsReader::names() const {
+  std::vector<std::string> out;
+  out.reserve(infos_.size());
+  for (const auto& kv : infos_) out.push_back(kv.first);
+  return out;
+}
+
+bool SafetensorsReader::has(const std::string& name) const { return infos_.count(name) != 0; }
+
+const TensorInfo& SafetensorsReader::info(const std::string& name) const {
+  auto it = infos_.find(name);
+  check(it != infos_.end(), "safetensors file '" + path_ + "' has no loadable tensor '" + name + "'");
+  return it->second;
+}
+
+void SafetensorsReader::read(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                             void* dst) const {
+  const TensorInfo& t = info(name);
+  const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
+  check(t.dtype == dtype, tw + " expected dtype " + dtype_name(dtype) + ", got " + dtype_name(t.dtype));
+  check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
+  if (t.nbytes > 0) std::memcpy(dst, data_.data() + t.offset, t.nbytes);
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            const void* data) {
+  check(!name.empty() && name != kMetadataKey, "safetensors writer: invalid tensor name '" + name + "'");
+  for (const auto& e : entries_) check(e.name != name, "safetensors writer: tensor '" + name + "' added twice");
+  const std::optional<uint64_t> n = byte_size(shape, dtype_size(dtype));
+  check(n.has_value(), "safetensors writer: tensor '" + name + "' has invalid shape " + shape_str(shape));
+  check(*n == 0 || data != nullptr, "safetensors writer: tensor '" + name + "' has no data");
+  Entry e{name, dtype, shape, std::vector<uint8_t>(*n)};
+  if (*n > 0) std::memcpy(e.bytes.data(), data, *n);
+  entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+
+void SafetensorsWriter::write(const std::string& path) const {
+  // ordered_json keeps the header in insertion order, matching the data order.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata_.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto& [k, v] : metadata_) m[k] = v;
+    header[kMetadataKey] = std::move(m);
+  }
+  uint64_t offset = 0;
+  for (const auto& e : entries_) {
+    header[e.name] = {{"dtype", dtype_name(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {offset, offset + e.bytes.size()}}};
+    offset += e.bytes.size();
+  }
+  std::string text = header.dump();
+  // Pad with spaces so the data section starts 8-byte aligned, as the HF writer does.
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t len = text.size();
+
+  AtomicFile f(path);
+  f.write(&len, 8);
+  f.write(text.data(), text.size());
+  for (const auto& e : entries_) f.write(e.bytes.data(), e.bytes.size());
+  f.commit();
+}
+
+}  // namespace hw::io

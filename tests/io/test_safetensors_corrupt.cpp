@@ -1,0 +1,124 @@
+// Damaged or mismatched files must throw hw::Error naming the file or tensor, never crash.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "headwise/core/error.hpp"
+#include "headwise/io/safetensors.hpp"
+#include "io/temp_dir.hpp"
+
+using Catch::Contains;
+using hw::DType;
+using hw::io::SafetensorsReader;
+using hw::test::le64;
+using hw::test::write_bytes;
+
+namespace {
+
+// A file from a literal header and `data_bytes` zero bytes of data.
+std::string make_file(const hw::test::TempDir& dir, const std::string& header, size_t data_bytes,
+                      const std::string& name = "bad.safetensors") {
+  const std::string path = dir.file(name);
+  write_bytes(path, le64(header.size()) + header + std::string(data_bytes, '\0'));
+  return path;
+}
+
+const char* kGood = R"({"w":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+
+}  // namespace
+
+TEST_CASE("safetensors reader: a missing file is named", "[safetensors]") {
+  hw::test::TempDir dir;
+  CHECK_THROWS_WITH(SafetensorsReader(dir.file("absent.safetensors")),
+                    Contains("absent.safetensors") && Contains("does not exist"));
+}
+
+TEST_CASE("safetensors reader: truncated files", "[safetensors]") {
+  hw::test::TempDir dir;
+  SECTION("shorter than the length field") {
+    const std::string path = dir.file("short.safetensors");
+    write_bytes(path, std::string(5, '\0'));
+    CHECK_THROWS_WITH(SafetensorsReader(path), Contains("short.safetensors") && Contains("too short"));
+  }
+  SECTION("data section cut off") {
+    const std::string path = make_file(dir, kGood, 10, "cut.safetensors");
+    CHECK_THROWS_WITH(SafetensorsReader(path), Contains("cut.safetensors") && Contains("'w'"));
+  }
+  SECTION("header cut off") {
+    const std::string path = dir.file("cuthead.safetensors");
+    write_bytes(path, le64(std::string(kGood).size()) + std::string(kGood).substr(0, 20));
+    CHECK_THROWS_WITH(SafetensorsReader(path), Contains("cuthead.safetensors") && Contains("exceeds the file size"));
+  }
+}
+
+TEST_CASE("safetensors reader: header length larger than the file", "[safetensors]") {
+  hw::test::TempDir dir;
+  const std::string path = dir.file("hl.safetensors");
+  write_bytes(path, le64(1000) + std::string(kGood));
+  CHECK_THROWS_WITH(SafetensorsReader(path), Contains("hl.safetensors") && Contains("header length 1000"));
+  write_bytes(path, le64(~0ull) + std::string(kGood));
+  CHECK_THROWS_WITH(SafetensorsReader(path), Contains("hl.safetensors") && Contains("header length"));
+}
+
+TEST_CASE("safetensors reader: bad JSON and bad header structure", "[safetensors]") {
+  hw::test::TempDir dir;
+  auto fails_with = [&](const std::string& header, size_t data, const std::string& what) {
+    const std::string path = make_file(dir, header, data);
+    CHECK_THROWS_WITH(SafetensorsReader(path), Contains("bad.safetensors") && Contains(what));
+  };
+  fails_with(R"({"w":{"dtype":"F32",)", 16, "not valid JSON");
+  fails_with(R"([1, 2, 3])", 0, "not a JSON object");
+  fails_with(R"({"w":{"dtype":"Q8","shape":[4],"data_offsets":[0,4]}})", 4, "unsupported dtype 'Q8'");
+  fails_with(R"({"w":{"shape":[4],"data_offsets":[0,16]}})", 16, "'w' has no dtype");
+  fails_with(R"({"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,16]}})", 16, "'w'");
+  fails_with(R"({"w":{"dtype":"F32","shape":[2.5],"data_offsets":[0,16]}})", 16, "'w'");
+  fails_with(R"({"w":{"dtype":"F32","shape":[4]}})", 16, "'w' needs data_offsets");
+  fails_with(R"({"w":7})", 0, "'w' entry is not an object");
+  fails_with(R"({"__metadata__":{"k":3}})", 0, "__metadata__ value 'k'");
+  fails_with(R"({"__metadata__":[1]})", 0, "__metadata__ is not an object");
+}
+
+TEST_CASE("safetensors reader: offsets out of range, size mismatch and overlap", "[safetensors]") {
+  hw::test::TempDir dir;
+  auto fails_with = [&](const std::string& header, size_t data, const std::string& what) {
+    const std::string path = make_file(dir, header, data);
+    CHECK_THROWS_WITH(SafetensorsReader(path), Contains("bad.safetensors") && Contains(what));
+  };
+  fails_with(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}})", 16, "'w' data_offsets [16, 32]");
+  fails_with(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[8,0]}})", 16, "'w' data_offsets [8, 0]");
+  fails_with(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,12]}})", 16, "'w' holds 12 bytes");
+  fails_with(R"({"w":{"dtype":"BF16","shape":[4],"data_offsets":[0,16]}})", 16, "'w' holds 16 bytes");
+  fails_with(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+             16, "overlap");
+  fails_with(R"({"w":{"dtype":"F32","shape":[4611686018427387904,8],"data_offsets":[0,16]}})", 16, "overflows");
+}
+
+TEST_CASE("safetensors reader: read() names tensor, expected and got", "[safetensors]") {
+  hw::test::TempDir dir;
+  const std::string path = make_file(dir, kGood, 16, "ok.safetensors");
+  SafetensorsReader r(path);
+  float buf[4];
+  CHECK_NOTHROW(r.read("w", DType::F32, {2, 2}, buf));
+  CHECK_THROWS_WITH(r.read("missing", DType::F32, {2, 2}, buf), Contains("ok.safetensors") && Contains("'missing'"));
+  CHECK_THROWS_WITH(r.info("missing"), Contains("'missing'"));
+  CHECK_THROWS_WITH(r.read("w", DType::BF16, {2, 2}, buf),
+                    Contains("'w'") && Contains("expected dtype BF16") && Contains("got F32"));
+  CHECK_THROWS_WITH(r.read("w", DType::F32, {4}, buf),
+                    Contains("'w'") && Contains("expected shape [4]") && Contains("got [2, 2]"));
+  CHECK_THROWS_AS(r.read("w", DType::F32, {2, 2, 1}, buf), hw::Error);
+}
+
+TEST_CASE("safetensors reader: F16/F64/I64 tensors are validated but not loadable", "[safetensors]") {
+  hw::test::TempDir dir;
+  const std::string header =
+      R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+      R"("d":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},)"
+      R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
+  SafetensorsReader r(make_file(dir, header, 16, "mixed.safetensors"));
+  CHECK(r.names() == std::vector<std::string>{"w"});
+  CHECK_THROWS_WITH(r.info("d"), Contains("mixed.safetensors") && Contains("'d'"));
+  // Their sizes are still checked with the right element size.
+  const std::string bad = R"({"d":{"dtype":"I64","shape":[1],"data_offsets":[0,4]}})";
+  CHECK_THROWS_WITH(SafetensorsReader(make_file(dir, bad, 4)), Contains("'d' holds 4 bytes"));
+}
