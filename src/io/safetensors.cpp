@@ -29,11 +29,10 @@ struct DTypeSpelling {
   std::optional<DType> dtype;  // empty: valid safetensors dtype that headwise cannot load
 };
 
-// F16/F64/I64 files are accepted (their layout is checked) but those tensors are not loadable.
+// F16/I64 files are accepted (their layout is checked) but those tensors are not loadable.
 constexpr DTypeSpelling kDTypes[] = {
-    {"F32", 4, DType::F32}, {"BF16", 2, DType::BF16}, {"I32", 4, DType::I32},
-    {"U16", 2, DType::U16}, {"F16", 2, std::nullopt}, {"F64", 8, std::nullopt},
-    {"I64", 8, std::nullopt},
+    {"F32", 4, DType::F32}, {"BF16", 2, DType::BF16}, {"I32", 4, DType::I32}, {"U16", 2, DType::U16},
+    {"F64", 8, DType::F64}, {"F16", 2, std::nullopt}, {"I64", 8, std::nullopt},
 };
 
 const DTypeSpelling* find_dtype(const std::string& s) {

@@ -21,12 +21,14 @@ TEST_CASE("safetensors round trip keeps values, dtypes, shapes and metadata", "[
   std::vector<uint16_t> bf16 = {0x3f80, 0xc000, 0x7f80};  // 1.0, -2.0, +inf
   std::vector<int32_t> i32 = {-7, 0, 2147483647, -2147483647 - 1};
   std::vector<uint16_t> u16 = {0, 1, 65535};
+  std::vector<double> f64 = {1.0 / 3.0, -1e300};
 
   SafetensorsWriter w;
   w.add("layer.weight", DType::F32, {2, 3}, f32.data());
   w.add("b16", DType::BF16, {3}, bf16.data());
   w.add("ids", DType::I32, {2, 1, 2}, i32.data());
   w.add("tok", DType::U16, {3}, u16.data());
+  w.add("dbl", DType::F64, {2}, f64.data());
   w.add("empty", DType::F32, {0, 5}, nullptr);
   w.add("scalar", DType::F32, {}, f32.data() + 5);
   w.set_metadata("format", "pt");
@@ -35,7 +37,7 @@ TEST_CASE("safetensors round trip keeps values, dtypes, shapes and metadata", "[
   REQUIRE_FALSE(std::filesystem::exists(path + ".tmp"));
 
   SafetensorsReader r(path);
-  CHECK(r.names() == std::vector<std::string>{"b16", "empty", "ids", "layer.weight", "scalar", "tok"});
+  CHECK(r.names() == std::vector<std::string>{"b16", "dbl", "empty", "ids", "layer.weight", "scalar", "tok"});
   CHECK(r.metadata().at("format") == "pt");
   CHECK(r.metadata().at("step") == "42");
 
@@ -51,6 +53,9 @@ TEST_CASE("safetensors round trip keeps values, dtypes, shapes and metadata", "[
   std::vector<uint16_t> u16_back(3);
   r.read("tok", DType::U16, {3}, u16_back.data());
   CHECK(u16_back == u16);
+  std::vector<double> f64_back(2);
+  r.read("dbl", DType::F64, {2}, f64_back.data());
+  CHECK(f64_back == f64);
   r.read("empty", DType::F32, {0, 5}, nullptr);
   float s = 0;
   r.read("scalar", DType::F32, {}, &s);
