@@ -1,0 +1,25 @@
+#pragma once
+// Seeds for independent random streams derived from (seed, stream, index), so that every
+// batch, epoch permutation or calibration window is a pure function of its own index and
+// drawing one never advances another.
+#include <cstdint>
+
+namespace hw::data {
+
+// Stream tags keep e.g. the epoch permutation and the calibration windows uncorrelated even
+// when a user passes the same seed to both.
+enum class Stream : uint64_t { EpochShuffle = 1, CalibWindow = 2, Mqar = 3 };
+
+// splitmix64's finaliser: a bijection on 64 bits with good avalanche.
+inline uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t derive_seed(uint64_t seed, Stream stream, uint64_t index) {
+  const uint64_t a = mix64(seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(stream));
+  return mix64(a ^ mix64(index + 0xD1B54A32D192ED03ull));
+}
+
+}  // namespace hw::data
