@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""PyTorch CPU baseline for headwise's training benchmark config.
+
+Same shape as the headwise benchmark: GPT-2 style, pre-LN, 4 layers, n_embd 256, 4 heads, vocab 256,
+block 256, T 256, micro-batch 8, fp32, causal SDPA, tanh GELU, tied embeddings, AdamW (lr 6e-4,
+betas 0.9/0.95, weight decay 0.1 on matrices only, as nanoGPT does), grad-norm clip 1.0.
+Random tokens. Prints ONE JSON line: {"impl":"pytorch","ms_per_step":...,"tok_per_s":...,"threads":...}.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+VOCAB, BLOCK, N_EMBD, N_HEAD, N_LAYER = 256, 256, 256, 4, 4
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(N_EMBD, eps=1e-5)
+        self.c_attn = nn.Linear(N_EMBD, 3 * N_EMBD)
+        self.attn_proj = nn.Linear(N_EMBD, N_EMBD)
+        self.ln_2 = nn.LayerNorm(N_EMBD, eps=1e-5)
+        self.c_fc = nn.Linear(N_EMBD, 4 * N_EMBD)
+        self.mlp_proj = nn.Linear(4 * N_EMBD, N_EMBD)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, N_HEAD, C // N_HEAD).transpose(1, 2) for t in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
+        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.wte = nn.Embedding(VOCAB, N_EMBD)
+        self.wpe = nn.Embedding(BLOCK, N_EMBD)
+        self.blocks = nn.ModuleList(Block() for _ in range(N_LAYER))
+        self.ln_f = nn.LayerNorm(N_EMBD, eps=1e-5)
+        for name, p in self.named_parameters():
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * N_LAYER) if name.endswith("proj.weight") else 0.02
+                nn.init.normal_(p, 0.0, std)
+
+    def forward(self, idx, targets):
+        T = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
+        for b in self.blocks:
+            x = b(x)
+        logits = self.ln_f(x) @ self.wte.weight.T  # tied lm_head
+        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--steps", type=int, default=20, help="timed steps")
+    ap.add_argument("--warmup", type=int, default=3, help="untimed steps first")
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=256)
+    ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    model = GPT()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=6e-4, betas=(0.9, 0.95), eps=1e-8)
+    step_fn = model
+    compiled = False
+    if args.compile:
+        try:
+            step_fn = torch.compile(model)
+            compiled = True
+        except Exception as e:  # report and fall back to eager
+            print(f"torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
+
+    gen = torch.Generator().manual_seed(1)
+    data = torch.randint(0, VOCAB, (args.warmup + args.steps, args.batch, args.seq + 1), generator=gen)
+
+    def train_step(i):
+        x, y = data[i, :, :-1], data[i, :, 1:]
+        loss = step_fn(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        return loss
+
+    try:
+        for i in range(args.warmup):
+            train_step(i)
+    except Exception as e:
+        if not compiled:
+            raise
+        print(f"torch.compile failed at run time: {type(e).__name__}: {e}; using eager", file=sys.stderr)
+        step_fn, compiled = model, False
+        for i in range(args.warmup):
+            train_step(i)
+
+    t0 = time.perf_counter()
+    for i in range(args.warmup, args.warmup + args.steps):
+        loss = train_step(i)
+    loss.item()
+    dt = (time.perf_counter() - t0) / args.steps
+    print(json.dumps({"impl": "pytorch" + ("-compile" if compiled else ""), "ms_per_step": round(dt * 1e3, 2),
+                      "tok_per_s": round(args.batch * args.seq / dt, 1), "threads": args.threads,
+                      "batch": args.batch, "seq": args.seq, "steps": args.steps,
+                      "final_loss": round(loss.item(), 4), "torch": torch.__version__}))
+
+
+if __name__ == "__main__":
+    main()
