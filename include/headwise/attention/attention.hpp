@@ -50,8 +50,11 @@ struct LayerHeadParams {
 // `row_stats` has B * n_head * T elements, indexed [(b * n_head + h) * T + t].
 int64_t row_stats_size(const LayerLayout& layout, const AttnDims& dims);
 // Scratch the entry point may use, in elements of F, for `threads` OpenMP threads; owned by
-// the caller's activation arena.
+// the caller's activation arena. `threads` must be at least attention_threads() at the time
+// of the forward/backward call (each OpenMP thread uses its own slice).
 int64_t workspace_size(const LayerPlan& plan, const LayerLayout& layout, const AttnDims& dims, int threads);
+// The OpenMP thread count layer_forward/layer_backward run with (omp_get_max_threads()).
+int attention_threads();
 
 // out[N, out_width] (overwritten), row_stats (overwritten).
 template <class F>

@@ -1,0 +1,160 @@
+// Softmax, window and sink+window heads: FlashAttention-2 style tiling on the CPU. Query
+// tiles walk only the key tiles that intersect their key set (so window heads cost
+// O(T W) and sink heads O(T (S + W))), with an online softmax; the forward saves each row's
+// log-sum-exp and the backward rebuilds the probabilities from it instead of storing P.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "attention/head_kernels.hpp"
+#include "attention/tile_ops.hpp"
+
+namespace hw::attn::detail {
+namespace {
+
+struct Interval {
+  int64_t lo = 0, hi = 0;
+};
+
+// Key range of query rows [i0, i1) as at most two disjoint intervals: the sink [0, S) and
+// the window (i0 - W, i1), merged when they touch.
+int key_intervals(const KeySet& ks, int64_t i0, int64_t i1, Interval out[2]) {
+  const int64_t sink_hi = std::min(ks.sink, i1);
+  const int64_t win_lo = std::max<int64_t>(0, i0 - ks.window + 1);
+  if (sink_hi <= 0) {
+    out[0] = {win_lo, i1};
+    return 1;
+  }
+  if (win_lo <= sink_hi) {
+    out[0] = {0, i1};
+    return 1;
+  }
+  out[0] = {0, sink_hi};
+  out[1] = {win_lo, i1};
+  return 2;
+}
+
+inline bool visible(const KeySet& ks, int64_t i, int64_t j) { return j <= i && (j < ks.sink || j > i - ks.window); }
+
+}  // namespace
+
+KeySet key_set(const HeadSpec& spec, int64_t T) {
+  switch (spec.kind) {
+    case HeadKind::Window: return {0, spec.window};
+    case HeadKind::SinkWindow: return {spec.sink, spec.window};
+    default: return {0, std::max<int64_t>(T, 1)};
+  }
+}
+
+int64_t softmax_scratch(int D) { return 2 * int64_t(kTile) * kTile + int64_t(D) * kTile + 3 * kTile; }
+
+template <class F>
+void softmax_family_forward(const KeySet& ks, const HeadFwd<F>& a) {
+  const F scale = F(1) / std::sqrt(F(a.D));
+  const F neg_inf = -std::numeric_limits<F>::infinity();
+  F* S = a.ws;
+  F* bt = S + kTile * kTile;
+  F* mrow = bt + int64_t(a.D) * kTile;
+  F* lrow = mrow + kTile;
+  for (int64_t i0 = 0; i0 < a.T; i0 += kTile) {
+    const int m = static_cast<int>(std::min<int64_t>(kTile, a.T - i0));
+    F* out0 = a.out + i0 * a.ldo;
+    for (int r = 0; r < m; ++r) {
+      mrow[r] = neg_inf;
+      lrow[r] = F(0);
+      std::fill(out0 + r * a.ldo, out0 + r * a.ldo + a.D, F(0));
+    }
+    Interval iv[2];
+    const int n_iv = key_intervals(ks, i0, i0 + m, iv);
+    for (int t = 0; t < n_iv; ++t) {
+      for (int64_t j0 = iv[t].lo; j0 < iv[t].hi; j0 += kTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kTile, iv[t].hi - j0));
+        tile_abt(S, a.q + i0 * a.ldx, a.ldx, a.k + j0 * a.ldx, a.ldx, m, n, a.D, scale, bt);
+        for (int r = 0; r < m; ++r) {
+          const int64_t i = i0 + r;
+          F* row = S + int64_t(r) * kTile;
+          F mx = neg_inf;
+          for (int c = 0; c < n; ++c) {
+            if (visible(ks, i, j0 + c)) mx = std::max(mx, row[c]);
+            else row[c] = neg_inf;
+          }
+          if (mx == neg_inf) {  // no visible key of this row in this tile
+            std::fill(row, row + n, F(0));
+            continue;
+          }
+          const F m_new = std::max(mrow[r], mx);
+          const F corr = std::exp(mrow[r] - m_new);
+          F sum = F(0);
+          for (int c = 0; c < n; ++c) {
+            const F p = row[c] == neg_inf ? F(0) : std::exp(row[c] - m_new);
+            row[c] = p;
+            sum += p;
+          }
+          if (corr != F(1)) {
+            F* o = out0 + r * a.ldo;
+            for (int d = 0; d < a.D; ++d) o[d] *= corr;
+          }
+          lrow[r] = lrow[r] * corr + sum;
+          mrow[r] = m_new;
+        }
+        tile_ab_acc(out0, a.ldo, S, a.v + j0 * a.ldx, a.ldx, m, n, a.D);
+      }
+    }
+    for (int r = 0; r < m; ++r) {
+      F* o = out0 + r * a.ldo;
+      const F inv = F(1) / lrow[r];
+      for (int d = 0; d < a.D; ++d) o[d] *= inv;
+      a.stats[i0 + r] = mrow[r] + std::log(lrow[r]);
+    }
+  }
+}
+
+template <class F>
+void softmax_family_backward(const KeySet& ks, const HeadBwd<F>& a) {
+  const F scale = F(1) / std::sqrt(F(a.D));
+  F* P = a.ws;
+  F* dS = P + kTile * kTile;
+  F* bt = dS + kTile * kTile;
+  F* delta = bt + int64_t(a.D) * kTile;
+  for (int64_t i0 = 0; i0 < a.T; i0 += kTile) {
+    const int m = static_cast<int>(std::min<int64_t>(kTile, a.T - i0));
+    // delta_i = sum_j P_ij dP_ij = dO_i . O_i (FlashAttention-2's D term)
+    for (int r = 0; r < m; ++r) {
+      const F* o = a.out + (i0 + r) * a.ldo;
+      const F* g = a.dout + (i0 + r) * a.ldo;
+      F s = F(0);
+      for (int d = 0; d < a.D; ++d) s += o[d] * g[d];
+      delta[r] = s;
+    }
+    Interval iv[2];
+    const int n_iv = key_intervals(ks, i0, i0 + m, iv);
+    for (int t = 0; t < n_iv; ++t) {
+      for (int64_t j0 = iv[t].lo; j0 < iv[t].hi; j0 += kTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kTile, iv[t].hi - j0));
+        tile_abt(P, a.q + i0 * a.ldx, a.ldx, a.k + j0 * a.ldx, a.ldx, m, n, a.D, scale, bt);
+        tile_abt(dS, a.dout + i0 * a.ldo, a.ldo, a.v + j0 * a.ldx, a.ldx, m, n, a.D, F(1), bt);
+        for (int r = 0; r < m; ++r) {
+          const int64_t i = i0 + r;
+          const F lse = a.stats[i];
+          F* prow = P + int64_t(r) * kTile;
+          F* drow = dS + int64_t(r) * kTile;
+          for (int c = 0; c < n; ++c) {
+            const F p = visible(ks, i, j0 + c) ? std::exp(prow[c] - lse) : F(0);
+            prow[c] = p;
+            drow[c] = p * (drow[c] - delta[r]) * scale;  // dS, already scaled for dQ/dK
+          }
+        }
+        tile_ab_acc(a.dq + i0 * a.ldx, a.ldx, dS, a.k + j0 * a.ldx, a.ldx, m, n, a.D);
+        tile_atb_acc(a.dk + j0 * a.ldx, a.ldx, dS, a.q + i0 * a.ldx, a.ldx, m, n, a.D);
+        tile_atb_acc(a.dv + j0 * a.ldx, a.ldx, P, a.dout + i0 * a.ldo, a.ldo, m, n, a.D);
+      }
+    }
+  }
+}
+
+template void softmax_family_forward<float>(const KeySet&, const HeadFwd<float>&);
+template void softmax_family_forward<double>(const KeySet&, const HeadFwd<double>&);
+template void softmax_family_backward<float>(const KeySet&, const HeadBwd<float>&);
+template void softmax_family_backward<double>(const KeySet&, const HeadBwd<double>&);
+
+}  // namespace hw::attn::detail
