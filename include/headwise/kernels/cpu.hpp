@@ -20,7 +20,8 @@ template <class F>
 void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N, int64_t I,
                      int64_t O, bool w_out_in = false);
 
-// LayerNorm over the last dimension C; saves mean and rstd per row for backward.
+// LayerNorm over the last dimension C (biased variance, as PyTorch); saves mean and rstd per
+// row for backward (either may be null when no backward follows).
 template <class F>
 void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weight, const F* bias, int64_t N, int64_t C,
                        double eps);
@@ -35,6 +36,7 @@ template <class F>
 void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n);
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] (wpe may be null: RoPE models). Overwrites out.
+// Tokens are not range-checked here (no vocabulary size is passed): callers validate them.
 template <class F>
 void encoder_forward(F* out, const int32_t* tokens, const F* wte, const F* wpe, int64_t B, int64_t T, int64_t C);
 // dwte[token] += dout; dwpe[t] += sum over b of dout. Deterministic (no scatter races).
@@ -50,7 +52,8 @@ void accumulate(F* dst, const F* src, int64_t n);
 
 // Softmax cross-entropy per row of logits [N,V]: losses[n] = logsumexp(logits[n]) - logits[n,target[n]].
 // If dlogits is non-null, writes (softmax(logits[n]) - onehot(target[n])) * dloss into it
-// (overwrite; dlogits may alias logits). Returns the sum of losses in double.
+// (overwrite; dlogits may alias logits). Returns the sum of losses in double. losses may be
+// null. Throws hw::Error naming the token and position if a target is outside [0, V).
 template <class F>
 double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
                                      int64_t V, double dloss);
@@ -59,7 +62,7 @@ double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, con
 // x of width hd at position t, pairs (x[i], x[i+hd/2]) rotate by angle t * theta^(-2i/hd).
 // x holds B*T rows of `row_stride` elements; the heads to rotate are n_heads consecutive
 // hd-wide blocks starting at column col0. In place. Backward applies the inverse rotation
-// to the gradient in place.
+// to the gradient in place. Throws hw::Error unless hd is positive and even and theta > 0.
 template <class F>
 void rope_forward(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
                   double theta);

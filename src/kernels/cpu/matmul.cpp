@@ -1,0 +1,113 @@
+// Dense layers on OpenBLAS. W is [I,O] (Conv1D) or [O,I] (w_out_in); both layouts are
+// handled by the transpose flags of one gemm call, never by copying W.
+#include <cblas.h>
+
+#include <algorithm>
+#include <climits>
+#include <string>
+
+#include "headwise/core/error.hpp"
+#include "headwise/kernels/cpu.hpp"
+#include "kernels/cpu/parallel.hpp"
+
+namespace hw::cpu {
+
+namespace {
+
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a, int lda, const float* b,
+          int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda, const double* b,
+          int ldb, double beta, double* c, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// BLAS takes 32-bit sizes; a larger layer is a caller bug, reported instead of truncated.
+int blas_dim(int64_t v, const char* what) {
+  hw::check(v >= 0 && v <= INT_MAX, std::string("matmul: dimension ") + what + "=" + std::to_string(v) +
+                                        " does not fit a 32-bit BLAS size");
+  return static_cast<int>(v);
+}
+
+// dbias[o] += sum over rows of dout[:, o]. Columns are split into blocks and each block sums
+// all rows in order, so the result does not depend on the thread count.
+template <class F>
+void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
+  constexpr int64_t kBlock = 64;
+  const int64_t nblocks = (O + kBlock - 1) / kBlock;
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
+  for (int64_t blk = 0; blk < nblocks; blk++) {
+    const int64_t o0 = blk * kBlock;
+    const int64_t w = std::min(kBlock, O - o0);
+    double acc[kBlock] = {};
+    for (int64_t n = 0; n < N; n++) {
+      const F* row = dout + n * O + o0;
+#pragma omp simd
+      for (int64_t j = 0; j < w; j++) acc[j] += static_cast<double>(row[j]);
+    }
+    for (int64_t j = 0; j < w; j++) dbias[o0 + j] += static_cast<F>(acc[j]);
+  }
+}
+
+}  // namespace
+
+template <class F>
+void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t I, int64_t O,
+                    bool w_out_in) {
+  const int n = blas_dim(N, "N"), i = blas_dim(I, "I"), o = blas_dim(O, "O");
+  if (N == 0 || O == 0) return;
+  // Prefilling out with the bias and using beta=1 folds the bias into the gemm's own pass
+  // over out (with beta=0 OpenBLAS still makes a pass to zero it).
+  F beta = 0;
+  if (bias) {
+#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
+    for (int64_t r = 0; r < N; r++) {
+      F* row = out + r * O;
+#pragma omp simd
+      for (int64_t j = 0; j < O; j++) row[j] = bias[j];
+    }
+    beta = 1;
+  }
+  if (w_out_in) {  // out = inp @ W^T, W [O,I]
+    gemm(CblasNoTrans, CblasTrans, n, o, i, inp, std::max(i, 1), w, std::max(i, 1), beta, out, o);
+  } else {  // out = inp @ W, W [I,O]
+    gemm(CblasNoTrans, CblasNoTrans, n, o, i, inp, std::max(i, 1), w, o, beta, out, o);
+  }
+}
+
+template <class F>
+void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N, int64_t I,
+                     int64_t O, bool w_out_in) {
+  const int n = blas_dim(N, "N"), i = blas_dim(I, "I"), o = blas_dim(O, "O");
+  if (N == 0 || O == 0 || I == 0) {
+    if (dbias && N > 0 && O > 0) bias_grad(dbias, dout, N, O);
+    return;
+  }
+  if (dinp) {
+    if (w_out_in) {  // dinp[N,I] += dout[N,O] @ W[O,I]
+      gemm(CblasNoTrans, CblasNoTrans, n, i, o, dout, o, w, i, F(1), dinp, i);
+    } else {  // dinp[N,I] += dout[N,O] @ W[I,O]^T
+      gemm(CblasNoTrans, CblasTrans, n, i, o, dout, o, w, o, F(1), dinp, i);
+    }
+  }
+  if (dw) {
+    if (w_out_in) {  // dW[O,I] += dout^T @ inp
+      gemm(CblasTrans, CblasNoTrans, o, i, n, dout, o, inp, i, F(1), dw, i);
+    } else {  // dW[I,O] += inp^T @ dout
+      gemm(CblasTrans, CblasNoTrans, i, o, n, inp, i, dout, o, F(1), dw, o);
+    }
+  }
+  if (dbias) bias_grad(dbias, dout, N, O);
+}
+
+template void matmul_forward<float>(float*, const float*, const float*, const float*, int64_t, int64_t, int64_t,
+                                    bool);
+template void matmul_forward<double>(double*, const double*, const double*, const double*, int64_t, int64_t,
+                                     int64_t, bool);
+template void matmul_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t,
+                                     int64_t, int64_t, bool);
+template void matmul_backward<double>(double*, double*, double*, const double*, const double*, const double*,
+                                      int64_t, int64_t, int64_t, bool);
+
+}  // namespace hw::cpu
