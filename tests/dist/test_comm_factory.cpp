@@ -1,0 +1,48 @@
+// make_comm: the kinds, and "auto" following the launcher of this very process.
+#include <catch2/catch.hpp>
+
+#include "headwise/core/error.hpp"
+#include "headwise/dist/comm.hpp"
+#include "headwise/dist/launch.hpp"
+
+using namespace hw::dist;
+
+namespace {
+std::string error_of(const std::string& kind) {
+  try {
+    make_comm(kind);
+  } catch (const hw::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("make_comm builds the local communicator and rejects unknown kinds") {
+  auto local = make_comm("local");
+  REQUIRE(local->name() == "local");
+  REQUIRE(local->world() == 1);
+  REQUIRE(local->rank() == 0);
+  REQUIRE(error_of("nccl") == "nccl communicator needs the CUDA build");
+  REQUIRE(error_of("gloo").find("unknown communicator kind 'gloo'") != std::string::npos);
+}
+
+TEST_CASE("make_comm(\"mpi\") follows the build") {
+#ifdef HEADWISE_HAVE_MPI
+  auto comm = make_comm("mpi");
+  REQUIRE(comm->name() == "mpi");
+  REQUIRE(comm->world() >= 1);
+  REQUIRE(comm->rank() < comm->world());
+  REQUIRE(comm->local_rank() <= comm->rank());  // ranks of one node here
+#else
+  REQUIRE(error_of("mpi").find("-DHEADWISE_MPI=ON") != std::string::npos);
+#endif
+}
+
+TEST_CASE("make_comm(\"auto\") matches how this process was launched") {
+  const LaunchInfo launch = read_launch_info();
+  auto comm = make_comm("auto");
+  REQUIRE(comm->world() == launch.world);
+  REQUIRE(comm->rank() == launch.rank);
+  REQUIRE(comm->name() == (launch.wants_mpi() ? "mpi" : "local"));
+}
