@@ -1,0 +1,250 @@
+#!/usr/bin/env bash
+# Self-test of the SLURM path on one machine without GPUs: starts a one-node SLURM cluster on
+# localhost (slurmctld + slurmd from Debian's slurm-wlm packages, munge for auth), submits
+# train_1node_8gpu.sbatch as a 2-task CPU job, waits for it, checks it, and always stops the
+# daemons it started.
+#
+# Usage (as root, from anywhere):
+#   selftest_local_cluster.sh HEADWISE_BINARY CONFIG [REFERENCE_METRICS_JSONL]
+#       Runs `headwise train --config CONFIG --out OUT --set train.device=cpu` as 2 srun tasks.
+#       Passes when the job completes with exit code 0, OUT/summary.json exists and, given a
+#       reference metrics.jsonl (e.g. from a single-process run of the same config), every
+#       record with a "step" and a "loss" matches the reference's loss within SELFTEST_LOSS_TOL.
+#   selftest_local_cluster.sh --smoke TEST_PROGRAM
+#       Checks the cluster plumbing without the trainer: the same sbatch script runs a stand-in
+#       for headwise that runs TEST_PROGRAM (e.g. build/test_dist, the communicator tests) as
+#       each of the 2 tasks, then writes fixed summary.json / metrics.jsonl on rank 0. Also
+#       checks that the loss comparison rejects a reference that differs by 1e-4.
+#
+# Environment: SELFTEST_TIMEOUT (seconds for the job, default 900), SELFTEST_LOSS_TOL (1e-5),
+# SELFTEST_SCRIPT=train_multinode.sbatch runs the multi-node script (on this one node) instead,
+# SELFTEST_KEEP=1 keeps the temporary folder (logs, OUT) for inspection.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+sbatch_script="$here/${SELFTEST_SCRIPT:-train_1node_8gpu.sbatch}"
+timeout_s=${SELFTEST_TIMEOUT:-900}
+tol=${SELFTEST_LOSS_TOL:-1e-5}
+
+die() { echo "selftest: FAIL: $*" >&2; exit 1; }
+say() { echo "selftest: $*"; }
+
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 2; }
+mode=train
+if [ "${1:-}" = "--smoke" ]; then
+  mode=smoke
+  [ $# -eq 2 ] || usage
+  test_program=$(realpath "$2")
+  [ -x "$test_program" ] || die "test program $2 is not an executable file"
+else
+  { [ $# -ge 2 ] && [ $# -le 3 ]; } || usage
+  headwise=$(realpath "$1")
+  [ -x "$headwise" ] || die "headwise binary $1 is not an executable file"
+  config=$(realpath "$2")
+  [ -f "$config" ] || die "config $2 does not exist"
+  reference=""
+  if [ $# -eq 3 ]; then
+    reference=$(realpath "$3")
+    [ -f "$reference" ] || die "reference metrics $3 does not exist"
+  fi
+fi
+[ -f "$sbatch_script" ] || die "no sbatch script $sbatch_script"
+[ "$(id -u)" -eq 0 ] || die "needs root (slurmd runs jobs as root here)"
+
+# --- packages --------------------------------------------------------------------------------
+missing=()
+for p in slurmctld slurmd slurm-client munge; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- cleanup, whatever happens -----------------------------------------------------------------
+work=$(mktemp -d /tmp/hw_slurm_selftest.XXXXXX)
+started_munged=0
+job_id=""
+cleanup() {
+  local rc=$?
+  set +e
+  if [ -n "$job_id" ] && scancel "$job_id" >/dev/null 2>&1; then
+    # Let slurmd end the job's processes before slurmd itself goes.
+    for _ in $(seq 100); do
+      scontrol show job -o "$job_id" 2>/dev/null | grep -qE 'JobState=(PENDING|RUNNING|COMPLETING)' || break
+      sleep 0.1
+    done
+  fi
+  for d in slurmd slurmctld; do
+    if [ -f "$work/$d.pid" ]; then
+      local pid
+      pid=$(cat "$work/$d.pid")
+      kill "$pid" 2>/dev/null
+      for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+    fi
+  done
+  if [ "$started_munged" = 1 ] && [ -f /run/munge/munged.pid ]; then kill "$(cat /run/munge/munged.pid)" 2>/dev/null; fi
+  if [ "$rc" -ne 0 ]; then
+    for f in "$work"/job-*.out "$work/slurmctld.log" "$work/slurmd.log"; do
+      [ -f "$f" ] && { echo "----- $f (last 40 lines)"; tail -n 40 "$f"; }
+    done
+  fi
+  if [ "${SELFTEST_KEEP:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# --- munge: the key and the daemon, unless already there -------------------------------------
+if [ ! -f /etc/munge/munge.key ]; then
+  say "creating /etc/munge/munge.key"
+  install -d -o munge -g munge -m 700 /etc/munge
+  dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 status=none
+  chown munge:munge /etc/munge/munge.key
+  chmod 400 /etc/munge/munge.key
+fi
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  install -d -o munge -g munge -m 755 /run/munge
+  munged --force --log-file="$work/munged.log"
+  started_munged=1
+  for _ in $(seq 50); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.1; done
+  munge -n | unmunge >/dev/null || die "munged does not answer"
+fi
+
+# --- a minimal slurm.conf: this host is the controller and the only node ----------------------
+for d in slurmctld slurmd; do
+  pgrep -x "$d" >/dev/null && die "a $d is already running on this machine; stop it first"
+done
+host=$(hostname -s)
+mem_mib=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 512 ))
+mkdir -p "$work/state" "$work/spool"
+export SLURM_CONF="$work/slurm.conf"
+cat > "$SLURM_CONF" <<EOF
+ClusterName=hwselftest
+SlurmctldHost=$host(127.0.0.1)
+AuthType=auth/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$work/state
+SlurmdSpoolDir=$work/spool
+SlurmctldPidFile=$work/slurmctld.pid
+SlurmdPidFile=$work/slurmd.pid
+SlurmctldLogFile=$work/slurmctld.log
+SlurmdLogFile=$work/slurmd.log
+ReturnToService=2
+MinJobAge=3600
+NodeName=$host NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=$mem_mib State=UNKNOWN
+PartitionName=debug Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+
+say "starting slurmctld and slurmd ($work)"
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF"
+for _ in $(seq 60); do
+  state=$(sinfo -h -n "$host" -o %T 2>/dev/null || true)
+  [ "$state" = idle ] && break
+  sleep 1
+done
+[ "$state" = idle ] || die "node $host not idle after 60 s (state '$state')"
+say "node $host is idle"
+
+# --- the job -----------------------------------------------------------------------------------
+out="$work/out"
+if [ "$mode" = smoke ]; then
+  # Stands in for `headwise train --config C --out O ARGS...`: every task runs the test program,
+  # then rank 0 writes what the trainer would.
+  headwise="$work/headwise_standin.sh"
+  config="$work/standin_config.json"
+  echo '{}' > "$config"
+  cat > "$headwise" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+[ "\$1" = train ] || { echo "stand-in: expected 'train', got '\$1'" >&2; exit 2; }
+shift
+outdir=""
+args=("\$@")
+while [ \$# -gt 0 ]; do [ "\$1" = --out ] && outdir=\$2; shift; done
+echo "task \$SLURM_PROCID of \$SLURM_NTASKS (local \$SLURM_LOCALID) on \$(hostname -s): PMIX_RANK=\${PMIX_RANK:-unset}"
+"$test_program" > "$work/test_program.\$SLURM_PROCID.log" 2>&1 \
+  || { tail -n 30 "$work/test_program.\$SLURM_PROCID.log" >&2; exit 1; }
+if [ "\$SLURM_PROCID" = 0 ]; then
+  mkdir -p "\$outdir"
+  printf '%s\n' "\${args[@]}" > "\$outdir/args.txt"
+  printf '{"step": %d, "loss": %s}\n' 1 10.8125 2 9.90625 3 9.0 > "\$outdir/metrics.jsonl"
+  echo '{"world": '\$SLURM_NTASKS'}' > "\$outdir/summary.json"
+fi
+EOF
+  chmod +x "$headwise"
+  reference="$work/reference.jsonl"
+  printf '{"step": %d, "loss": %s}\n' 1 10.8125 2 9.90625 3 9.0 > "$reference"
+fi
+
+# The 8-GPU script, shrunk to one node with 2 CPU tasks: command-line options override its #SBATCH lines.
+job_id=$(CONFIG="$config" OUT="$out" HEADWISE="$headwise" EXTRA="--set train.device=cpu" \
+  sbatch --parsable --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --time=60 \
+    --job-name=hw-selftest --output="$work/job-%j.out" --chdir="$work" "$sbatch_script")
+job_id=${job_id%%;*}
+say "submitted job $job_id; waiting up to $timeout_s s"
+deadline=$(( $(date +%s) + timeout_s ))
+while :; do
+  info=$(scontrol show job -o "$job_id")
+  jstate=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<< "$info")
+  case "$jstate" in
+    PENDING|RUNNING|CONFIGURING|COMPLETING|"") ;;
+    *) break ;;
+  esac
+  [ "$(date +%s)" -lt "$deadline" ] || die "job $job_id still $jstate after $timeout_s s"
+  sleep 1
+done
+exit_code=$(sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p' <<< "$info")
+say "job $job_id ended: JobState=$jstate ExitCode=$exit_code"
+{ [ "$jstate" = COMPLETED ] && [ "$exit_code" = "0:0" ]; } || die "job $job_id did not complete cleanly"
+[ -f "$out/summary.json" ] || die "$out/summary.json missing"
+
+# --- losses against the reference ------------------------------------------------------------
+compare_losses() {  # metrics.jsonl reference.jsonl: exit 0 when every step's loss agrees
+  python3 - "$1" "$2" "$tol" <<'EOF'
+import json, sys
+def losses(path):
+    out = {}
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                sys.exit(f"{path}:{n}: not a JSON line ({e})")
+            if isinstance(rec, dict) and isinstance(rec.get("loss"), (int, float)) and "step" in rec:
+                out[rec["step"]] = float(rec["loss"])
+    return out
+got, ref, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
+if not ref:
+    sys.exit(f"no step/loss records in {sys.argv[2]}")
+if sorted(got) != sorted(ref):
+    sys.exit(f"steps differ: {sys.argv[1]} has {sorted(got)[:5]}..., the reference {sorted(ref)[:5]}...")
+worst = max(ref, key=lambda s: abs(got[s] - ref[s]))
+if abs(got[worst] - ref[worst]) > tol:
+    sys.exit(f"step {worst}: loss {got[worst]!r} vs reference {ref[worst]!r} (tolerance {tol})")
+print(f"{len(ref)} losses agree within {tol} (worst step {worst}: {abs(got[worst] - ref[worst]):.3g})")
+EOF
+}
+if [ -n "$reference" ]; then
+  compare_losses "$out/metrics.jsonl" "$reference" || die "losses differ from $reference"
+fi
+if [ "$mode" = smoke ]; then
+  { grep -qx -- "--set" "$out/args.txt" && grep -qx -- "train.device=cpu" "$out/args.txt"; } \
+    || die "EXTRA did not reach the program: $(tr '\n' ' ' < "$out/args.txt")"
+  sed 's/9.90625/9.90635/' "$reference" > "$work/reference_off.jsonl"
+  if compare_losses "$out/metrics.jsonl" "$work/reference_off.jsonl" 2>/dev/null; then
+    die "the loss comparison accepted a reference off by 1e-4"
+  fi
+  say "the loss comparison rejects a reference off by 1e-4"
+  grep -h "All tests passed" "$work"/test_program.*.log | sed 's/\x1b\[[0-9;]*m//g' | sed 's/^/selftest: task: /'
+  grep -h "^task " "$work"/job-*.out | sed 's/^/selftest: /'
+fi
+say "PASS"
