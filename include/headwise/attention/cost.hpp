@@ -15,7 +15,9 @@ struct PlanCost {
   double relative() const { return attn_flops_softmax > 0 ? attn_flops / attn_flops_softmax : 0.0; }
 };
 
-// n_groups_of_linear: G for linear heads (their state width depends on it); pass 0 to use head_dim.
+// Linear heads' cost depends on head_dim only: their prefix state holds the packed key pair
+// products (1 + D + D(D+1)/2 features), whatever the number of groups G. What each kind
+// counts as is documented in cost.cpp.
 PlanCost plan_cost(const HeadPlan& plan, int64_t T, int head_dim);
 
 }  // namespace hw::attn

@@ -31,6 +31,12 @@ class Arena {
   Tensor& get(const std::string& name);  // throws hw::Error naming the missing tensor
   const std::vector<std::unique_ptr<Tensor>>& tensors() const { return tensors_; }
   size_t bytes() const { return bytes_; }
+  // The whole block (tensors plus alignment padding, which stays zero): collectives such as
+  // the gradient all-reduce work on it in one call.
+  void* base() { return base_; }
+  const void* base() const { return base_; }
+  // Offset of a tensor of this arena from base(), in bytes.
+  size_t offset_of(const Tensor& t) const { return size_t(static_cast<const char*>(t.data) - static_cast<const char*>(base_)); }
   int64_t numel() const;
   const std::string& role() const { return role_; }
   void zero();

@@ -1,0 +1,22 @@
+#pragma once
+// CPU timing of one attention head of each kind (forward + backward through the layer entry
+// point), to show that skipped work is really skipped. `headwise bench-attention` prints it.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace hw::attn {
+
+// For each T in Ts: one head of each kind (softmax, window:W, sink_window:4:W with
+// W = min(256, max(1, T/4)), static, linear with G = 3, pruned), head_dim wide, batch
+// sequences; the median over `repeats` timed forward+backward passes after one warm-up.
+// Returns an array of rows {kind, T, ms_fwd_bwd, relative_to_softmax}. Throws hw::Error on
+// bad arguments (empty Ts, T < 1, head_dim < 1, batch < 1, repeats < 1).
+nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_dim, int64_t batch, int repeats);
+
+// The rows as a markdown table (one line per row, a header first).
+std::string bench_attention_markdown(const nlohmann::json& rows);
+
+}  // namespace hw::attn

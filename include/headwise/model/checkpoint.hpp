@@ -1,0 +1,30 @@
+#pragma once
+// Model checkpoints in Hugging Face GPT-2 form: DIR/model.safetensors (HF tensor names and
+// Conv1D layouts; compact attention tensors expanded to their stored shapes with zeros) and
+// DIR/config.json (HF keys plus headwise's). A checkpoint of an all-softmax, learned-position
+// model opens in transformers' GPT2LMHeadModel.from_pretrained.
+#include <memory>
+#include <string>
+
+#include "headwise/io/safetensors.hpp"
+#include "headwise/model/gpt.hpp"
+
+namespace hw {
+
+// Write model.safetensors and config.json into dir (each file atomically).
+void save_model_files(const Model<float>& model, const std::string& dir);
+// Model config and head values (static alpha/rho, linear L/groups) of a checkpoint directory.
+ModelConfig read_checkpoint_config(const std::string& dir);
+HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& cfg);
+// Build a model from a checkpoint directory.
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops);
+// Copy a checkpoint's weights into an existing model of the same shape and plan. Accepts HF's
+// variants: a "transformer." prefix, attn.bias / attn.masked_bias buffers (ignored), a tied
+// lm_head.weight (must equal wte). Unknown or missing tensors are errors naming them.
+void load_weights(Model<float>& model, const io::SafetensorsReader& st);
+
+// Optimizer moments as DIR/optimizer.safetensors ("m.<name>", "v.<name>" in stored shapes).
+void save_moments(const Model<float>& model, const Arena& m, const Arena& v, const std::string& path);
+void load_moments(const Model<float>& model, Arena& m, Arena& v, const std::string& path);
+
+}  // namespace hw

@@ -1,0 +1,38 @@
+#pragma once
+// The model section of a config (and of a checkpoint's config.json).
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "headwise/attention/head_plan.hpp"
+
+namespace hw {
+
+struct ModelConfig {
+  int n_layer = 4;
+  int n_head = 4;
+  int n_kv_head = 0;  // 0 = n_head (multi-head attention); must divide n_head
+  int n_embd = 256;
+  int block_size = 256;  // n_positions
+  int vocab_size = 256;
+  std::string pos = "learned";  // "learned" (GPT-2 wpe) or "rope"
+  double rope_theta = 10000.0;
+  bool bias = true;  // GPT-2 has biases; the SAF paper's recipe has none
+  double layer_norm_epsilon = 1e-5;
+  double init_std = 0.02;
+  double linear_eps = 1e-6;  // epsilon of linear (OAL) heads
+  attn::HeadPlan head_plan;  // empty = all softmax
+
+  int head_dim() const { return n_embd / n_head; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  bool rope() const { return pos == "rope"; }
+  // Throws hw::Error on impossible shapes (names the keys involved). Fills an empty plan.
+  void validate();
+
+  static ModelConfig from_json(const nlohmann::json& section);  // strict: unknown keys are errors
+  nlohmann::json to_json() const;
+  // Hugging Face GPT-2 config.json (plus headwise keys) and back.
+  nlohmann::json to_hf_config() const;
+  static ModelConfig from_hf_config(const nlohmann::json& cfg, const std::string& path);
+};
+
+}  // namespace hw

@@ -1,0 +1,63 @@
+#pragma once
+// Names, shapes and storage mapping of every model tensor under a head plan.
+//
+// In memory, `h.{l}.attn.c_attn.*` and `h.{l}.attn.c_proj.weight` are compact: they hold only
+// the Q/K/V columns and output rows the layer's plan uses (LayerLayout). On disk they keep the
+// Hugging Face GPT-2 Conv1D shapes ([in, out]; c_attn columns q | k | v), with unused columns
+// or rows stored as zeros. Every other tensor has the same shape in memory and on disk.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "headwise/attention/head_plan.hpp"
+#include "headwise/core/arena.hpp"
+#include "headwise/model/head_extras.hpp"
+#include "headwise/model/model_config.hpp"
+
+namespace hw {
+
+enum class ParamRole : uint8_t { Param, Buffer };
+// How the compact tensor maps to the stored one.
+enum class StorageMap : uint8_t { Same, QkvColumns, OutRows };
+
+struct ParamSpec {
+  std::string name;
+  std::vector<int64_t> shape;         // in memory
+  std::vector<int64_t> stored_shape;  // on disk (Hugging Face shape)
+  ParamRole role = ParamRole::Param;
+  StorageMap map = StorageMap::Same;
+  bool is_int = false;   // int32 buffer (linear head groups)
+  bool decay = false;    // AdamW weight decay: parameters of rank >= 2
+  int layer = -1;
+  float init_std = 0.f;  // normal init std; 0 = constant init_value
+  float init_value = 0.f;
+};
+
+std::vector<attn::LayerLayout> build_layouts(const ModelConfig& cfg);
+// Every tensor of the model under cfg.head_plan, in a fixed order (the init RNG order).
+std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& extras);
+
+// Segments (stored offset, compact offset, width) along the mapped dimension.
+struct Segment {
+  int64_t stored = 0, compact = 0, width = 0;
+};
+std::vector<Segment> qkv_segments(const attn::LayerLayout& layout);
+std::vector<Segment> out_segments(const attn::LayerLayout& layout);
+
+// Stored (HF-shaped) values -> compact memory tensor, and back (stored is zero-filled first).
+template <class F, class S>
+void compact_from_stored(const ParamSpec& spec, const attn::LayerLayout* layout, const S* stored, F* compact);
+template <class F, class S>
+void stored_from_compact(const ParamSpec& spec, const attn::LayerLayout* layout, const F* compact, S* stored);
+
+// Move values between arenas of two layouts of the same model (a plan change): every tensor
+// of `to` that `from` also has is filled through the stored shape; the rest is left as is.
+// Used for parameters and for each AdamW moment, so rows that disappear take their moments along.
+template <class F>
+void remap_arena(const Arena& from, const std::vector<ParamSpec>& from_specs,
+                 const std::vector<attn::LayerLayout>& from_layouts, Arena& to,
+                 const std::vector<ParamSpec>& to_specs, const std::vector<attn::LayerLayout>& to_layouts);
+
+int64_t stored_numel(const ParamSpec& spec);
+
+}  // namespace hw

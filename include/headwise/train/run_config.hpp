@@ -1,0 +1,75 @@
+#pragma once
+// A training run's configuration: JSON sections model, train, data, method, each strict
+// (unknown keys and wrong types are errors naming the key), overridable by --set.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headwise/model/model_config.hpp"
+
+namespace hw {
+
+struct TrainConfig {
+  int64_t micro_batch = 8;
+  int64_t seq_len = 256;
+  int64_t total_batch_tokens = 0;  // 0 = micro_batch * seq_len (no accumulation)
+  int64_t steps = 100;
+  double lr = 6e-4;
+  double min_lr = 6e-5;
+  int64_t warmup_steps = 10;
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;  // 0 disables clipping
+  int64_t seed = 1337;
+  int64_t eval_every = 50;  // 0 = only at the end
+  int64_t eval_batches = 8;
+  int64_t checkpoint_every = 0;  // 0 = only at the end
+  int64_t log_every = 1;
+  std::string device = "cpu";  // "cpu" (the CUDA backend is a separate issue)
+  int threads = 0;             // OpenMP threads; 0 = OMP default
+  bool zero1 = false;          // shard AdamW state across data-parallel ranks
+  std::string comm = "auto";   // auto | local | mpi | nccl
+};
+
+struct DataConfig {
+  std::string train;
+  std::string val;
+  std::string calib;  // "" = val
+  bool shuffle = true;
+};
+
+// Head-replacement methods (SAF; "none" = ordinary training).
+struct MethodConfig {
+  std::string name = "none";
+  double ratio = 0.25;
+  double at_fraction = 0.5;
+  int64_t at_step = -1;  // >= 0 overrides at_fraction
+  int64_t calib_seqs = 32;
+  int64_t calib_seq_len = 0;  // 0 = train.seq_len
+  std::string selector = "variance";  // variance | kl | random | gate_taylor
+  std::string pattern = "mean";       // mean | sharp_mean | gaussian | dirichlet | structured_random
+  std::string mode = "freeze";        // freeze | prune
+  int64_t fit_steps = 400;
+  double fit_lr = 0.05;
+  double max_kl = 0.2;
+  int64_t seed = 0;                   // 0 = train.seed + 1
+  double memory_budget_mb = 1024;     // calibration statistics budget
+};
+
+struct RunConfig {
+  ModelConfig model;
+  TrainConfig train;
+  DataConfig data;
+  MethodConfig method;
+  nlohmann::json source;  // the merged document the run was built from
+
+  int64_t grad_accum(int world = 1) const;  // micro-steps per update per rank
+  static RunConfig from_json(const nlohmann::json& doc);  // validates everything
+  static RunConfig load(const std::string& path, const std::vector<std::string>& overrides);
+  nlohmann::json to_json() const;
+};
+
+}  // namespace hw

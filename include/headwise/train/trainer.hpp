@@ -1,0 +1,86 @@
+#pragma once
+// The training loop: micro-batches -> forward/backward -> all-reduce -> clip -> AdamW -> log,
+// with evaluation, checkpoints, resume and the planner hook. One Trainer per run directory.
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "headwise/data/loader.hpp"
+#include "headwise/dist/comm.hpp"
+#include "headwise/model/gpt.hpp"
+#include "headwise/optim/adamw.hpp"
+#include "headwise/train/planner.hpp"
+#include "headwise/train/run_config.hpp"
+
+namespace hw {
+
+struct EvalResult {
+  double loss = 0.0, ppl = 0.0;
+  int64_t tokens = 0;
+};
+
+// Mean loss over the first n_batches micro-batches of `loader` in order (shuffle off), split
+// across ranks and summed with `comm`.
+EvalResult evaluate(Model<float>& model, const data::TokenLoader& loader, int64_t n_batches, int64_t B, int64_t T,
+                    dist::Comm& comm);
+
+struct TrainerState {
+  int64_t step = 0;        // updates completed
+  int64_t next_batch = 0;  // global micro-batch index of the next update's first micro-batch
+  int64_t tokens = 0;      // tokens trained on
+  nlohmann::json to_json() const;
+  static TrainerState from_json(const nlohmann::json& j, const std::string& path);
+};
+
+class Trainer {
+ public:
+  // out_dir may be empty (no files written: benchmarks and tests). With synthetic_data the
+  // batches are uniform random tokens drawn from train.seed (benchmarks: no data loading).
+  Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, std::unique_ptr<Planner> planner = nullptr,
+          bool synthetic_data = false);
+  ~Trainer();
+
+  void init_from(const std::string& checkpoint_dir);  // weights only, fresh optimizer
+  void resume(const std::string& checkpoint_dir);     // weights, optimizer, position, plan
+
+  // Train until `stop_step` updates are done (default: train.steps). Writes metrics.jsonl,
+  // periodic checkpoints, a final checkpoint and summary.json (when stop_step == train.steps).
+  nlohmann::json run(int64_t stop_step = -1);
+  // One optimizer update on the next global batch; returns the mean loss. update_ms gets the
+  // time of the update itself (accumulation, backward, all-reduce, clip, AdamW), without data
+  // loading.
+  double train_step(double* grad_norm = nullptr, double* update_ms = nullptr);
+  EvalResult eval(int64_t n_batches = -1);
+  void save_checkpoint(const std::string& dir);
+  // Apply a plan change in place (parameters and AdamW moments), as the planner hook does.
+  void install(const PlanChange& change);
+
+  Model<float>& model() { return *model_; }
+  AdamW& optimizer() { return *opt_; }
+  const TrainerState& state() const { return state_; }
+  const RunConfig& config() const { return cfg_; }
+  dist::Comm& comm() { return comm_; }
+
+ private:
+  void maybe_intervene();
+  void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
+  void append_metrics(const nlohmann::json& line);
+  void fetch_train(int64_t index);
+
+  RunConfig cfg_;
+  std::string out_dir_;
+  dist::Comm& comm_;
+  std::unique_ptr<Planner> planner_;
+  std::unique_ptr<Model<float>> model_;
+  std::unique_ptr<AdamW> opt_;
+  std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
+  TrainerState state_;
+  bool synthetic_ = false;
+  int64_t accum_ = 1;
+  std::vector<int32_t> inputs_, targets_;
+  double update_ms_sum_ = 0.0;
+  int64_t update_ms_count_ = 0;
+};
+
+}  // namespace hw

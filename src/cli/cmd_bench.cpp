@@ -1,0 +1,60 @@
+// headwise bench --config FILE [--steps N] [--warmup N] [--set k=v]...
+// Times whole optimizer updates (accumulation x (forward + loss + backward), clip, AdamW) on
+// random tokens already in memory, after warm-up, and prints one JSON line.
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "cli/run_setup.hpp"
+#include <omp.h>
+#include "headwise/attention/cost.hpp"
+#include "headwise/core/error.hpp"
+#include "headwise/dist/local_comm.hpp"
+#include "headwise/train/trainer.hpp"
+
+namespace hw::cli {
+
+namespace {
+struct BenchArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  int64_t steps = 10, warmup = 2;
+};
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* cmd = app.add_subcommand("bench", "Time optimizer updates of a config's model on random tokens");
+  cmd->add_option("--config", a->config, "JSON config")->required();
+  cmd->add_option("--set", a->sets, "Override a config key: section.key=value (repeatable)");
+  cmd->add_option("--steps", a->steps, "Timed updates (default 10)");
+  cmd->add_option("--warmup", a->warmup, "Untimed warm-up updates (default 2)");
+  cmd->callback([a] {
+    check(a->steps > 0 && a->warmup >= 0, "--steps must be positive and --warmup >= 0");
+    RunConfig cfg = RunConfig::load(a->config, a->sets);
+    cfg.train.steps = std::max<int64_t>(cfg.train.steps, a->steps + a->warmup);
+    set_threads(cfg.train.threads);
+    dist::LocalComm comm;
+    Trainer trainer(cfg, "", comm, nullptr, /*synthetic_data=*/true);
+    for (int64_t i = 0; i < a->warmup; ++i) trainer.train_step();
+    std::vector<double> ms(size_t(a->steps));
+    for (auto& m : ms) trainer.train_step(nullptr, &m);
+    std::sort(ms.begin(), ms.end());
+    double mean = 0.0;
+    for (double m : ms) mean += m / double(ms.size());
+    const double tokens = double(cfg.train.micro_batch * cfg.train.seq_len * cfg.grad_accum());
+    const auto cost = attn::plan_cost(cfg.model.head_plan, cfg.train.seq_len, cfg.model.head_dim());
+    nlohmann::json out = {{"ms_per_step", mean},
+                          {"ms_per_step_median", ms[ms.size() / 2]},
+                          {"tok_per_s", tokens / (mean / 1000.0)},
+                          {"peak_bytes", arena_peak_bytes()},
+                          {"parameters", trainer.model().num_parameters()},
+                          {"threads", omp_get_max_threads()},
+                          {"tokens_per_step", int64_t(tokens)},
+                          {"acr", cost.acr},
+                          {"attn_flops_relative", cost.relative()}};
+    std::printf("%s\n", out.dump().c_str());
+  });
+}
+
+}  // namespace hw::cli

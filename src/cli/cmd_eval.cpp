@@ -1,0 +1,49 @@
+// headwise eval --checkpoint CKPT --data GLOB [--batches N] [--micro-batch B] [--seq-len T]
+#include <cstdio>
+
+#include "cli/commands.hpp"
+#include "cli/run_setup.hpp"
+#include "headwise/core/error.hpp"
+#include "headwise/data/loader.hpp"
+#include "headwise/dist/local_comm.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
+#include "headwise/train/trainer.hpp"
+
+namespace hw::cli {
+
+namespace {
+struct EvalArgs {
+  std::string checkpoint, data;
+  int64_t batches = 8, micro_batch = 4, seq_len = 0;
+  int threads = 0;
+};
+}  // namespace
+
+void add_eval_command(CLI::App& app) {
+  auto a = std::make_shared<EvalArgs>();
+  CLI::App* cmd = app.add_subcommand("eval", "Evaluate a checkpoint on the first N batches of shards, in order");
+  cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint directory")->required();
+  cmd->add_option("--data", a->data, "Glob of token shards")->required();
+  cmd->add_option("--batches", a->batches, "Number of batches (default 8)");
+  cmd->add_option("--micro-batch", a->micro_batch, "Sequences per batch (default 4)");
+  cmd->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's block size)");
+  cmd->add_option("--threads", a->threads, "OpenMP threads (default: all)");
+  cmd->callback([a] {
+    set_threads(a->threads);
+    check(a->batches > 0 && a->micro_batch > 0 && a->seq_len >= 0, "--batches and --micro-batch must be positive");
+    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    const int64_t T = a->seq_len > 0 ? a->seq_len : model->config().block_size;
+    check(T <= model->config().block_size, "--seq-len exceeds the model's block size");
+    data::TokenLoader loader(a->data, a->micro_batch, T, false, 0);
+    check(a->batches <= loader.batches_per_epoch(), "--batches " + std::to_string(a->batches) + " exceeds the " +
+                                                        std::to_string(loader.batches_per_epoch()) +
+                                                        " batches in " + a->data);
+    dist::LocalComm comm;
+    const EvalResult r = evaluate(*model, loader, a->batches, a->micro_batch, T, comm);
+    nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"checkpoint", a->checkpoint}};
+    std::printf("%s\n", out.dump().c_str());
+  });
+}
+
+}  // namespace hw::cli

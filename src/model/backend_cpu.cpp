@@ -1,0 +1,94 @@
+// The CPU backend: forwards every op to the reference kernels in kernels/cpu and attention/.
+#include <omp.h>
+
+#include <cstring>
+
+#include "headwise/kernels/backend.hpp"
+#include "headwise/kernels/cpu.hpp"
+
+namespace hw {
+
+namespace {
+
+template <class F>
+class CpuBackend final : public Backend<F> {
+ public:
+  Device device() const override { return Device::CPU; }
+  const char* name() const override { return "cpu"; }
+
+  void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t I, int64_t O,
+                      bool w_out_in) const override {
+    cpu::matmul_forward(out, inp, w, bias, N, I, O, w_out_in);
+  }
+  void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N, int64_t I,
+                       int64_t O, bool w_out_in) const override {
+    cpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, I, O, w_out_in);
+  }
+  void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weight, const F* bias, int64_t N,
+                         int64_t C, double eps) const override {
+    cpu::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, eps);
+  }
+  void layernorm_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* inp, const F* weight, const F* mean,
+                          const F* rstd, int64_t N, int64_t C) const override {
+    cpu::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+  void gelu_forward(F* out, const F* inp, int64_t n) const override { cpu::gelu_forward(out, inp, n); }
+  void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n) const override {
+    cpu::gelu_backward(dinp, inp, dout, n);
+  }
+  void encoder_forward(F* out, const int32_t* tokens, const F* wte, const F* wpe, int64_t B, int64_t T,
+                       int64_t C) const override {
+    cpu::encoder_forward(out, tokens, wte, wpe, B, T, C);
+  }
+  void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* tokens, int64_t B, int64_t T,
+                        int64_t C) const override {
+    cpu::encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+  }
+  void residual_forward(F* out, const F* a, const F* b, int64_t n) const override {
+    cpu::residual_forward(out, a, b, n);
+  }
+  void accumulate(F* dst, const F* src, int64_t n) const override { cpu::accumulate(dst, src, n); }
+  double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
+                                       int64_t V, double dloss) const override {
+    return cpu::crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, dloss);
+  }
+  void rope_forward(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                    double theta) const override {
+    cpu::rope_forward(x, B, T, row_stride, col0, n_heads, hd, theta);
+  }
+  void rope_backward(F* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                     double theta) const override {
+    cpu::rope_backward(dx, B, T, row_stride, col0, n_heads, hd, theta);
+  }
+  double sum_squares(const F* x, int64_t n) const override { return cpu::sum_squares(x, n); }
+  void scale(F* x, F s, int64_t n) const override { cpu::scale(x, s, n); }
+  void fill_zero(F* x, int64_t n) const override { std::memset(x, 0, sizeof(F) * static_cast<size_t>(n)); }
+
+  void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims,
+                         const attn::LayerHeadParams<F>& params, const F* qkv, F* out, F* row_stats,
+                         F* workspace) const override {
+    attn::layer_forward(plan, layout, dims, params, qkv, out, row_stats, workspace);
+  }
+  void attention_backward(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims,
+                          const attn::LayerHeadParams<F>& params, const F* qkv, const F* out, const F* row_stats,
+                          const F* dout, F* dqkv, F* workspace) const override {
+    attn::layer_backward(plan, layout, dims, params, qkv, out, row_stats, dout, dqkv, workspace);
+  }
+  int64_t attention_workspace_size(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                                   const attn::AttnDims& dims) const override {
+    return attn::workspace_size(plan, layout, dims, omp_get_max_threads());
+  }
+};
+
+}  // namespace
+
+template <class F>
+const Backend<F>& cpu_backend() {
+  static const CpuBackend<F> backend;
+  return backend;
+}
+
+template const Backend<float>& cpu_backend<float>();
+template const Backend<double>& cpu_backend<double>();
+
+}  // namespace hw

@@ -1,0 +1,176 @@
+#include "headwise/model/checkpoint.hpp"
+
+#include <filesystem>
+#include <set>
+
+#include "headwise/core/error.hpp"
+#include "headwise/io/files.hpp"
+
+namespace hw {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const attn::LayerLayout* layout_for(const Model<float>& model, const ParamSpec& s) {
+  return s.layer >= 0 ? &model.layouts()[size_t(s.layer)] : nullptr;
+}
+
+const Tensor& tensor_of(const Model<float>& model, const ParamSpec& s) {
+  const Tensor* t = s.role == ParamRole::Param ? model.params().find(s.name) : model.buffers().find(s.name);
+  check(t != nullptr, "internal: model has no tensor '" + s.name + "'");
+  return *t;
+}
+
+// HF checkpoints may prefix names with "transformer." and carry buffers we do not use.
+std::string canonical_name(const std::string& name) {
+  const std::string prefix = "transformer.";
+  return name.rfind(prefix, 0) == 0 ? name.substr(prefix.size()) : name;
+}
+
+bool ignored_name(const std::string& n) {
+  auto ends_with = [&](const std::string& suffix) {
+    return n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
+}
+
+}  // namespace
+
+void save_model_files(const Model<float>& model, const std::string& dir) {
+  fs::create_directories(dir);
+  io::SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  w.set_metadata("producer", "headwise");
+  for (const auto& s : model.specs()) {
+    const Tensor& t = tensor_of(model, s);
+    if (s.is_int) {
+      w.add(s.name, DType::I32, s.stored_shape, t.data);
+      continue;
+    }
+    std::vector<float> stored(size_t(stored_numel(s)));
+    stored_from_compact(s, layout_for(model, s), t.as<float>(), stored.data());
+    w.add(s.name, DType::F32, s.stored_shape, stored.data());
+  }
+  w.write(dir + "/model.safetensors");
+  io::write_file_atomic(dir + "/config.json", model.config().to_hf_config().dump(2) + "\n");
+}
+
+ModelConfig read_checkpoint_config(const std::string& dir) {
+  const std::string path = dir + "/config.json";
+  check(fs::exists(path), "checkpoint " + dir + ": missing config.json");
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
+  check(!j.is_discarded(), path + ": not valid JSON");
+  return ModelConfig::from_hf_config(j, path);
+}
+
+HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& cfg) {
+  HeadExtras ex;
+  auto name_of = [&](const std::string& n) {
+    if (st.has(n)) return n;
+    check(st.has("transformer." + n), st.path() + ": missing tensor '" + n + "' (the head plan needs it)");
+    return "transformer." + n;
+  };
+  for (int l = 0; l < cfg.n_layer; ++l)
+    for (int h = 0; h < cfg.n_head; ++h) {
+      const auto kind = cfg.head_plan.layers[size_t(l)][size_t(h)].kind;
+      const std::string p = "h." + std::to_string(l) + ".attn.";
+      if (kind == attn::HeadKind::Static) {
+        StaticHeadValues v;
+        v.alpha.resize(size_t(cfg.block_size));
+        v.rho.resize(size_t(cfg.block_size));
+        const std::string sp = p + "static." + std::to_string(h) + ".";
+        st.read(name_of(sp + "alpha"), DType::F32, {cfg.block_size}, v.alpha.data());
+        st.read(name_of(sp + "rho"), DType::F32, {cfg.block_size}, v.rho.data());
+        ex.statics[{l, h}] = std::move(v);
+      } else if (kind == attn::HeadKind::Linear) {
+        const std::string lp = p + "linear." + std::to_string(h) + ".";
+        const auto& info = st.info(name_of(lp + "L"));
+        check(info.shape.size() == 2 && info.shape[0] == info.shape[1] && info.shape[0] >= 2,
+              st.path() + ": tensor '" + lp + "L' must be (G+1)x(G+1)");
+        LinearHeadValues v;
+        v.n_groups = int(info.shape[0]) - 1;
+        v.L.resize(size_t(info.shape[0] * info.shape[1]));
+        st.read(name_of(lp + "L"), DType::F32, info.shape, v.L.data());
+        v.groups.resize(size_t(cfg.head_dim()));
+        st.read(name_of(lp + "groups"), DType::I32, {cfg.head_dim()}, v.groups.data());
+        ex.linears[{l, h}] = std::move(v);
+      }
+    }
+  return ex;
+}
+
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops) {
+  const ModelConfig cfg = read_checkpoint_config(dir);
+  const std::string path = dir + "/model.safetensors";
+  check(fs::exists(path), "checkpoint " + dir + ": missing model.safetensors");
+  io::SafetensorsReader st(path);
+  auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg));
+  load_weights(*model, st);
+  return model;
+}
+
+void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
+  std::map<std::string, std::string> by_canonical;  // canonical name -> name in the file
+  for (const auto& n : st.names()) {
+    if (ignored_name(n)) continue;
+    by_canonical[canonical_name(n)] = n;
+  }
+  std::set<std::string> used;
+  for (const auto& s : model.specs()) {
+    auto it = by_canonical.find(s.name);
+    check(it != by_canonical.end(), st.path() + ": missing tensor '" + s.name + "'");
+    used.insert(s.name);
+    Tensor& t = s.role == ParamRole::Param ? model.params().get(s.name) : model.buffers().get(s.name);
+    if (s.is_int) {
+      st.read(it->second, DType::I32, s.stored_shape, t.data);
+      continue;
+    }
+    std::vector<float> stored(size_t(stored_numel(s)));
+    st.read(it->second, DType::F32, s.stored_shape, stored.data());
+    compact_from_stored(s, layout_for(model, s), stored.data(), t.as<float>());
+  }
+  model.refresh_static_normalisers();  // log Z follows the alpha/rho just read
+  if (auto it = by_canonical.find("lm_head.weight"); it != by_canonical.end()) {
+    used.insert("lm_head.weight");
+    const Tensor& wte = model.params().get("wte.weight");
+    std::vector<float> lm(size_t(wte.numel()));
+    st.read(it->second, DType::F32, wte.shape, lm.data());
+    for (size_t i = 0; i < lm.size(); ++i)
+      check(lm[i] == wte.f32()[i], st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
+  }
+  for (const auto& [canon, name] : by_canonical)
+    check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + name + "' for this model config");
+}
+
+void save_moments(const Model<float>& model, const Arena& m, const Arena& v, const std::string& path) {
+  io::SafetensorsWriter w;
+  for (const auto* arena : {&m, &v}) {
+    const std::string prefix = arena == &m ? "m." : "v.";
+    for (const auto& s : model.specs()) {
+      if (s.role != ParamRole::Param) continue;
+      const Tensor* t = arena->find(s.name);
+      check(t != nullptr, "internal: optimizer has no moment for '" + s.name + "'");
+      std::vector<float> stored(size_t(stored_numel(s)));
+      stored_from_compact(s, layout_for(model, s), t->as<float>(), stored.data());
+      w.add(prefix + s.name, DType::F32, s.stored_shape, stored.data());
+    }
+  }
+  w.write(path);
+}
+
+void load_moments(const Model<float>& model, Arena& m, Arena& v, const std::string& path) {
+  check(fs::exists(path), "checkpoint: missing " + path);
+  io::SafetensorsReader st(path);
+  for (auto* arena : {&m, &v}) {
+    const std::string prefix = arena == &m ? "m." : "v.";
+    for (const auto& s : model.specs()) {
+      if (s.role != ParamRole::Param) continue;
+      std::vector<float> stored(size_t(stored_numel(s)));
+      st.read(prefix + s.name, DType::F32, s.stored_shape, stored.data());
+      compact_from_stored(s, layout_for(model, s), stored.data(), arena->get(s.name).as<float>());
+    }
+  }
+}
+
+}  // namespace hw

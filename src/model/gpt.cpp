@@ -1,0 +1,464 @@
+// The GPT forward and backward pass, written once against the Backend interface.
+#include "headwise/model/gpt.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "headwise/core/error.hpp"
+#include "headwise/core/rng.hpp"
+
+namespace hw {
+
+namespace {
+
+// Per-layer weights (the same struct views the parameter and the gradient arena).
+template <class F>
+struct LayerWeights {
+  F *ln1_w = nullptr, *ln1_b = nullptr, *attn_w = nullptr, *attn_b = nullptr, *proj_w = nullptr, *proj_b = nullptr;
+  F *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fcproj_w = nullptr, *fcproj_b = nullptr;
+};
+
+template <class F>
+struct Weights {
+  F *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
+  std::vector<LayerWeights<F>> layers;
+};
+
+// Saved activations of one layer (what backward reads).
+template <class F>
+struct LayerActs {
+  F *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *row_stats, *resid2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
+      *resid3;
+};
+
+
+template <class F>
+F* find_ptr(Arena& a, const std::string& name) {
+  Tensor* t = a.find(name);
+  return t ? t->as<F>() : nullptr;
+}
+
+}  // namespace
+
+template <class F>
+struct Model<F>::Impl {
+  Weights<F> w, g;  // parameters and their gradients
+  std::vector<attn::LayerHeadParams<F>> head_params;
+  // activations
+  int32_t* tokens = nullptr;
+  F *encoded = nullptr, *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr,
+    *losses = nullptr;
+  std::vector<LayerActs<F>> layers;
+  // backward scratch, shared by all layers
+  F *dresid = nullptr, *dln = nullptr, *dfch = nullptr, *dfch_gelu = nullptr, *dqkv = nullptr, *datty = nullptr;
+  F* workspace = nullptr;
+};
+
+template <class F>
+Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras) : cfg_(cfg), ops_(ops) {
+  cfg_.validate();
+  build(extras);
+}
+
+template <class F>
+Model<F>::~Model() = default;
+
+template <class F>
+void Model<F>::build(const HeadExtras& extras) {
+  layouts_ = build_layouts(cfg_);
+  specs_ = param_specs(cfg_, extras);
+  params_.reset();
+  grads_.reset();
+  buffers_.reset();
+  acts_.reset();
+  B_ = T_ = 0;
+  constexpr DType dt = dtype_of<F>();
+  for (const auto& s : specs_) {
+    if (s.role == ParamRole::Param) {
+      params_.declare(s.name, s.shape, dt);
+      grads_.declare(s.name, s.shape, dt);
+    } else {
+      buffers_.declare(s.name, s.shape, s.is_int ? DType::I32 : dt);
+    }
+  }
+  // Static heads also keep their row normalisers (derived from alpha and rho).
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    for (int h = 0; h < cfg_.n_head; ++h)
+      if (cfg_.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Static)
+        buffers_.declare("h." + std::to_string(l) + ".attn.static." + std::to_string(h) + ".log_z",
+                         {cfg_.block_size}, dt);
+  params_.allocate();
+  grads_.allocate();
+  buffers_.allocate();
+
+  impl_ = std::make_unique<Impl>();
+  auto bind = [&](Arena& a, Weights<F>& w) {
+    w.wte = find_ptr<F>(a, "wte.weight");
+    w.wpe = find_ptr<F>(a, "wpe.weight");
+    w.lnf_w = find_ptr<F>(a, "ln_f.weight");
+    w.lnf_b = find_ptr<F>(a, "ln_f.bias");
+    w.layers.assign(size_t(cfg_.n_layer), {});
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      const std::string p = "h." + std::to_string(l) + ".";
+      auto& L = w.layers[size_t(l)];
+      L.ln1_w = find_ptr<F>(a, p + "ln_1.weight");
+      L.ln1_b = find_ptr<F>(a, p + "ln_1.bias");
+      L.attn_w = find_ptr<F>(a, p + "attn.c_attn.weight");
+      L.attn_b = find_ptr<F>(a, p + "attn.c_attn.bias");
+      L.proj_w = find_ptr<F>(a, p + "attn.c_proj.weight");
+      L.proj_b = find_ptr<F>(a, p + "attn.c_proj.bias");
+      L.ln2_w = find_ptr<F>(a, p + "ln_2.weight");
+      L.ln2_b = find_ptr<F>(a, p + "ln_2.bias");
+      L.fc_w = find_ptr<F>(a, p + "mlp.c_fc.weight");
+      L.fc_b = find_ptr<F>(a, p + "mlp.c_fc.bias");
+      L.fcproj_w = find_ptr<F>(a, p + "mlp.c_proj.weight");
+      L.fcproj_b = find_ptr<F>(a, p + "mlp.c_proj.bias");
+    }
+  };
+  bind(params_, impl_->w);
+  bind(grads_, impl_->g);
+
+  // Head parameters: values from extras or defaults, pointers into the arenas.
+  impl_->head_params.assign(size_t(cfg_.n_layer), {});
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    auto& hp = impl_->head_params[size_t(l)];
+    hp.linear_eps = cfg_.linear_eps;
+    hp.statics.assign(size_t(cfg_.n_head), {});
+    hp.linears.assign(size_t(cfg_.n_head), {});
+    for (int h = 0; h < cfg_.n_head; ++h) {
+      const auto kind = cfg_.head_plan.layers[size_t(l)][size_t(h)].kind;
+      const std::string p = "h." + std::to_string(l) + ".attn.";
+      if (kind == attn::HeadKind::Static) {
+        auto it = extras.statics.find({l, h});
+        const StaticHeadValues v = it != extras.statics.end() ? it->second : default_static_values(cfg_.block_size);
+        check(int64_t(v.alpha.size()) == cfg_.block_size && int64_t(v.rho.size()) == cfg_.block_size,
+              "static head (" + std::to_string(l) + ", " + std::to_string(h) + "): alpha and rho need length " +
+                  std::to_string(cfg_.block_size));
+        const std::string sp = p + "static." + std::to_string(h) + ".";
+        F* alpha = find_ptr<F>(buffers_, sp + "alpha");
+        F* rho = find_ptr<F>(buffers_, sp + "rho");
+        F* log_z = find_ptr<F>(buffers_, sp + "log_z");
+        for (int i = 0; i < cfg_.block_size; ++i) {
+          alpha[i] = F(v.alpha[size_t(i)]);
+          rho[i] = F(v.rho[size_t(i)]);
+        }
+        attn::static_log_normalisers(log_z, alpha, rho, cfg_.block_size);
+        hp.statics[size_t(h)] = {alpha, rho, log_z, nullptr, nullptr};
+      } else if (kind == attn::HeadKind::Linear) {
+        auto it = extras.linears.find({l, h});
+        const LinearHeadValues v = it != extras.linears.end() ? it->second : default_linear_values(cfg_.head_dim());
+        const int G = v.n_groups;
+        check(G >= 1 && int64_t(v.L.size()) == int64_t(G + 1) * (G + 1) &&
+                  int64_t(v.groups.size()) == cfg_.head_dim(),
+              "linear head (" + std::to_string(l) + ", " + std::to_string(h) + "): L must be (G+1)^2 and groups " +
+                  "head_dim long");
+        for (int32_t gi : v.groups)
+          check(gi >= 1 && gi <= G, "linear head (" + std::to_string(l) + ", " + std::to_string(h) +
+                                        "): group ids must be in 1.." + std::to_string(G));
+        const std::string lp = p + "linear." + std::to_string(h) + ".";
+        F* L = find_ptr<F>(params_, lp + "L");
+        for (size_t i = 0; i < v.L.size(); ++i) L[i] = F(v.L[i]);
+        int32_t* groups = buffers_.get(lp + "groups").i32();
+        std::memcpy(groups, v.groups.data(), v.groups.size() * sizeof(int32_t));
+        hp.linears[size_t(h)] = {L, find_ptr<F>(grads_, lp + "L"), groups, G};
+      }
+    }
+  }
+}
+
+template <class F>
+void Model<F>::init_weights(uint64_t seed) {
+  Rng rng(seed);
+  for (const auto& s : specs_) {
+    if (s.role != ParamRole::Param) continue;
+    if (s.name.find(".linear.") != std::string::npos) continue;  // L keeps its plan-given value
+    std::vector<double> stored(size_t(stored_numel(s)));
+    for (auto& x : stored) x = s.init_std > 0 ? s.init_std * rng.normal() : s.init_value;
+    const attn::LayerLayout* lay = s.layer >= 0 ? &layouts_[size_t(s.layer)] : nullptr;
+    compact_from_stored(s, lay, stored.data(), params_.get(s.name).as<F>());
+  }
+}
+
+template <class F>
+void Model<F>::reserve_activations(int64_t B, int64_t T) {
+  check(B > 0 && T > 0, "micro-batch and sequence length must be positive");
+  check(T <= cfg_.block_size, "sequence length " + std::to_string(T) + " exceeds model.block_size " +
+                                  std::to_string(cfg_.block_size));
+  if (B == B_ && T == T_ && acts_.allocated()) return;
+  acts_.reset();
+  const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size;
+  constexpr DType dt = dtype_of<F>();
+  auto& I = *impl_;
+  auto decl = [&](const std::string& name, std::vector<int64_t> shape) { return acts_.declare(name, shape, dt); };
+  Tensor* tokens = acts_.declare("tokens", {N}, DType::I32);
+  Tensor* encoded = decl("encoded", {N, C});
+  std::vector<std::vector<Tensor*>> lt(size_t(cfg_.n_layer));
+  int64_t max_qkv = 0, max_out = 0, max_ws = 0;
+  const attn::AttnDims dims{B, T};
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const auto& lay = layouts_[size_t(l)];
+    const std::string p = "h." + std::to_string(l) + ".";
+    lt[size_t(l)] = {decl(p + "ln1", {N, C}),
+                     decl(p + "ln1_mean", {N}),
+                     decl(p + "ln1_rstd", {N}),
+                     decl(p + "qkv", {N, lay.qkv_width()}),
+                     decl(p + "atty", {N, lay.out_width()}),
+                     decl(p + "row_stats", {attn::row_stats_size(lay, dims)}),
+                     decl(p + "resid2", {N, C}),
+                     decl(p + "ln2", {N, C}),
+                     decl(p + "ln2_mean", {N}),
+                     decl(p + "ln2_rstd", {N}),
+                     decl(p + "fch", {N, 4 * C}),
+                     decl(p + "fch_gelu", {N, 4 * C}),
+                     decl(p + "resid3", {N, C})};
+    max_qkv = std::max(max_qkv, lay.qkv_width());
+    max_out = std::max(max_out, lay.out_width());
+    max_ws = std::max(max_ws, ops_.attention_workspace_size(cfg_.head_plan.layers[size_t(l)], lay, dims));
+  }
+  Tensor* lnf = decl("lnf", {N, C});
+  Tensor* lnf_mean = decl("lnf_mean", {N});
+  Tensor* lnf_rstd = decl("lnf_rstd", {N});
+  Tensor* logits = decl("logits", {N, V});
+  Tensor* losses = decl("losses", {N});
+  Tensor* dresid = decl("grad.resid", {N, C});
+  Tensor* dln = decl("grad.ln", {N, C});
+  Tensor* dfch = decl("grad.fch", {N, 4 * C});
+  Tensor* dfch_gelu = decl("grad.fch_gelu", {N, 4 * C});
+  Tensor* dqkv = decl("grad.qkv", {N, max_qkv});
+  Tensor* datty = decl("grad.atty", {N, max_out});
+  Tensor* ws = decl("attention.workspace", {max_ws});
+  acts_.allocate();
+  I.tokens = tokens->i32();
+  I.encoded = encoded->as<F>();
+  I.layers.clear();
+  for (auto& v : lt) {
+    LayerActs<F> a{};
+    F** fields[] = {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv,      &a.atty,     &a.row_stats, &a.resid2,
+                    &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch,      &a.fch_gelu, &a.resid3};
+    for (size_t i = 0; i < v.size(); ++i) *fields[i] = v[i]->as<F>();
+    I.layers.push_back(a);
+  }
+  I.lnf = lnf->as<F>();
+  I.lnf_mean = lnf_mean->as<F>();
+  I.lnf_rstd = lnf_rstd->as<F>();
+  I.logits = logits->as<F>();
+  I.losses = losses->as<F>();
+  I.dresid = dresid->as<F>();
+  I.dln = dln->as<F>();
+  I.dfch = dfch->as<F>();
+  I.dfch_gelu = dfch_gelu->as<F>();
+  I.dqkv = dqkv->as<F>();
+  I.datty = datty->as<F>();
+  I.workspace = ws->as<F>();
+  B_ = B;
+  T_ = T;
+}
+
+template <class F>
+void Model<F>::forward_layers(const int32_t* inputs, int64_t B, int64_t T) {
+  reserve_activations(B, T);
+  auto& I = *impl_;
+  const auto& o = ops_;
+  const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
+  for (int64_t i = 0; i < N; ++i)
+    check(inputs[i] >= 0 && inputs[i] < cfg_.vocab_size,
+          "input token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
+              " is outside the vocabulary of " + std::to_string(cfg_.vocab_size));
+  std::memcpy(I.tokens, inputs, sizeof(int32_t) * size_t(N));
+  o.encoder_forward(I.encoded, inputs, I.w.wte, I.w.wpe, B, T, C);
+  const attn::AttnDims dims{B, T};
+  const F* in = I.encoded;
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const auto& W = I.w.layers[size_t(l)];
+    const auto& A = I.layers[size_t(l)];
+    const auto& lay = layouts_[size_t(l)];
+    o.layernorm_forward(A.ln1, A.ln1_mean, A.ln1_rstd, in, W.ln1_w, W.ln1_b, N, C, cfg_.layer_norm_epsilon);
+    o.matmul_forward(A.qkv, A.ln1, W.attn_w, W.attn_b, N, C, lay.qkv_width());
+    if (cfg_.rope()) {  // rotate the Q and K blocks; attention sees rotated q, k
+      o.rope_forward(A.qkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
+      o.rope_forward(A.qkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
+    }
+    o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], A.qkv, A.atty,
+                        A.row_stats, I.workspace);
+    o.matmul_forward(A.resid2, A.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
+    o.residual_forward(A.resid2, A.resid2, in, N * C);
+    o.layernorm_forward(A.ln2, A.ln2_mean, A.ln2_rstd, A.resid2, W.ln2_w, W.ln2_b, N, C, cfg_.layer_norm_epsilon);
+    o.matmul_forward(A.fch, A.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
+    o.gelu_forward(A.fch_gelu, A.fch, N * 4 * C);
+    o.matmul_forward(A.resid3, A.fch_gelu, W.fcproj_w, W.fcproj_b, N, 4 * C, C);
+    o.residual_forward(A.resid3, A.resid3, A.resid2, N * C);
+    in = A.resid3;
+  }
+  o.layernorm_forward(I.lnf, I.lnf_mean, I.lnf_rstd, in, I.w.lnf_w, I.w.lnf_b, N, C, cfg_.layer_norm_epsilon);
+  o.matmul_forward(I.logits, I.lnf, I.w.wte, nullptr, N, C, cfg_.vocab_size, /*w_out_in=*/true);
+}
+
+template <class F>
+double Model<F>::forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T) {
+  forward_layers(inputs, B, T);
+  if (!targets) return 0.0;
+  auto& I = *impl_;
+  const double sum = ops_.crossentropy_forward_backward(I.losses, nullptr, I.logits, targets, B * T,
+                                                        cfg_.vocab_size, 0.0);
+  return sum / double(B * T);
+}
+
+template <class F>
+double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
+                                  double loss_scale) {
+  check(targets != nullptr, "forward_backward needs targets");
+  forward_layers(inputs, B, T);
+  auto& I = *impl_;
+  const double dloss = loss_scale / double(B * T);
+  // dlogits overwrite the logits in place: they are not needed afterwards.
+  const double sum =
+      ops_.crossentropy_forward_backward(I.losses, I.logits, I.logits, targets, B * T, cfg_.vocab_size, dloss);
+  backward(dloss);
+  return sum / double(B * T);
+}
+
+template <class F>
+void Model<F>::backward(double /*dloss_per_token: already folded into dlogits*/) {
+  auto& I = *impl_;
+  const auto& o = ops_;
+  const int64_t B = B_, T = T_, N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
+  const attn::AttnDims dims{B, T};
+  const F* last = cfg_.n_layer > 0 ? I.layers.back().resid3 : I.encoded;
+  // LM head (tied with wte) and final LayerNorm.
+  o.fill_zero(I.dln, N * C);
+  o.matmul_backward(I.dln, I.g.wte, nullptr, I.logits, I.lnf, I.w.wte, N, C, cfg_.vocab_size, /*w_out_in=*/true);
+  o.fill_zero(I.dresid, N * C);
+  o.layernorm_backward(I.dresid, I.g.lnf_w, I.g.lnf_b, I.dln, last, I.w.lnf_w, I.lnf_mean, I.lnf_rstd, N, C);
+  if (record_gates_) gate_grads_.assign(size_t(cfg_.n_layer), std::vector<double>(size_t(B * cfg_.n_head), 0.0));
+  for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+    const auto& W = I.w.layers[size_t(l)];
+    const auto& G = I.g.layers[size_t(l)];
+    const auto& A = I.layers[size_t(l)];
+    const auto& lay = layouts_[size_t(l)];
+    const F* in = l == 0 ? I.encoded : I.layers[size_t(l - 1)].resid3;
+    // MLP: dresid holds d(resid3); the residual passes it through unchanged.
+    o.fill_zero(I.dfch_gelu, N * 4 * C);
+    o.matmul_backward(I.dfch_gelu, G.fcproj_w, G.fcproj_b, I.dresid, A.fch_gelu, W.fcproj_w, N, 4 * C, C);
+    o.fill_zero(I.dfch, N * 4 * C);
+    o.gelu_backward(I.dfch, A.fch, I.dfch_gelu, N * 4 * C);
+    o.fill_zero(I.dln, N * C);
+    o.matmul_backward(I.dln, G.fc_w, G.fc_b, I.dfch, A.ln2, W.fc_w, N, C, 4 * C);
+    o.layernorm_backward(I.dresid, G.ln2_w, G.ln2_b, I.dln, A.resid2, W.ln2_w, A.ln2_mean, A.ln2_rstd, N, C);
+    // Attention: dresid now holds d(resid2).
+    o.fill_zero(I.datty, N * lay.out_width());
+    o.matmul_backward(I.datty, G.proj_w, G.proj_b, I.dresid, A.atty, W.proj_w, N, lay.out_width(), C);
+    if (record_gates_) {
+      // d loss / d gate_h = sum over the sequence of <head output, its gradient>.
+      auto& gg = gate_grads_[size_t(l)];
+      const int64_t ow = lay.out_width();
+      for (int64_t b = 0; b < B; ++b)
+        for (int h = 0; h < cfg_.n_head; ++h) {
+          if (lay.o_slot[size_t(h)] < 0) continue;
+          double s = 0.0;
+          for (int64_t t = 0; t < T; ++t) {
+            const F* y = A.atty + (b * T + t) * ow + lay.out_col(h);
+            const F* dy = I.datty + (b * T + t) * ow + lay.out_col(h);
+            for (int64_t d = 0; d < hd; ++d) s += double(y[d]) * double(dy[d]);
+          }
+          gg[size_t(b * cfg_.n_head + h)] = s;
+        }
+    }
+    o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], A.qkv, A.atty,
+                         A.row_stats, I.datty, I.dqkv, I.workspace);
+    if (cfg_.rope()) {
+      o.rope_backward(I.dqkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
+      o.rope_backward(I.dqkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
+    }
+    o.fill_zero(I.dln, N * C);
+    o.matmul_backward(I.dln, G.attn_w, G.attn_b, I.dqkv, A.ln1, W.attn_w, N, C, lay.qkv_width());
+    o.layernorm_backward(I.dresid, G.ln1_w, G.ln1_b, I.dln, in, W.ln1_w, A.ln1_mean, A.ln1_rstd, N, C);
+  }
+  o.encoder_backward(I.g.wte, I.g.wpe, I.dresid, I.tokens, B, T, C);
+}
+
+template <class F>
+void Model<F>::zero_grads() {
+  grads_.zero();
+}
+
+template <class F>
+const F* Model<F>::logits() const {
+  return impl_->logits;
+}
+template <class F>
+const F* Model<F>::layer_qkv(int l) const {
+  return impl_->layers.at(size_t(l)).qkv;
+}
+template <class F>
+const F* Model<F>::layer_attn_out(int l) const {
+  return impl_->layers.at(size_t(l)).atty;
+}
+
+template <class F>
+HeadExtras Model<F>::head_extras() const {
+  HeadExtras ex;
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    for (int h = 0; h < cfg_.n_head; ++h) {
+      const auto kind = cfg_.head_plan.layers[size_t(l)][size_t(h)].kind;
+      if (kind == attn::HeadKind::Static) {
+        const auto& sp = impl_->head_params[size_t(l)].statics[size_t(h)];
+        StaticHeadValues v;
+        v.alpha.assign(sp.alpha, sp.alpha + cfg_.block_size);
+        v.rho.assign(sp.rho, sp.rho + cfg_.block_size);
+        ex.statics[{l, h}] = std::move(v);
+      } else if (kind == attn::HeadKind::Linear) {
+        const auto& lp = impl_->head_params[size_t(l)].linears[size_t(h)];
+        LinearHeadValues v;
+        v.n_groups = lp.n_groups;
+        v.L.assign(lp.L, lp.L + (lp.n_groups + 1) * (lp.n_groups + 1));
+        v.groups.assign(lp.groups, lp.groups + cfg_.head_dim());
+        ex.linears[{l, h}] = std::move(v);
+      }
+    }
+  return ex;
+}
+
+template <class F>
+void Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras) {
+  plan.validate(cfg_.n_layer, cfg_.n_head);
+  // Keep the values of heads whose kind stays, unless the planner gives new ones.
+  HeadExtras merged = head_extras();
+  for (auto it = merged.statics.begin(); it != merged.statics.end();)
+    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Static
+             ? std::next(it)
+             : merged.statics.erase(it);
+  for (auto it = merged.linears.begin(); it != merged.linears.end();)
+    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Linear
+             ? std::next(it)
+             : merged.linears.erase(it);
+  for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
+  for (const auto& [k, v] : extras.linears) merged.linears[k] = v;
+
+  // Save the old parameters, rebuild the arenas for the new layout, move values across.
+  Arena old_params{"params.old"};
+  for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
+  old_params.allocate();
+  for (const auto& t : params_.tensors()) std::memcpy(old_params.get(t->name).data, t->data, t->nbytes());
+  const auto old_specs = specs_;
+  const auto old_layouts = layouts_;
+  cfg_.head_plan = plan;
+  build(merged);
+  remap_arena<F>(old_params, old_specs, old_layouts, params_, specs_, layouts_);
+  // Linear L values come from `merged` (set in build) when the planner gives them.
+  for (const auto& [k, v] : extras.linears) {
+    F* L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L").template as<F>();
+    for (size_t i = 0; i < v.L.size(); ++i) L[i] = F(v.L[i]);
+  }
+}
+
+template <class F>
+void Model<F>::refresh_static_normalisers() {
+  for (auto& hp : impl_->head_params)
+    for (auto& sp : hp.statics)
+      if (sp.alpha) attn::static_log_normalisers(const_cast<F*>(sp.log_z), sp.alpha, sp.rho, cfg_.block_size);
+}
+
+template class Model<float>;
+template class Model<double>;
+
+}  // namespace hw

@@ -1,0 +1,126 @@
+#include "headwise/model/model_config.hpp"
+
+#include "headwise/core/error.hpp"
+#include "headwise/core/json_fields.hpp"
+
+namespace hw {
+
+void ModelConfig::validate() {
+  auto positive = [](int v, const char* key) {
+    check(v > 0, std::string("model.") + key + " must be positive, got " + std::to_string(v));
+  };
+  positive(n_layer, "n_layer");
+  positive(n_head, "n_head");
+  positive(n_embd, "n_embd");
+  positive(block_size, "block_size");
+  positive(vocab_size, "vocab_size");
+  check(n_kv_head >= 0, "model.n_kv_head must be >= 0");
+  check(n_embd % n_head == 0, "model.n_embd (" + std::to_string(n_embd) + ") must be divisible by model.n_head (" +
+                                  std::to_string(n_head) + ")");
+  check(n_head % kv_heads() == 0, "model.n_kv_head (" + std::to_string(kv_heads()) + ") must divide model.n_head (" +
+                                      std::to_string(n_head) + ")");
+  check(vocab_size <= 65536, "model.vocab_size must be <= 65536 (tokens are stored as uint16)");
+  check(pos == "learned" || pos == "rope", "model.pos must be \"learned\" or \"rope\", got \"" + pos + "\"");
+  if (rope()) {
+    check(head_dim() % 2 == 0, "model.pos = rope needs an even head dimension, got " + std::to_string(head_dim()));
+    check(rope_theta > 0, "model.rope_theta must be positive");
+  }
+  check(layer_norm_epsilon > 0, "model.layer_norm_epsilon must be positive");
+  check(linear_eps > 0, "model.linear_eps must be positive");
+  if (head_plan.layers.empty()) head_plan = attn::HeadPlan::uniform(n_layer, n_head);
+  head_plan.validate(n_layer, n_head);
+}
+
+ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
+  ModelConfig c;
+  JsonFields f(section, "model");
+  f.get("n_layer", c.n_layer);
+  f.get("n_head", c.n_head);
+  f.get("n_kv_head", c.n_kv_head);
+  f.get("n_embd", c.n_embd);
+  f.get("block_size", c.block_size);
+  f.get("vocab_size", c.vocab_size);
+  f.get("pos", c.pos);
+  f.get("rope_theta", c.rope_theta);
+  f.get("bias", c.bias);
+  f.get("layer_norm_epsilon", c.layer_norm_epsilon);
+  f.get("init_std", c.init_std);
+  f.get("linear_eps", c.linear_eps);
+  if (auto* plan = f.raw("head_plan")) c.head_plan = attn::HeadPlan::from_json(*plan);
+  f.finish();
+  c.validate();
+  return c;
+}
+
+nlohmann::json ModelConfig::to_json() const {
+  return {{"n_layer", n_layer},   {"n_head", n_head},         {"n_kv_head", kv_heads()},
+          {"n_embd", n_embd},     {"block_size", block_size}, {"vocab_size", vocab_size},
+          {"pos", pos},           {"rope_theta", rope_theta}, {"bias", bias},
+          {"layer_norm_epsilon", layer_norm_epsilon},         {"init_std", init_std},
+          {"linear_eps", linear_eps},                         {"head_plan", head_plan.to_json()}};
+}
+
+nlohmann::json ModelConfig::to_hf_config() const {
+  nlohmann::json j = {{"model_type", "gpt2"},
+                      {"architectures", {"GPT2LMHeadModel"}},
+                      {"vocab_size", vocab_size},
+                      {"n_positions", block_size},
+                      {"n_ctx", block_size},
+                      {"n_embd", n_embd},
+                      {"n_layer", n_layer},
+                      {"n_head", n_head},
+                      {"n_inner", nullptr},
+                      {"activation_function", "gelu_new"},
+                      {"layer_norm_epsilon", layer_norm_epsilon},
+                      {"initializer_range", init_std},
+                      {"resid_pdrop", 0.0},
+                      {"embd_pdrop", 0.0},
+                      {"attn_pdrop", 0.0},
+                      {"tie_word_embeddings", true},
+                      {"scale_attn_weights", true},
+                      // headwise keys (ignored by transformers)
+                      {"headwise_n_kv_head", kv_heads()},
+                      {"headwise_pos", pos},
+                      {"headwise_rope_theta", rope_theta},
+                      {"headwise_bias", bias},
+                      {"linear_eps", linear_eps},
+                      {"head_plan", head_plan.to_json()}};
+  return j;
+}
+
+ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::string& path) {
+  check(j.is_object(), path + ": config.json is not a JSON object");
+  auto need_int = [&](const char* key) -> int {
+    check(j.contains(key) && j[key].is_number_integer(), path + ": config.json needs integer key '" + key + "'");
+    return j[key].get<int>();
+  };
+  if (j.contains("model_type"))
+    check(j["model_type"] == "gpt2", path + ": model_type must be \"gpt2\", got " + j["model_type"].dump());
+  ModelConfig c;
+  c.vocab_size = need_int("vocab_size");
+  c.block_size = need_int("n_positions");
+  c.n_embd = need_int("n_embd");
+  c.n_layer = need_int("n_layer");
+  c.n_head = need_int("n_head");
+  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = j["layer_norm_epsilon"].get<double>();
+  if (j.contains("initializer_range")) c.init_std = j["initializer_range"].get<double>();
+  if (j.contains("activation_function"))
+    check(j["activation_function"] == "gelu_new" || j["activation_function"] == "gelu_pytorch_tanh",
+          path + ": only the tanh GELU (gelu_new) is supported, got " + j["activation_function"].dump());
+  if (j.contains("n_inner") && !j["n_inner"].is_null())
+    check(j["n_inner"].get<int>() == 4 * c.n_embd, path + ": n_inner must be 4 * n_embd");
+  if (j.contains("headwise_n_kv_head")) c.n_kv_head = j["headwise_n_kv_head"].get<int>();
+  if (j.contains("headwise_pos")) c.pos = j["headwise_pos"].get<std::string>();
+  if (j.contains("headwise_rope_theta")) c.rope_theta = j["headwise_rope_theta"].get<double>();
+  if (j.contains("headwise_bias")) c.bias = j["headwise_bias"].get<bool>();
+  if (j.contains("linear_eps")) c.linear_eps = j["linear_eps"].get<double>();
+  if (j.contains("head_plan")) c.head_plan = attn::HeadPlan::from_json(j["head_plan"]);
+  try {
+    c.validate();
+  } catch (const Error& e) {
+    fail(path + ": " + e.what());
+  }
+  return c;
+}
+
+}  // namespace hw

@@ -1,0 +1,193 @@
+#include "headwise/model/param_layout.hpp"
+
+#include <cmath>
+#include <cstring>
+
+#include "headwise/core/error.hpp"
+
+namespace hw {
+
+std::vector<attn::LayerLayout> build_layouts(const ModelConfig& cfg) {
+  std::vector<attn::LayerLayout> layouts;
+  for (int l = 0; l < cfg.n_layer; ++l)
+    layouts.push_back(attn::LayerLayout::build(cfg.head_plan.layers[static_cast<size_t>(l)], cfg.n_head,
+                                               cfg.kv_heads(), cfg.head_dim()));
+  return layouts;
+}
+
+std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& extras) {
+  const int64_t C = cfg.n_embd, hd = cfg.head_dim();
+  const int64_t full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * hd;
+  const float std = static_cast<float>(cfg.init_std);
+  // GPT-2 scales the residual output projections by 1/sqrt(2 * n_layer).
+  const float proj_std = static_cast<float>(cfg.init_std / std::sqrt(2.0 * cfg.n_layer));
+  const auto layouts = build_layouts(cfg);
+  std::vector<ParamSpec> specs;
+  auto add = [&](std::string name, std::vector<int64_t> shape, float init_std, float init_value = 0.f,
+                 int layer = -1, StorageMap map = StorageMap::Same, std::vector<int64_t> stored = {}) {
+    ParamSpec s;
+    s.name = std::move(name);
+    s.decay = shape.size() >= 2;
+    s.stored_shape = stored.empty() ? shape : stored;
+    s.shape = std::move(shape);
+    s.init_std = init_std;
+    s.init_value = init_value;
+    s.layer = layer;
+    s.map = map;
+    specs.push_back(std::move(s));
+  };
+  add("wte.weight", {cfg.vocab_size, C}, std);
+  if (!cfg.rope()) add("wpe.weight", {cfg.block_size, C}, std);
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const auto& lay = layouts[static_cast<size_t>(l)];
+    const std::string p = "h." + std::to_string(l) + ".";
+    add(p + "ln_1.weight", {C}, 0.f, 1.f, l);
+    add(p + "ln_1.bias", {C}, 0.f, 0.f, l);
+    add(p + "attn.c_attn.weight", {C, lay.qkv_width()}, std, 0.f, l, StorageMap::QkvColumns, {C, full_qkv});
+    if (cfg.bias) add(p + "attn.c_attn.bias", {lay.qkv_width()}, 0.f, 0.f, l, StorageMap::QkvColumns, {full_qkv});
+    add(p + "attn.c_proj.weight", {lay.out_width(), C}, proj_std, 0.f, l, StorageMap::OutRows,
+        {int64_t(cfg.n_head) * hd, C});
+    if (cfg.bias) add(p + "attn.c_proj.bias", {C}, 0.f, 0.f, l);
+    add(p + "ln_2.weight", {C}, 0.f, 1.f, l);
+    add(p + "ln_2.bias", {C}, 0.f, 0.f, l);
+    add(p + "mlp.c_fc.weight", {C, 4 * C}, std, 0.f, l);
+    if (cfg.bias) add(p + "mlp.c_fc.bias", {4 * C}, 0.f, 0.f, l);
+    add(p + "mlp.c_proj.weight", {4 * C, C}, proj_std, 0.f, l);
+    if (cfg.bias) add(p + "mlp.c_proj.bias", {C}, 0.f, 0.f, l);
+    const auto& plan = cfg.head_plan.layers[static_cast<size_t>(l)];
+    for (int h = 0; h < cfg.n_head; ++h) {
+      const std::string hp = p + "attn.";
+      if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::Linear) {
+        auto it = extras.linears.find({l, h});
+        const int G = it != extras.linears.end() ? it->second.n_groups : 1;
+        add(hp + "linear." + std::to_string(h) + ".L", {G + 1, G + 1}, 0.f, 0.f, l);
+        add(hp + "linear." + std::to_string(h) + ".groups", {hd}, 0.f, 0.f, l);
+        specs.back().role = ParamRole::Buffer;
+        specs.back().is_int = true;
+      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::Static) {
+        for (const char* v : {"alpha", "rho"}) {
+          add(hp + "static." + std::to_string(h) + "." + v, {cfg.block_size}, 0.f, 0.f, l);
+          specs.back().role = ParamRole::Buffer;
+        }
+      }
+    }
+  }
+  add("ln_f.weight", {C}, 0.f, 1.f);
+  add("ln_f.bias", {C}, 0.f, 0.f);
+  return specs;
+}
+
+std::vector<Segment> qkv_segments(const attn::LayerLayout& lay) {
+  std::vector<Segment> segs;
+  const int64_t hd = lay.head_dim, H = lay.n_head, KV = lay.n_kv_head;
+  for (int h = 0; h < lay.n_head; ++h)
+    if (lay.q_slot[static_cast<size_t>(h)] >= 0) segs.push_back({h * hd, lay.q_col(h), hd});
+  for (int g = 0; g < lay.n_kv_head; ++g)
+    if (lay.k_slot[static_cast<size_t>(g)] >= 0) segs.push_back({(H + g) * hd, lay.k_col(g), hd});
+  for (int g = 0; g < lay.n_kv_head; ++g)
+    if (lay.v_slot[static_cast<size_t>(g)] >= 0) segs.push_back({(H + KV + g) * hd, lay.v_col(g), hd});
+  return segs;
+}
+
+std::vector<Segment> out_segments(const attn::LayerLayout& lay) {
+  std::vector<Segment> segs;
+  for (int h = 0; h < lay.n_head; ++h)
+    if (lay.o_slot[static_cast<size_t>(h)] >= 0)
+      segs.push_back({int64_t(h) * lay.head_dim, lay.out_col(h), lay.head_dim});
+  return segs;
+}
+
+int64_t stored_numel(const ParamSpec& spec) {
+  int64_t n = 1;
+  for (int64_t d : spec.stored_shape) n *= d;
+  return n;
+}
+
+namespace {
+int64_t numel_of(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+// Copy along the mapped dimension. `to_stored` chooses the direction.
+template <class F, class S>
+void copy_mapped(const ParamSpec& spec, const attn::LayerLayout* layout, S* stored, F* compact, bool to_stored) {
+  auto move = [&](int64_t s, int64_t c) {
+    if (to_stored)
+      stored[s] = static_cast<S>(compact[c]);
+    else
+      compact[c] = static_cast<F>(stored[s]);
+  };
+  if (spec.map == StorageMap::Same) {
+    const int64_t n = numel_of(spec.shape);
+    for (int64_t i = 0; i < n; ++i) move(i, i);
+    return;
+  }
+  check(layout != nullptr, "internal: tensor '" + spec.name + "' needs its layer layout");
+  if (spec.map == StorageMap::QkvColumns) {
+    const auto segs = qkv_segments(*layout);
+    const int64_t rows = spec.shape.size() == 2 ? spec.shape[0] : 1;
+    const int64_t sw = spec.stored_shape.back(), cw = spec.shape.back();
+    for (int64_t r = 0; r < rows; ++r)
+      for (const auto& sg : segs)
+        for (int64_t i = 0; i < sg.width; ++i) move(r * sw + sg.stored + i, r * cw + sg.compact + i);
+  } else {  // OutRows
+    const int64_t cols = spec.shape[1];
+    for (const auto& sg : out_segments(*layout))
+      for (int64_t r = 0; r < sg.width; ++r)
+        for (int64_t c = 0; c < cols; ++c) move((sg.stored + r) * cols + c, (sg.compact + r) * cols + c);
+  }
+}
+}  // namespace
+
+template <class F, class S>
+void compact_from_stored(const ParamSpec& spec, const attn::LayerLayout* layout, const S* stored, F* compact) {
+  copy_mapped(spec, layout, const_cast<S*>(stored), compact, /*to_stored=*/false);
+}
+
+template <class F, class S>
+void stored_from_compact(const ParamSpec& spec, const attn::LayerLayout* layout, const F* compact, S* stored) {
+  std::memset(stored, 0, sizeof(S) * static_cast<size_t>(stored_numel(spec)));
+  copy_mapped(spec, layout, stored, const_cast<F*>(compact), /*to_stored=*/true);
+}
+
+template <class F>
+void remap_arena(const Arena& from, const std::vector<ParamSpec>& from_specs,
+                 const std::vector<attn::LayerLayout>& from_layouts, Arena& to, const std::vector<ParamSpec>& to_specs,
+                 const std::vector<attn::LayerLayout>& to_layouts) {
+  auto layout_of = [](const std::vector<attn::LayerLayout>& ls, int l) {
+    return l >= 0 ? &ls[static_cast<size_t>(l)] : nullptr;
+  };
+  for (const auto& ts : to_specs) {
+    Tensor* dst = to.find(ts.name);
+    const Tensor* src = from.find(ts.name);
+    if (!dst || !src) continue;
+    const ParamSpec* fs = nullptr;
+    for (const auto& s : from_specs)
+      if (s.name == ts.name) fs = &s;
+    if (!fs || fs->stored_shape != ts.stored_shape) continue;  // e.g. a linear head's L with another G
+    if (ts.is_int) {
+      std::memcpy(dst->data, src->data, src->nbytes());
+      continue;
+    }
+    std::vector<double> stored(static_cast<size_t>(stored_numel(ts)));
+    stored_from_compact(*fs, layout_of(from_layouts, fs->layer), src->as<F>(), stored.data());
+    compact_from_stored(ts, layout_of(to_layouts, ts.layer), stored.data(), dst->as<F>());
+  }
+}
+
+#define HW_INSTANTIATE(F, S)                                                                                  \
+  template void compact_from_stored<F, S>(const ParamSpec&, const attn::LayerLayout*, const S*, F*);        \
+  template void stored_from_compact<F, S>(const ParamSpec&, const attn::LayerLayout*, const F*, S*);
+HW_INSTANTIATE(float, float)
+HW_INSTANTIATE(float, double)
+HW_INSTANTIATE(double, float)
+HW_INSTANTIATE(double, double)
+#undef HW_INSTANTIATE
+template void remap_arena<float>(const Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&,
+                                 Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&);
+template void remap_arena<double>(const Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&,
+                                  Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&);
+
+}  // namespace hw

@@ -1,0 +1,281 @@
+#include "headwise/train/trainer.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "headwise/core/error.hpp"
+#include "headwise/core/rng.hpp"
+#include "headwise/io/files.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
+
+namespace hw {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+}  // namespace
+
+EvalResult evaluate(Model<float>& model, const data::TokenLoader& loader, int64_t n_batches, int64_t B, int64_t T,
+                    dist::Comm& comm) {
+  std::vector<int32_t> x(size_t(B * T)), y(size_t(B * T));
+  double sums[2] = {0.0, 0.0};  // loss sum, token count
+  for (int64_t i = comm.rank(); i < n_batches; i += comm.world()) {
+    loader.fetch(i, x.data(), y.data());
+    sums[0] += model.forward(x.data(), y.data(), B, T) * double(B * T);
+    sums[1] += double(B * T);
+  }
+  comm.allreduce_sum(sums, 2);
+  EvalResult r;
+  r.tokens = int64_t(sums[1]);
+  r.loss = sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+  r.ppl = std::exp(r.loss);
+  return r;
+}
+
+nlohmann::json TrainerState::to_json() const {
+  return {{"step", step}, {"next_batch", next_batch}, {"tokens", tokens}};
+}
+
+TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string& path) {
+  TrainerState s;
+  for (const char* k : {"step", "next_batch", "tokens"})
+    check(j.contains(k) && j[k].is_number_integer(), path + ": missing integer '" + k + "'");
+  s.step = j["step"].get<int64_t>();
+  s.next_batch = j["next_batch"].get<int64_t>();
+  s.tokens = j["tokens"].get<int64_t>();
+  return s;
+}
+
+Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, std::unique_ptr<Planner> planner,
+                 bool synthetic_data)
+    : cfg_(cfg), out_dir_(std::move(out_dir)), comm_(comm), planner_(std::move(planner)), synthetic_(synthetic_data) {
+  const auto& t = cfg_.train;
+  accum_ = cfg_.grad_accum(comm_.world());
+  model_ = std::make_unique<Model<float>>(cfg_.model, cpu_backend<float>());
+  model_->init_weights(uint64_t(t.seed));
+  opt_ = std::make_unique<AdamW>(AdamWConfig{t.beta1, t.beta2, t.adam_eps, t.weight_decay}, model_->params());
+  if (!synthetic_) {
+    check(!cfg_.data.train.empty(), "data.train is not set (a glob of token shards, e.g. data/kjv/train_*.bin)");
+    train_loader_ = std::make_unique<data::TokenLoader>(cfg_.data.train, t.micro_batch, t.seq_len,
+                                                        cfg_.data.shuffle, uint64_t(t.seed));
+  }
+  if (!cfg_.data.val.empty())
+    val_loader_ = std::make_unique<data::TokenLoader>(cfg_.data.val, t.micro_batch, t.seq_len, false, 0);
+  inputs_.resize(size_t(t.micro_batch * t.seq_len));
+  targets_.resize(inputs_.size());
+  model_->reserve_activations(t.micro_batch, t.seq_len);
+  if (!out_dir_.empty() && comm_.rank() == 0) fs::create_directories(out_dir_);
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::init_from(const std::string& dir) {
+  const ModelConfig ck = read_checkpoint_config(dir);
+  check(ck.n_layer == cfg_.model.n_layer && ck.n_head == cfg_.model.n_head && ck.n_embd == cfg_.model.n_embd &&
+            ck.vocab_size == cfg_.model.vocab_size && ck.block_size == cfg_.model.block_size &&
+            ck.kv_heads() == cfg_.model.kv_heads() && ck.pos == cfg_.model.pos && ck.bias == cfg_.model.bias,
+        "--init-from " + dir + ": checkpoint shape (n_layer " + std::to_string(ck.n_layer) + ", n_head " +
+            std::to_string(ck.n_head) + ", n_embd " + std::to_string(ck.n_embd) + ", vocab " +
+            std::to_string(ck.vocab_size) + ", block " + std::to_string(ck.block_size) +
+            ") does not match the config's model section");
+  io::SafetensorsReader st(dir + "/model.safetensors");
+  cfg_.model = ck;
+  model_ = std::make_unique<Model<float>>(ck, cpu_backend<float>(), read_head_extras(st, ck));
+  load_weights(*model_, st);
+  const auto& t = cfg_.train;
+  opt_ = std::make_unique<AdamW>(AdamWConfig{t.beta1, t.beta2, t.adam_eps, t.weight_decay}, model_->params());
+  model_->reserve_activations(t.micro_batch, t.seq_len);
+}
+
+void Trainer::resume(const std::string& dir) {
+  init_from(dir);
+  load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
+  const std::string path = dir + "/trainer.json";
+  check(fs::exists(path), "checkpoint " + dir + ": missing trainer.json");
+  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
+  check(!j.is_discarded() && j.is_object(), path + ": not valid JSON");
+  state_ = TrainerState::from_json(j, path);
+  if (j.contains("world"))
+    check(j["world"].get<int>() == comm_.world() || !cfg_.train.zero1,
+          path + ": ZeRO-1 state was saved with " + j["world"].dump() + " ranks; resume on the same number");
+  spdlog::info("resumed from {} at step {}", dir, state_.step);
+}
+
+void Trainer::install(const PlanChange& change) {
+  const auto old_specs = model_->specs();
+  const auto old_layouts = model_->layouts();
+  model_->install_plan(change.plan, change.extras);
+  auto [old_m, old_v] = opt_->rebuild(model_->params());
+  remap_arena<float>(*old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
+  remap_arena<float>(*old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
+  cfg_.model.head_plan = change.plan;
+  model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
+}
+
+void Trainer::maybe_intervene() {
+  if (!planner_ || planner_->fire_step() != state_.step) return;
+  const auto t0 = Clock::now();
+  InterventionContext ctx{*model_, cfg_, comm_, state_.step};
+  PlanChange change = planner_->plan(ctx);
+  install(change);
+  change.report["step"] = state_.step;
+  change.report["total_seconds"] = ms_since(t0) / 1000.0;
+  change.report["head_plan"] = change.plan.to_json();
+  if (!out_dir_.empty() && comm_.rank() == 0)
+    io::write_file_atomic(out_dir_ + "/intervention.json", change.report.dump(2) + "\n");
+  spdlog::info("{}: installed a new head plan at step {} ({:.1f} s)", planner_->name(), state_.step,
+               ms_since(t0) / 1000.0);
+}
+
+double Trainer::train_step(double* grad_norm, double* update_ms) {
+  const auto& t = cfg_.train;
+  const int64_t B = t.micro_batch, T = t.seq_len;
+  const int world = comm_.world(), rank = comm_.rank();
+  double compute_ms = 0.0, loss_sum = 0.0;
+  auto t0 = Clock::now();
+  model_->zero_grads();
+  compute_ms += ms_since(t0);
+  const double loss_scale = 1.0 / double(accum_ * world);
+  for (int64_t micro = 0; micro < accum_; ++micro) {
+    fetch_train(state_.next_batch + micro * world + rank);
+    t0 = Clock::now();
+    loss_sum += model_->forward_backward(inputs_.data(), targets_.data(), B, T, loss_scale);
+    compute_ms += ms_since(t0);
+  }
+  t0 = Clock::now();
+  Arena& grads = model_->grads();
+  if (world > 1) comm_.allreduce_sum(static_cast<float*>(grads.base()), int64_t(grads.bytes() / sizeof(float)));
+  double loss = loss_sum / double(accum_);
+  if (world > 1) {
+    comm_.allreduce_sum(&loss, 1);
+    loss /= world;
+  }
+  check(std::isfinite(loss), "loss is " + std::to_string(loss) + " at step " + std::to_string(state_.step) +
+                                 " (lower train.lr or check the data)");
+  const double norm = grad_global_norm(grads);
+  check(std::isfinite(norm), "gradient norm is not finite at step " + std::to_string(state_.step));
+  clip_grads(grads, norm, t.grad_clip);
+  const LrSchedule sched{t.lr, t.min_lr, t.warmup_steps, t.steps};
+  const double lr = sched.at(state_.step);
+  opt_->step(model_->params(), grads, lr, state_.step + 1);
+  compute_ms += ms_since(t0);
+  state_.next_batch += accum_ * world;
+  state_.tokens += accum_ * world * B * T;
+  state_.step += 1;
+  if (grad_norm) *grad_norm = norm;
+  if (update_ms) *update_ms = compute_ms;
+  return loss;
+}
+
+void Trainer::fetch_train(int64_t index) {
+  if (train_loader_) {
+    train_loader_->fetch(index, inputs_.data(), targets_.data());
+    return;
+  }
+  Rng rng(uint64_t(cfg_.train.seed) * 0x9E3779B97F4A7C15ull + uint64_t(index));
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    inputs_[i] = int32_t(rng.below(uint64_t(cfg_.model.vocab_size)));
+    targets_[i] = int32_t(rng.below(uint64_t(cfg_.model.vocab_size)));
+  }
+}
+
+EvalResult Trainer::eval(int64_t n_batches) {
+  check(val_loader_ != nullptr, "data.val is not set: nothing to evaluate on");
+  if (n_batches < 0) n_batches = cfg_.train.eval_batches;
+  n_batches = std::min(n_batches, val_loader_->batches_per_epoch());
+  return evaluate(*model_, *val_loader_, n_batches, cfg_.train.micro_batch, cfg_.train.seq_len, comm_);
+}
+
+void Trainer::append_metrics(const nlohmann::json& line) {
+  if (out_dir_.empty() || comm_.rank() != 0) return;
+  std::ofstream f(out_dir_ + "/metrics.jsonl", std::ios::app);
+  f << line.dump() << "\n";
+}
+
+void Trainer::save_checkpoint(const std::string& dir) {
+  if (comm_.rank() != 0) {
+    comm_.barrier();
+    return;
+  }
+  const std::string tmp = dir + ".tmp";
+  fs::remove_all(tmp);
+  fs::create_directories(tmp);
+  save_model_files(*model_, tmp);
+  save_moments(*model_, opt_->m(), opt_->v(), tmp + "/optimizer.safetensors");
+  nlohmann::json tj = state_.to_json();
+  tj["world"] = comm_.world();
+  tj["run_config"] = cfg_.to_json();
+  io::write_file_atomic(tmp + "/trainer.json", tj.dump(2) + "\n");
+  io::replace_dir_atomic(tmp, dir);
+  comm_.barrier();
+}
+
+nlohmann::json Trainer::run(int64_t stop_step) {
+  const auto& t = cfg_.train;
+  if (stop_step < 0) stop_step = t.steps;
+  const bool main_rank = comm_.rank() == 0;
+  if (!out_dir_.empty() && main_rank) {
+    if (state_.step == 0) std::ofstream(out_dir_ + "/metrics.jsonl", std::ios::trunc);
+    io::write_file_atomic(out_dir_ + "/config.json", cfg_.to_json().dump(2) + "\n");
+  }
+  if (main_rank)
+    spdlog::info("model: {} layers, {} heads, width {}, {} parameters; batch {} x {} x {} accum x {} ranks", cfg_.model.n_layer,
+                 cfg_.model.n_head, cfg_.model.n_embd, model_->num_parameters(), t.micro_batch, t.seq_len, accum_,
+                 comm_.world());
+  const auto run_t0 = Clock::now();
+  EvalResult last_eval;
+  bool have_eval = false;
+  double loss = 0.0;
+  while (state_.step < stop_step) {
+    maybe_intervene();
+    const auto t0 = Clock::now();
+    double norm = 0.0, upd_ms = 0.0;
+    const int64_t step = state_.step;
+    const double lr = LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps}.at(step);
+    loss = train_step(&norm, &upd_ms);
+    const double ms = ms_since(t0);
+    update_ms_sum_ += upd_ms;
+    update_ms_count_ += 1;
+    const double tok_per_s = double(accum_ * comm_.world() * t.micro_batch * t.seq_len) / (ms / 1000.0);
+    append_metrics({{"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", norm}, {"ms", ms},
+                    {"update_ms", upd_ms}, {"tok_per_s", tok_per_s}});
+    if (main_rank && (step % t.log_every == 0 || state_.step == stop_step))
+      spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.1f} ms | {:.0f} tok/s", step + 1, t.steps,
+                   loss, lr, norm, ms, tok_per_s);
+    const bool last = state_.step == t.steps;
+    if (val_loader_ && ((t.eval_every > 0 && state_.step % t.eval_every == 0) || last)) {
+      last_eval = eval();
+      have_eval = true;
+      append_metrics({{"step", step}, {"val_loss", last_eval.loss}, {"val_ppl", last_eval.ppl}});
+      if (main_rank) spdlog::info("step {:>5} | val loss {:.4f} | val ppl {:.3f}", step + 1, last_eval.loss, last_eval.ppl);
+    }
+    if (!out_dir_.empty() && ((t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0) || last))
+      save_checkpoint(out_dir_ + "/checkpoints/step_" + std::to_string(state_.step));
+  }
+  nlohmann::json summary = {{"steps", state_.step},
+                            {"tokens", state_.tokens},
+                            {"train_loss", loss},
+                            {"wall_s", ms_since(run_t0) / 1000.0},
+                            {"mean_update_ms", update_ms_count_ ? update_ms_sum_ / double(update_ms_count_) : 0.0},
+                            {"peak_bytes", arena_peak_bytes()},
+                            {"parameters", model_->num_parameters()},
+                            {"world", comm_.world()}};
+  if (have_eval) {
+    summary["val_loss"] = last_eval.loss;
+    summary["val_ppl"] = last_eval.ppl;
+  }
+  if (!out_dir_.empty() && main_rank && state_.step == t.steps)
+    io::write_file_atomic(out_dir_ + "/summary.json", summary.dump(2) + "\n");
+  return summary;
+}
+
+}  // namespace hw

@@ -1,0 +1,40 @@
+#pragma once
+// Shared helpers for model tests.
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "headwise/model/gpt.hpp"
+
+namespace hw::test {
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+inline std::string fixture_dir(const std::string& name) {
+  return std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+// Copy every parameter and buffer of a float model into a double model of the same config.
+inline void copy_to_double(Model<float>& from, Model<double>& to) {
+  for (Arena* a : {&from.params(), &from.buffers()}) {
+    Arena& dst_arena = a == &from.params() ? to.params() : to.buffers();
+    for (const auto& t : a->tensors()) {
+      Tensor& d = dst_arena.get(t->name);
+      if (t->dtype == DType::I32) {
+        std::memcpy(d.data, t->data, t->nbytes());
+        continue;
+      }
+      for (int64_t i = 0; i < t->numel(); ++i) d.as<double>()[i] = double(t->f32()[i]);
+    }
+  }
+  to.refresh_static_normalisers();
+}
+
+}  // namespace hw::test

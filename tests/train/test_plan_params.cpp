@@ -1,0 +1,139 @@
+// Parameters follow the plan: compact layouts, storage in Hugging Face shapes, in-place plan
+// changes that keep surviving rows (and their optimizer moments) and the same function.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+
+#include "headwise/core/rng.hpp"
+#include "headwise/io/safetensors.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
+#include "headwise/model/gpt.hpp"
+#include "headwise/optim/adamw.hpp"
+
+using namespace hw;
+
+namespace {
+
+ModelConfig gqa_config() {
+  ModelConfig c;
+  c.n_layer = 2;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_embd = 32;
+  c.vocab_size = 17;
+  c.block_size = 16;
+  return c;
+}
+
+attn::HeadPlan mixed_plan() {
+  return attn::HeadPlan::from_json(nlohmann::json::parse(
+      R"([["static", "pruned", "softmax", "window:4"], ["static", "static", "sink_window:2:3", "pruned"]])"));
+}
+
+std::vector<int32_t> tokens(int64_t n, uint64_t seed, int vocab) {
+  Rng r(seed);
+  std::vector<int32_t> v(static_cast<size_t>(n));
+  for (auto& t : v) t = int32_t(r.below(uint64_t(vocab)));
+  return v;
+}
+
+std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("headwise_test_" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+}  // namespace
+
+TEST_CASE("compact QKV and output layouts drop exactly the unused rows", "[model][plan]") {
+  ModelConfig c = gqa_config();
+  c.head_plan = mixed_plan();
+  Model<float> m(c, cpu_backend<float>());
+  const int64_t hd = 8, C = 32;
+  // Layer 0: Q for heads 2, 3; K for group 1 only (heads 2,3); V for group 0 (head 0 static) and 1.
+  CHECK(m.params().get("h.0.attn.c_attn.weight").shape == std::vector<int64_t>{C, (2 + 1 + 2) * hd});
+  CHECK(m.params().get("h.0.attn.c_proj.weight").shape == std::vector<int64_t>{3 * hd, C});
+  // Layer 1: Q for head 2; K group 1; V group 0 (heads 0,1 static) and group 1 (head 2).
+  CHECK(m.params().get("h.1.attn.c_attn.weight").shape == std::vector<int64_t>{C, (1 + 1 + 2) * hd});
+  CHECK(m.params().get("h.1.attn.c_proj.weight").shape == std::vector<int64_t>{3 * hd, C});
+  CHECK(m.buffers().find("h.1.attn.static.1.alpha") != nullptr);
+  CHECK(m.params().find("h.1.attn.static.1.alpha") == nullptr);  // a buffer, no gradient
+}
+
+TEST_CASE("a converted model saved and reloaded gives the same loss", "[model][plan][io]") {
+  ModelConfig c = gqa_config();
+  c.head_plan = mixed_plan();
+  HeadExtras ex;
+  StaticHeadValues sv = default_static_values(c.block_size);
+  for (int i = 0; i < c.block_size; ++i) {
+    sv.alpha[size_t(i)] = 0.1f * float(i % 5);
+    sv.rho[size_t(i)] = -0.3f * float(i);
+  }
+  ex.statics[{0, 0}] = sv;
+  Model<float> m(c, cpu_backend<float>(), ex);
+  m.init_weights(11);
+  const auto x = tokens(2 * 16, 1, 17), y = tokens(2 * 16, 2, 17);
+  const double before = m.forward(x.data(), y.data(), 2, 16);
+  const std::string dir = temp_dir("converted");
+  save_model_files(m, dir);
+  // Stored shapes are Hugging Face's whatever the plan; unused rows are zeros.
+  io::SafetensorsReader st(dir + "/model.safetensors");
+  CHECK(st.info("h.0.attn.c_attn.weight").shape == std::vector<int64_t>{32, (4 + 2 * 2) * 8});
+  std::vector<float> w(32 * 64);
+  st.read("h.0.attn.c_attn.weight", DType::F32, {32, 64}, w.data());
+  for (int r = 0; r < 32; ++r)
+    for (int col = 0; col < 16; ++col) CHECK(w[size_t(r * 64 + col)] == 0.0f);  // Q of heads 0, 1
+  auto back = load_model(dir, cpu_backend<float>());
+  CHECK(back->config().head_plan == c.head_plan);
+  const double after = back->forward(x.data(), y.data(), 2, 16);
+  CHECK(after == before);
+}
+
+TEST_CASE("install_plan keeps the unchanged heads' function and their moments", "[model][plan]") {
+  ModelConfig c = gqa_config();
+  Model<float> m(c, cpu_backend<float>());
+  m.init_weights(5);
+  AdamW opt({}, m.params());
+  const auto x = tokens(2 * 16, 3, 17), y = tokens(2 * 16, 4, 17);
+  m.zero_grads();
+  m.forward_backward(x.data(), y.data(), 2, 16, 1.0);
+  opt.step(m.params(), m.grads(), 1e-3, 1);
+  // Reference: a model built directly with the target plan from the same stored weights.
+  const std::string dir = temp_dir("install");
+  save_model_files(m, dir);
+  const auto old_specs = m.specs();
+  const auto old_layouts = m.layouts();
+  std::vector<float> old_q_moment;  // moment of head 2's Q columns (kept)
+  {
+    const Tensor& mom = opt.m().get("h.0.attn.c_attn.weight");
+    for (int r = 0; r < 32; ++r)
+      for (int d = 0; d < 8; ++d) old_q_moment.push_back(mom.f32()[r * mom.shape[1] + 2 * 8 + d]);
+  }
+  attn::HeadPlan plan = mixed_plan();
+  m.install_plan(plan, {});
+  auto [om, ov] = opt.rebuild(m.params());
+  remap_arena<float>(*om, old_specs, old_layouts, opt.m(), m.specs(), m.layouts());
+  remap_arena<float>(*ov, old_specs, old_layouts, opt.v(), m.specs(), m.layouts());
+  ModelConfig c2 = c;
+  c2.head_plan = plan;
+  Model<float> ref(c2, cpu_backend<float>());
+  io::SafetensorsReader st(dir + "/model.safetensors");
+  // The reference reads the stored (full) weights through its own compact layout.
+  for (const auto& s : ref.specs()) {
+    if (s.role != ParamRole::Param) continue;
+    std::vector<float> stored(size_t(stored_numel(s)));
+    st.read(s.name, DType::F32, s.stored_shape, stored.data());
+    compact_from_stored(s, s.layer >= 0 ? &ref.layouts()[size_t(s.layer)] : nullptr, stored.data(),
+                        ref.params().get(s.name).f32());
+  }
+  CHECK(m.forward(x.data(), y.data(), 2, 16) == ref.forward(x.data(), y.data(), 2, 16));
+  // Head 2 of layer 0 is now Q slot 0 of the compact layout.
+  const Tensor& mom = opt.m().get("h.0.attn.c_attn.weight");
+  CHECK(m.layouts()[0].q_slot[2] == 0);
+  size_t k = 0;
+  for (int r = 0; r < 32; ++r)
+    for (int d = 0; d < 8; ++d) CHECK(mom.f32()[r * mom.shape[1] + d] == old_q_moment[k++]);
+  CHECK(old_q_moment[5] != 0.0f);
+}

@@ -1,0 +1,44 @@
+#pragma once
+// Small runs on synthetic shards for trainer tests.
+#include <filesystem>
+#include <string>
+
+#include "headwise/core/rng.hpp"
+#include "headwise/data/shards.hpp"
+#include "headwise/train/run_config.hpp"
+
+namespace hw::test {
+
+inline std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("headwise_train_" + name);
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+// A shard of `n` tokens from a repetitive byte-like stream (learnable, not constant).
+inline std::string write_text_like_shard(const std::string& dir, const std::string& name, int64_t n, uint64_t seed,
+                                         int vocab) {
+  Rng r(seed);
+  std::vector<uint16_t> toks(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) toks[size_t(i)] = uint16_t((i * 7 + int64_t(r.below(3))) % vocab);
+  const std::string path = dir + "/" + name;
+  data::write_shard(path, toks);
+  return path;
+}
+
+inline nlohmann::json tiny_run_doc(const std::string& dir) {
+  write_text_like_shard(dir, "train_000.bin", 4000, 1, 32);
+  write_text_like_shard(dir, "val_000.bin", 1000, 2, 32);
+  nlohmann::json doc = nlohmann::json::parse(R"({
+    "model": {"n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 16, "vocab_size": 32},
+    "train": {"micro_batch": 2, "seq_len": 16, "total_batch_tokens": 64, "steps": 6, "lr": 1e-2,
+              "min_lr": 1e-3, "warmup_steps": 2, "eval_every": 3, "eval_batches": 2, "seed": 5,
+              "checkpoint_every": 3, "threads": 1},
+    "data": {}
+  })");
+  doc["data"] = {{"train", dir + "/train_*.bin"}, {"val", dir + "/val_*.bin"}};
+  return doc;
+}
+
+}  // namespace hw::test
