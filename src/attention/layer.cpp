@@ -4,6 +4,7 @@
 // gradient blocks, so one task owns them and adds the heads' shares in head order. Parameter
 // gradients (static alpha/rho, linear L) are summed over b, so tasks write per-(b, head)
 // partials that are reduced in b order after the parallel region: deterministic, no atomics.
+// A single task runs on the calling thread (waking the team would cost more than it saves).
 #include <omp.h>
 
 #include <algorithm>
@@ -96,7 +97,7 @@ void layer_forward(const LayerPlan& plan, const LayerLayout& layout, const AttnD
   const int64_t T = dims.T, ldx = layout.qkv_width(), ldo = layout.out_width();
   F* scratch0 = workspace + dims.B * H * sz.partial_per_head;
   const int64_t n_tasks = dims.B * H;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n_tasks > 1)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t b = task / H;
     const int h = static_cast<int>(task % H);
@@ -152,7 +153,7 @@ void layer_backward(const LayerPlan& plan, const LayerLayout& layout, const Attn
   F* scratch0 = workspace + dims.B * H * sz.partial_per_head;
   auto partial = [&](int64_t b, int h) { return partials + (b * H + h) * sz.partial_per_head; };
   const int64_t n_tasks = dims.B * KV;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (n_tasks > 1)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t b = task / KV;
     const int g = static_cast<int>(task % KV);

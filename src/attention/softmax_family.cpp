@@ -83,10 +83,10 @@ void softmax_family_forward(const KeySet& ks, const HeadFwd<F>& a) {
             continue;
           }
           const F m_new = std::max(mrow[r], mx);
-          const F corr = std::exp(mrow[r] - m_new);
+          const F corr = exp_or_zero(mrow[r] - m_new);
           F sum = F(0);
           for (int c = 0; c < n; ++c) {
-            const F p = row[c] == neg_inf ? F(0) : std::exp(row[c] - m_new);
+            const F p = exp_or_zero(row[c] - m_new);  // masked: -inf -> 0
             row[c] = p;
             sum += p;
           }
@@ -139,7 +139,7 @@ void softmax_family_backward(const KeySet& ks, const HeadBwd<F>& a) {
           F* prow = P + int64_t(r) * kTile;
           F* drow = dS + int64_t(r) * kTile;
           for (int c = 0; c < n; ++c) {
-            const F p = visible(ks, i, j0 + c) ? std::exp(prow[c] - lse) : F(0);
+            const F p = visible(ks, i, j0 + c) ? exp_or_zero(prow[c] - lse) : F(0);
             prow[c] = p;
             drow[c] = p * (drow[c] - delta[r]) * scale;  // dS, already scaled for dQ/dK
           }

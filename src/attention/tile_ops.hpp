@@ -4,7 +4,9 @@
 // (no reassociation), and they run on the calling thread: the entry point already
 // parallelises over heads, so a threaded BLAS underneath would oversubscribe the cores,
 // and a fixed summation order keeps every result deterministic.
+#include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace hw::attn::detail {
 
@@ -64,6 +66,15 @@ inline void tile_atb_acc(F* C, int64_t ldc, const F* P, const F* B, int64_t ldb,
       for (int d = 0; d < k; ++d) c[d] += pij * b[d];
     }
   }
+}
+
+// exp(x), but exactly zero where the result would be subnormal: subnormal arithmetic is
+// about 100x slower on x86, and a weight below the smallest normal number (1e-38 in float)
+// cannot change an attention output. Also maps -inf (masked) to 0.
+template <class F>
+inline F exp_or_zero(F x) {
+  constexpr F lo = std::is_same_v<F, float> ? F(-87.0) : F(-708.0);
+  return x < lo ? F(0) : std::exp(x);
 }
 
 // Dot product with 8 independent partial sums (vectorizes, fixed order: deterministic).
