@@ -12,5 +12,7 @@ void add_eval_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_inspect_command(CLI::App& app);
 void add_bench_attention_command(CLI::App& app);
+void add_experiment_command(CLI::App& app);  // SAF experiment protocol (cmd_experiment.cpp)
+void add_mqar_command(CLI::App& app);        // MQAR adaptation and accuracy (cmd_mqar.cpp)
 
 }  // namespace hw::cli

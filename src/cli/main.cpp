@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   hw::cli::add_bench_command(app);
   hw::cli::add_inspect_command(app);
   hw::cli::add_bench_attention_command(app);
+  hw::cli::add_experiment_command(app);
+  hw::cli::add_mqar_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

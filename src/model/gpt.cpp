@@ -6,6 +6,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
+#include "headwise/kernels/cpu.hpp"
 
 namespace hw {
 
@@ -36,6 +37,14 @@ template <class F>
 F* find_ptr(Arena& a, const std::string& name) {
   Tensor* t = a.find(name);
   return t ? t->as<F>() : nullptr;
+}
+
+// The mean loss is over targets that are not ignored (kIgnoreTarget); at least one.
+int64_t count_targets(const int32_t* targets, int64_t n) {
+  int64_t c = 0;
+  for (int64_t i = 0; i < n; ++i) c += targets[i] != cpu::kIgnoreTarget;
+  check(c > 0, "every target of the batch is ignored: nothing to compute a loss on");
+  return c;
 }
 
 }  // namespace
@@ -300,7 +309,7 @@ double Model<F>::forward(const int32_t* inputs, const int32_t* targets, int64_t 
   auto& I = *impl_;
   const double sum = ops_.crossentropy_forward_backward(I.losses, nullptr, I.logits, targets, B * T,
                                                         cfg_.vocab_size, 0.0);
-  return sum / double(B * T);
+  return sum / double(count_targets(targets, B * T));
 }
 
 template <class F>
@@ -309,12 +318,13 @@ double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets,
   check(targets != nullptr, "forward_backward needs targets");
   forward_layers(inputs, B, T);
   auto& I = *impl_;
-  const double dloss = loss_scale / double(B * T);
+  const double n_targets = double(count_targets(targets, B * T));
+  const double dloss = loss_scale / n_targets;
   // dlogits overwrite the logits in place: they are not needed afterwards.
   const double sum =
       ops_.crossentropy_forward_backward(I.losses, I.logits, I.logits, targets, B * T, cfg_.vocab_size, dloss);
   backward(dloss);
-  return sum / double(B * T);
+  return sum / n_targets;
 }
 
 template <class F>

@@ -54,6 +54,9 @@ void accumulate(F* dst, const F* src, int64_t n);
 // If dlogits is non-null, writes (softmax(logits[n]) - onehot(target[n])) * dloss into it
 // (overwrite; dlogits may alias logits). Returns the sum of losses in double. losses may be
 // null. Throws hw::Error naming the token and position if a target is outside [0, V).
+// Targets equal to kIgnoreTarget contribute no loss and a zero gradient row (losses on a
+// subset of positions, e.g. MQAR query positions).
+constexpr int32_t kIgnoreTarget = -1;
 template <class F>
 double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
                                      int64_t V, double dloss);

@@ -42,7 +42,8 @@ class Model {
   // or changes; never inside a step that has the same shape).
   void reserve_activations(int64_t B, int64_t T);
 
-  // Mean cross-entropy over the B*T targets. With targets == nullptr only logits are computed.
+  // Mean cross-entropy over the B*T targets (targets equal to cpu::kIgnoreTarget = -1 are left
+  // out of the loss and the mean). With targets == nullptr only logits are computed.
   double forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T);
   // forward, then accumulate into grads() the gradient of loss_scale * (mean loss of this
   // micro-batch). Returns the mean loss.

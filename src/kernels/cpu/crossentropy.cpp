@@ -61,7 +61,7 @@ double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, con
                                      int64_t V, double dloss) {
   // Validate before the parallel region: an exception must not escape an OpenMP loop.
   for (int64_t n = 0; n < N; n++) {
-    if (targets[n] < 0 || targets[n] >= V)
+    if ((targets[n] < 0 && targets[n] != kIgnoreTarget) || targets[n] >= V)
       hw::fail("crossentropy: target token " + std::to_string(targets[n]) + " at position " + std::to_string(n) +
                " is outside the vocabulary [0, " + std::to_string(V) + ")");
   }
@@ -75,7 +75,13 @@ double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, con
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(ng * V))
     for (int64_t r = 0; r < ng; r++) {
       const int64_t n = n0 + r;
-      part[r] = ce_row(dlogits ? dlogits + n * V : nullptr, logits + n * V, targets[n], V, dloss);
+      if (targets[n] == kIgnoreTarget) {  // no loss, no gradient
+        part[r] = 0.0;
+        if (dlogits)
+          for (int64_t v = 0; v < V; ++v) dlogits[n * V + v] = F(0);
+      } else {
+        part[r] = ce_row(dlogits ? dlogits + n * V : nullptr, logits + n * V, targets[n], V, dloss);
+      }
       if (losses) losses[n] = static_cast<F>(part[r]);
     }
     for (int64_t r = 0; r < ng; r++) total += part[r];
