@@ -12,6 +12,7 @@
 #include <string>
 
 #include "attention/head_kernels.hpp"
+#include "attention/tile_ops.hpp"
 #include "headwise/attention/attention.hpp"
 #include "headwise/core/error.hpp"
 
@@ -97,6 +98,7 @@ void layer_forward(const LayerPlan& plan, const LayerLayout& layout, const AttnD
   const int64_t T = dims.T, ldx = layout.qkv_width(), ldo = layout.out_width();
   F* scratch0 = workspace + dims.B * H * sz.partial_per_head;
   const int64_t n_tasks = dims.B * H;
+  const detail::BlasSingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
 #pragma omp parallel for schedule(static) if (n_tasks > 1)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t b = task / H;
@@ -153,6 +155,7 @@ void layer_backward(const LayerPlan& plan, const LayerLayout& layout, const Attn
   F* scratch0 = workspace + dims.B * H * sz.partial_per_head;
   auto partial = [&](int64_t b, int h) { return partials + (b * H + h) * sz.partial_per_head; };
   const int64_t n_tasks = dims.B * KV;
+  const detail::BlasSingleThreaded blas_on_calling_thread;  // KV groups are the parallel dimension
 #pragma omp parallel for schedule(static) if (n_tasks > 1)
   for (int64_t task = 0; task < n_tasks; ++task) {
     const int64_t b = task / KV;

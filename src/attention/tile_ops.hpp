@@ -1,9 +1,7 @@
 #pragma once
-// Dense tile products used by the softmax-family and static heads. They are written as
-// axpy loops over one contiguous row, which the compiler vectorizes without -ffast-math
-// (no reassociation), and they run on the calling thread: the entry point already
-// parallelises over heads, so a threaded BLAS underneath would oversubscribe the cores,
-// and a fixed summation order keeps every result deterministic.
+// Dense tile products used by the softmax-family and static heads.
+#include <cblas.h>
+
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
@@ -13,60 +11,52 @@ namespace hw::attn::detail {
 // Query rows and keys per tile. Also the linear head's chunk length.
 constexpr int kTile = 64;
 
-// C[m x kTile] = scale * A[m x k] B[n x k]^T (A, B rows strided by lda, ldb); columns >= n of
-// C are zero. bt is scratch of k * kTile elements (B transposed and zero padded, so the inner
-// loop has a fixed length of kTile and its accumulators stay in registers).
-template <class F>
-inline void tile_abt(F* C, const F* A, int64_t lda, const F* B, int64_t ldb, int m, int n, int k, F scale,
-                     F* bt) {
-  for (int d = 0; d < k; ++d) {
-    F* row = bt + int64_t(d) * kTile;
-    for (int j = 0; j < n; ++j) row[j] = B[j * ldb + d];
-    for (int j = n; j < kTile; ++j) row[j] = F(0);
-  }
-  for (int i = 0; i < m; ++i) {
-    F acc[kTile] = {};
-    const F* a = A + i * lda;
-    for (int d = 0; d < k; ++d) {
-      const F ad = a[d];
-      const F* b = bt + int64_t(d) * kTile;
-      for (int j = 0; j < kTile; ++j) acc[j] += ad * b[j];
-    }
-    F* c = C + int64_t(i) * kTile;
-    for (int j = 0; j < kTile; ++j) c[j] = scale * acc[j];
-  }
+// The three tile products go to BLAS (OpenBLAS), which the caller runs single-threaded
+// inside the per-head OpenMP loop (BlasSingleThreaded below): the entry point already
+// parallelises over heads, and a single-threaded GEMM has a fixed summation order, so every
+// result stays deterministic.
+inline void gemm_rm(bool ta, bool tb, int m, int n, int k, float alpha, const float* A, int64_t lda, const float* B,
+                    int64_t ldb, float beta, float* C, int64_t ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
+              int(lda), B, int(ldb), beta, C, int(ldc));
+}
+inline void gemm_rm(bool ta, bool tb, int m, int n, int k, double alpha, const double* A, int64_t lda,
+                    const double* B, int64_t ldb, double beta, double* C, int64_t ldc) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha, A,
+              int(lda), B, int(ldb), beta, C, int(ldc));
 }
 
-// C[m x k] += P[m x n] B[n x k]; P has row stride kTile, B and C strided rows. Zero weights
-// (masked keys) are skipped.
+// C[m x n] = scale * A[m x k] B[n x k]^T with C's row stride kTile (A, B rows strided by
+// lda, ldb). Columns >= n of C are not touched. `bt` is unused scratch kept for the layout.
+template <class F>
+inline void tile_abt(F* C, const F* A, int64_t lda, const F* B, int64_t ldb, int m, int n, int k, F scale,
+                     F* /*bt*/) {
+  gemm_rm(false, true, m, n, k, scale, A, lda, B, ldb, F(0), C, kTile);
+}
+
+// C[m x k] += P[m x n] B[n x k]; P has row stride kTile, B and C strided rows.
 template <class F>
 inline void tile_ab_acc(F* C, int64_t ldc, const F* P, const F* B, int64_t ldb, int m, int n, int k) {
-  for (int i = 0; i < m; ++i) {
-    F* c = C + i * ldc;
-    const F* p = P + int64_t(i) * kTile;
-    for (int j = 0; j < n; ++j) {
-      const F pj = p[j];
-      if (pj == F(0)) continue;
-      const F* b = B + j * ldb;
-      for (int d = 0; d < k; ++d) c[d] += pj * b[d];
-    }
-  }
+  gemm_rm(false, false, m, k, n, F(1), P, kTile, B, ldb, F(1), C, ldc);
 }
 
 // C[n x k] += P[m x n]^T B[m x k]; P has row stride kTile, B and C strided rows.
 template <class F>
 inline void tile_atb_acc(F* C, int64_t ldc, const F* P, const F* B, int64_t ldb, int m, int n, int k) {
-  for (int i = 0; i < m; ++i) {
-    const F* b = B + i * ldb;
-    const F* p = P + int64_t(i) * kTile;
-    for (int j = 0; j < n; ++j) {
-      const F pij = p[j];
-      if (pij == F(0)) continue;
-      F* c = C + j * ldc;
-      for (int d = 0; d < k; ++d) c[d] += pij * b[d];
-    }
-  }
+  gemm_rm(true, false, n, k, m, F(1), P, kTile, B, ldb, F(1), C, ldc);
 }
+
+// While alive, OpenBLAS runs every call on the calling thread (restored afterwards).
+class BlasSingleThreaded {
+ public:
+  BlasSingleThreaded() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~BlasSingleThreaded() { openblas_set_num_threads(saved_); }
+  BlasSingleThreaded(const BlasSingleThreaded&) = delete;
+  BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
+
+ private:
+  int saved_;
+};
 
 // exp(x), but exactly zero where the result would be subnormal: subnormal arithmetic is
 // about 100x slower on x86, and a weight below the smallest normal number (1e-38 in float)
