@@ -10,6 +10,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -22,6 +23,27 @@ namespace {
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
+
+// An arena's whole block as floats (tensors plus zero padding): what the collectives work on.
+float* block_of(Arena& a) { return static_cast<float*>(a.base()); }
+int64_t floats_of(const Arena& a) { return int64_t(a.bytes() / sizeof(float)); }
+
+// clip_grads restricted to [begin, end) of the gradient block (ZeRO-1: the own shard), with
+// the same coefficient and the same float multiply, so it matches clip_grads element for element.
+void clip_range(float* g, dist::Range r, double norm, double max_norm) {
+  if (max_norm <= 0.0) return;
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef >= 1.0) return;
+  const float c = float(coef);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = r.begin; i < r.end; ++i) g[i] *= c;
+}
+
+std::string shard_file(const std::string& dir, int rank) {
+  return dir + "/optimizer.rank" + std::to_string(rank) + ".safetensors";
+}
+
+constexpr const char* kShardFormat = "headwise.zero1_shard.v1";
 }  // namespace
 
 EvalResult evaluate(Model<float>& model, const data::TokenLoader& loader, int64_t n_batches, int64_t B, int64_t T,
@@ -60,6 +82,7 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, st
     : cfg_(cfg), out_dir_(std::move(out_dir)), comm_(comm), planner_(std::move(planner)), synthetic_(synthetic_data) {
   const auto& t = cfg_.train;
   accum_ = cfg_.grad_accum(comm_.world());
+  zero1_ = t.zero1 && comm_.world() > 1;  // one rank has nothing to shard: the plain path
   model_ = std::make_unique<Model<float>>(cfg_.model, cpu_backend<float>());
   model_->init_weights(uint64_t(t.seed));
   opt_ = std::make_unique<AdamW>(AdamWConfig{t.beta1, t.beta2, t.adam_eps, t.weight_decay}, model_->params());
@@ -98,19 +121,35 @@ void Trainer::init_from(const std::string& dir) {
 
 void Trainer::resume(const std::string& dir) {
   init_from(dir);
-  load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
   const std::string path = dir + "/trainer.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing trainer.json");
   nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
   check(!j.is_discarded() && j.is_object(), path + ": not valid JSON");
   state_ = TrainerState::from_json(j, path);
-  if (j.contains("world"))
-    check(j["world"].get<int>() == comm_.world() || !cfg_.train.zero1,
-          path + ": ZeRO-1 state was saved with " + j["world"].dump() + " ranks; resume on the same number");
+  // A full optimizer.safetensors resumes on any number of ranks, with or without ZeRO-1 (each
+  // rank then uses its shard of it). Sharded state only fits the shards it was cut into.
+  check(!j.contains("zero1") || j["zero1"].is_boolean(), path + ": 'zero1' must be true or false");
+  if (j.value("zero1", false)) {
+    check(j.contains("world") && j["world"].is_number_integer(), path + ": missing integer 'world'");
+    const int saved = j["world"].get<int>();
+    check(saved == comm_.world(), path + ": the optimizer state is sharded over " + std::to_string(saved) +
+                                      " ranks (train.zero1); resume on " + std::to_string(saved) + " ranks, not " +
+                                      std::to_string(comm_.world()));
+    check(zero1_, path + ": the optimizer state is sharded (train.zero1); resume with --set train.zero1=true");
+    load_optimizer_shard(shard_file(dir, comm_.rank()));
+  } else {
+    load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
+  }
   spdlog::info("resumed from {} at step {}", dir, state_.step);
 }
 
 void Trainer::install(const PlanChange& change) {
+  // With ZeRO-1 each rank's moments are valid only on its shard, and the new layout cuts the
+  // block into different shards: gather the moments first so every rank remaps all of them.
+  if (zero1_) {
+    comm_.all_gather(block_of(opt_->m()), floats_of(opt_->m()));
+    comm_.all_gather(block_of(opt_->v()), floats_of(opt_->v()));
+  }
   const auto old_specs = model_->specs();
   const auto old_layouts = model_->layouts();
   model_->install_plan(change.plan, change.extras);
@@ -152,8 +191,7 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
     compute_ms += ms_since(t0);
   }
   t0 = Clock::now();
-  Arena& grads = model_->grads();
-  if (world > 1) comm_.allreduce_sum(static_cast<float*>(grads.base()), int64_t(grads.bytes() / sizeof(float)));
+  const double norm = reduce_gradients();
   double loss = loss_sum / double(accum_);
   if (world > 1) {
     comm_.allreduce_sum(&loss, 1);
@@ -161,12 +199,9 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   }
   check(std::isfinite(loss), "loss is " + std::to_string(loss) + " at step " + std::to_string(state_.step) +
                                  " (lower train.lr or check the data)");
-  const double norm = grad_global_norm(grads);
   check(std::isfinite(norm), "gradient norm is not finite at step " + std::to_string(state_.step));
-  clip_grads(grads, norm, t.grad_clip);
   const LrSchedule sched{t.lr, t.min_lr, t.warmup_steps, t.steps};
-  const double lr = sched.at(state_.step);
-  opt_->step(model_->params(), grads, lr, state_.step + 1);
+  apply_update(norm, sched.at(state_.step));
   compute_ms += ms_since(t0);
   state_.next_batch += accum_ * world;
   state_.tokens += accum_ * world * B * T;
@@ -174,6 +209,55 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   if (grad_norm) *grad_norm = norm;
   if (update_ms) *update_ms = compute_ms;
   return loss;
+}
+
+// Gradient reduction, after the last micro-step, on the whole gradient block in one call.
+//
+// GPU path (comes with the CUDA backend and an NCCL communicator; nothing here changes for CPU
+// ranks): the block stays the unit of the ZeRO-1 sharding and of checkpoints, but the reduction
+// is split into per-layer buckets (contiguous ranges of the block: Arena::offset_of of a layer's
+// first and last tensor) and overlapped with backward: on the last micro-step only, once
+// Model::backward has finished layer l's parameter gradients it records a CUDA event, and a
+// dedicated communication stream waits on it and launches ncclAllReduce (ncclReduceScatter
+// with ZeRO-1) for that bucket while backward continues with layer l-1. Buckets go out in a
+// fixed order (last layer first, then embeddings), so the result is as deterministic as the
+// one-call path; reduce_gradients then only waits for the stream before the norm. Earlier
+// micro-steps accumulate locally without communication, as here.
+double Trainer::reduce_gradients() {
+  Arena& grads = model_->grads();
+  if (!zero1_) {
+    if (comm_.world() > 1) comm_.allreduce_sum(block_of(grads), floats_of(grads));
+    // Every rank now holds the same summed gradient, so the local norm is the global one.
+    return grad_global_norm(grads);
+  }
+  comm_.reduce_scatter_sum(block_of(grads), floats_of(grads));
+  // Only the own shard holds sums now: square it here (padding is zero), add over ranks.
+  const dist::Range own = own_shard();
+  const float* g = block_of(grads);
+  double sq = 0.0;
+  for (int64_t i = own.begin; i < own.end; ++i) sq += double(g[i]) * double(g[i]);
+  comm_.allreduce_sum(&sq, 1);
+  return std::sqrt(sq);
+}
+
+void Trainer::apply_update(double norm, double lr) {
+  Arena& grads = model_->grads();
+  Arena& params = model_->params();
+  const int64_t t = state_.step + 1;
+  if (!zero1_) {  // every rank updates the whole (identical) model
+    clip_grads(grads, norm, cfg_.train.grad_clip);
+    opt_->step(params, grads, lr, t);
+    return;
+  }
+  const dist::Range own = own_shard();
+  clip_range(block_of(grads), own, norm, cfg_.train.grad_clip);
+  opt_->step_range(params, grads, lr, t, own.begin, own.end);
+  comm_.all_gather(block_of(params), floats_of(params));
+}
+
+dist::Range Trainer::own_shard() const {
+  // Gradients and moments are declared like the parameters, so one range fits all four blocks.
+  return dist::shard_range(floats_of(model_->params()), comm_.rank(), comm_.world());
 }
 
 void Trainer::fetch_train(int64_t index) {
@@ -201,22 +285,74 @@ void Trainer::append_metrics(const nlohmann::json& line) {
   f << line.dump() << "\n";
 }
 
+// Every rank writes into DIR.tmp, then rank 0 renames it to DIR once all have finished, so DIR
+// is always either the previous complete checkpoint or the new complete one. Collective.
 void Trainer::save_checkpoint(const std::string& dir) {
-  if (comm_.rank() != 0) {
-    comm_.barrier();
-    return;
+  const bool main_rank = comm_.rank() == 0;
+  // Rank 0 speaks for every replica: make sure they really are replicas (a rank that drifted
+  // would otherwise be lost silently).
+  if (comm_.world() > 1) {
+    const Arena& p = model_->params();
+    check(comm_.all_equal(p.base(), int64_t(p.bytes())),
+          "ranks hold different parameters at step " + std::to_string(state_.step) + " (checkpoint " + dir + ")");
   }
   const std::string tmp = dir + ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  save_model_files(*model_, tmp);
-  save_moments(*model_, opt_->m(), opt_->v(), tmp + "/optimizer.safetensors");
-  nlohmann::json tj = state_.to_json();
-  tj["world"] = comm_.world();
-  tj["run_config"] = cfg_.to_json();
-  io::write_file_atomic(tmp + "/trainer.json", tj.dump(2) + "\n");
-  io::replace_dir_atomic(tmp, dir);
+  if (main_rank) {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+  }
   comm_.barrier();
+  if (main_rank) {
+    save_model_files(*model_, tmp);
+    if (!zero1_) save_moments(*model_, opt_->m(), opt_->v(), tmp + "/optimizer.safetensors");
+    nlohmann::json tj = state_.to_json();
+    tj["world"] = comm_.world();
+    tj["zero1"] = zero1_;
+    tj["run_config"] = cfg_.to_json();
+    io::write_file_atomic(tmp + "/trainer.json", tj.dump(2) + "\n");
+  }
+  if (zero1_) save_optimizer_shard(shard_file(tmp, comm_.rank()));
+  comm_.barrier();
+  if (main_rank) io::replace_dir_atomic(tmp, dir);
+  comm_.barrier();
+}
+
+// A rank's ZeRO-1 optimizer state: tensors "m" and "v" hold floats [begin, end) of the moment
+// blocks (the in-memory layout of the parameter block, compact attention tensors and padding
+// included), with the shard's coordinates in the metadata so a mismatch is caught on load.
+void Trainer::save_optimizer_shard(const std::string& path) {
+  const dist::Range own = own_shard();
+  io::SafetensorsWriter w;
+  w.add("m", DType::F32, {own.size()}, block_of(opt_->m()) + own.begin);
+  w.add("v", DType::F32, {own.size()}, block_of(opt_->v()) + own.begin);
+  w.set_metadata("format", kShardFormat);
+  w.set_metadata("rank", std::to_string(comm_.rank()));
+  w.set_metadata("world", std::to_string(comm_.world()));
+  w.set_metadata("begin", std::to_string(own.begin));
+  w.set_metadata("end", std::to_string(own.end));
+  w.set_metadata("block_floats", std::to_string(floats_of(model_->params())));
+  w.write(path);
+}
+
+void Trainer::load_optimizer_shard(const std::string& path) {
+  check(fs::exists(path), "checkpoint: missing " + path + " (ZeRO-1 optimizer shard of rank " +
+                              std::to_string(comm_.rank()) + ")");
+  io::SafetensorsReader st(path);
+  const dist::Range own = own_shard();
+  const std::pair<const char*, std::string> expected[] = {
+      {"format", kShardFormat},
+      {"rank", std::to_string(comm_.rank())},
+      {"world", std::to_string(comm_.world())},
+      {"begin", std::to_string(own.begin)},
+      {"end", std::to_string(own.end)},
+      {"block_floats", std::to_string(floats_of(model_->params()))}};
+  for (const auto& [key, want] : expected) {
+    const auto it = st.metadata().find(key);
+    const std::string got = it == st.metadata().end() ? "(missing)" : it->second;
+    check(got == want, path + ": metadata '" + key + "' is " + got + ", this run needs " + want);
+  }
+  st.read("m", DType::F32, {own.size()}, block_of(opt_->m()) + own.begin);
+  st.read("v", DType::F32, {own.size()}, block_of(opt_->v()) + own.begin);
 }
 
 nlohmann::json Trainer::run(int64_t stop_step) {
@@ -231,6 +367,11 @@ nlohmann::json Trainer::run(int64_t stop_step) {
     spdlog::info("model: {} layers, {} heads, width {}, {} parameters; batch {} x {} x {} accum x {} ranks", cfg_.model.n_layer,
                  cfg_.model.n_head, cfg_.model.n_embd, model_->num_parameters(), t.micro_batch, t.seq_len, accum_,
                  comm_.world());
+  if (main_rank)
+    spdlog::info("memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, activations {:.1f} MB (peak {:.1f} MB)",
+                 model_->params().bytes() / 1e6, model_->grads().bytes() / 1e6,
+                 (opt_->m().bytes() + opt_->v().bytes()) / 1e6, model_->activation_bytes() / 1e6,
+                 arena_peak_bytes() / 1e6);
   const auto run_t0 = Clock::now();
   EvalResult last_eval;
   bool have_eval = false;

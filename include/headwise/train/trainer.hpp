@@ -1,6 +1,13 @@
 #pragma once
 // The training loop: micro-batches -> forward/backward -> all-reduce -> clip -> AdamW -> log,
 // with evaluation, checkpoints, resume and the planner hook. One Trainer per run directory.
+//
+// Data parallelism (docs/distributed.md): every rank holds the whole model; rank r of `world`
+// trains on global micro-batches next_batch + micro * world + r, so a global batch and its loss
+// do not depend on the number of ranks. With train.zero1 (and world > 1) the AdamW moments are
+// sharded: each rank updates only its ZeRO-1 shard of the parameter block and the updated block
+// is all-gathered. Checkpoints: rank 0 writes the model, trainer.json and (without ZeRO-1)
+// optimizer.safetensors; with ZeRO-1 every rank r writes optimizer.rank{r}.safetensors.
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -67,6 +74,15 @@ class Trainer {
   void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
   void append_metrics(const nlohmann::json& line);
   void fetch_train(int64_t index);
+  // Sum the ranks' gradients and return the global gradient norm (ZeRO-1: only the own shard
+  // of the gradient block holds the sum afterwards).
+  double reduce_gradients();
+  // Clip with the global norm, AdamW (ZeRO-1: on the own shard, then all-gather the block).
+  void apply_update(double norm, double lr);
+  // The ZeRO-1 shard of the current parameter block, in floats.
+  dist::Range own_shard() const;
+  void save_optimizer_shard(const std::string& path);
+  void load_optimizer_shard(const std::string& path);
 
   RunConfig cfg_;
   std::string out_dir_;
@@ -77,6 +93,7 @@ class Trainer {
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
   TrainerState state_;
   bool synthetic_ = false;
+  bool zero1_ = false;  // train.zero1 with more than one rank: moments valid only on own_shard()
   int64_t accum_ = 1;
   std::vector<int32_t> inputs_, targets_;
   double update_ms_sum_ = 0.0;
