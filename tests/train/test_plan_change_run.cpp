@@ -35,16 +35,6 @@ class FixedPlanner final : public Planner {
   int64_t at_;
 };
 
-std::vector<double> losses_of(const std::string& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -62,9 +52,9 @@ TEST_CASE("a mid-run plan change is deterministic and resumable", "[train][plan]
     Trainer b(cfg, dir + "/b", comm, std::make_unique<FixedPlanner>(4));
     b.run();
   }
-  const auto la = losses_of(dir + "/a/metrics.jsonl");
+  const auto la = test::losses_of(dir + "/a/metrics.jsonl");
   REQUIRE(la.size() == 8);
-  CHECK(la == losses_of(dir + "/b/metrics.jsonl"));
+  CHECK(la == test::losses_of(dir + "/b/metrics.jsonl"));
   // The intervention report is written into the run directory.
   CHECK(nlohmann::json::parse(std::ifstream(dir + "/a/intervention.json"))["step"] == 4);
   // Resume after the change (the checkpoint carries the plan and the compact moments) ...
@@ -74,7 +64,7 @@ TEST_CASE("a mid-run plan change is deterministic and resumable", "[train][plan]
     CHECK(r.model().config().head_plan.layers[0][0].kind == attn::HeadKind::Static);
     r.run();
   }
-  const auto after = losses_of(dir + "/after/metrics.jsonl");
+  const auto after = test::losses_of(dir + "/after/metrics.jsonl");
   REQUIRE(after.size() == 2);
   CHECK(after[0] == la[6]);
   CHECK(after[1] == la[7]);
@@ -84,7 +74,7 @@ TEST_CASE("a mid-run plan change is deterministic and resumable", "[train][plan]
     r.resume(dir + "/a/checkpoints/step_2");
     r.run();
   }
-  const auto before = losses_of(dir + "/before/metrics.jsonl");
+  const auto before = test::losses_of(dir + "/before/metrics.jsonl");
   REQUIRE(before.size() == 6);
   for (size_t i = 0; i < 6; ++i) CHECK(before[i] == la[i + 2]);
 }

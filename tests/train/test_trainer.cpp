@@ -10,19 +10,6 @@
 
 using namespace hw;
 
-namespace {
-std::vector<double> losses_of(const std::string& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
-}
-}  // namespace
-
 TEST_CASE("same config and seed give bit-identical losses", "[train]") {
   const std::string dir = test::temp_dir("determinism");
   const RunConfig cfg = RunConfig::from_json(test::tiny_run_doc(dir));
@@ -30,7 +17,7 @@ TEST_CASE("same config and seed give bit-identical losses", "[train]") {
   Trainer a(cfg, dir + "/a", comm), b(cfg, dir + "/b", comm);
   a.run();
   b.run();
-  const auto la = losses_of(dir + "/a/metrics.jsonl"), lb = losses_of(dir + "/b/metrics.jsonl");
+  const auto la = test::losses_of(dir + "/a/metrics.jsonl"), lb = test::losses_of(dir + "/b/metrics.jsonl");
   REQUIRE(la.size() == 6);
   CHECK(la == lb);
   CHECK(la.back() < la.front());  // it learns
@@ -52,7 +39,7 @@ TEST_CASE("resume reproduces the uninterrupted run exactly", "[train]") {
   resumed.resume(dir + "/part/checkpoints/step_3");
   CHECK(resumed.state().step == 3);
   resumed.run();
-  const auto full = losses_of(dir + "/full/metrics.jsonl"), part = losses_of(dir + "/part/metrics.jsonl");
+  const auto full = test::losses_of(dir + "/full/metrics.jsonl"), part = test::losses_of(dir + "/part/metrics.jsonl");
   REQUIRE(full.size() == 6);
   REQUIRE(part.size() == 6);
   CHECK(full == part);

@@ -1,6 +1,7 @@
 #pragma once
 // Small runs on synthetic shards for trainer tests.
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "headwise/core/rng.hpp"
@@ -39,6 +40,18 @@ inline nlohmann::json tiny_run_doc(const std::string& dir) {
   })");
   doc["data"] = {{"train", dir + "/train_*.bin"}, {"val", dir + "/val_*.bin"}};
   return doc;
+}
+
+// Per-update training losses from a run's metrics.jsonl, in order.
+inline std::vector<double> losses_of(const std::string& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
+  }
+  return out;
 }
 
 }  // namespace hw::test
