@@ -236,7 +236,7 @@ double Trainer::reduce_gradients() {
   const float* g = block_of(grads);
   double sq = 0.0;
   for (int64_t i = own.begin; i < own.end; ++i) sq += double(g[i]) * double(g[i]);
-  comm_.allreduce_sum(&sq, 1); sq *= 0.5;  // MUTATION
+  comm_.allreduce_sum(&sq, 1);
   return std::sqrt(sq);
 }
 
