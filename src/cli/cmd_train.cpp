@@ -1,5 +1,9 @@
 // headwise train --config FILE --out DIR [--set k=v]... [--init-from CKPT] [--resume CKPT]
+// One process, or one rank of `mpirun -np N headwise train ...` / `srun --mpi=pmix headwise
+// train ...` (train.comm = auto finds out which; docs/distributed.md).
 #include <spdlog/spdlog.h>
+
+#include <cstdlib>
 
 #include "cli/commands.hpp"
 #include "cli/run_setup.hpp"
@@ -30,7 +34,15 @@ void add_train_command(CLI::App& app) {
     RunConfig cfg = RunConfig::load(args->config, args->sets);
     set_threads(cfg.train.threads);
     auto comm = dist::make_comm(cfg.train.comm);
-    if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);
+    if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 logs for all
+    if (comm->world() > 1 && comm->rank() == 0) {
+      spdlog::info("data parallel: {} ranks over {}{}", comm->world(), comm->name(),
+                   cfg.train.zero1 ? ", ZeRO-1 optimizer shards" : "");
+      // Ranks sharing a node would each start one OpenMP thread per core.
+      if (cfg.train.threads == 0 && std::getenv("OMP_NUM_THREADS") == nullptr)
+        spdlog::warn("OMP_NUM_THREADS is not set: every rank uses all cores; set it (or train.threads) to the "
+                     "cores per rank");
+    }
     try {
       Trainer trainer(cfg, args->out, *comm, make_planner(cfg));
       if (!args->init_from.empty()) trainer.init_from(args->init_from);
