@@ -5,11 +5,16 @@
 # daemons it started.
 #
 # Usage (as root, from anywhere):
+#   selftest_local_cluster.sh HEADWISE_BINARY
+#       The real trainer end to end on a tiny config (tests/dist_train/tiny.json, 20 steps, on a
+#       generated corpus that `headwise prepare` tokenises): a single-process reference run
+#       first, then the 2-task SLURM job; every step's loss must match the reference within
+#       SELFTEST_LOSS_TOL, OUT/summary.json must say world 2 and the final checkpoint must be
+#       complete. SELFTEST_EXTRA adds arguments to both runs (e.g. "--set train.zero1=true").
 #   selftest_local_cluster.sh HEADWISE_BINARY CONFIG [REFERENCE_METRICS_JSONL]
-#       Runs `headwise train --config CONFIG --out OUT --set train.device=cpu` as 2 srun tasks.
-#       Passes when the job completes with exit code 0, OUT/summary.json exists and, given a
-#       reference metrics.jsonl (e.g. from a single-process run of the same config), every
-#       record with a "step" and a "loss" matches the reference's loss within SELFTEST_LOSS_TOL.
+#       The same with your config (its data paths must exist): runs `headwise train --config
+#       CONFIG --out OUT --set train.device=cpu` as 2 srun tasks and compares with the given
+#       reference metrics.jsonl, or with a single-process run of CONFIG made here first.
 #   selftest_local_cluster.sh --smoke TEST_PROGRAM
 #       Checks the cluster plumbing without the trainer: the same sbatch script runs a stand-in
 #       for headwise that runs TEST_PROGRAM (e.g. build/test_dist, the communicator tests) as
@@ -37,11 +42,14 @@ if [ "${1:-}" = "--smoke" ]; then
   test_program=$(realpath "$2")
   [ -x "$test_program" ] || die "test program $2 is not an executable file"
 else
-  { [ $# -ge 2 ] && [ $# -le 3 ]; } || usage
+  { [ $# -ge 1 ] && [ $# -le 3 ]; } || usage
   headwise=$(realpath "$1")
   [ -x "$headwise" ] || die "headwise binary $1 is not an executable file"
-  config=$(realpath "$2")
-  [ -f "$config" ] || die "config $2 does not exist"
+  config=""
+  if [ $# -ge 2 ]; then
+    config=$(realpath "$2")
+    [ -f "$config" ] || die "config $2 does not exist"
+  fi
   reference=""
   if [ $# -eq 3 ]; then
     reference=$(realpath "$3")
@@ -154,6 +162,36 @@ say "node $host is idle"
 
 # --- the job -----------------------------------------------------------------------------------
 out="$work/out"
+read -r -a extra <<< "${SELFTEST_EXTRA:-}"
+if [ "$mode" = train ] && [ -z "$config" ]; then
+  # The tiny test config on a generated corpus (the same recipe as tests/dist_train).
+  config=$(realpath "$here/../../tests/dist_train/tiny.json")
+  [ -f "$config" ] || die "no $config next to this script's folder"
+  python3 - "$work/corpus.txt" <<'EOF'
+import sys
+words = ("the of and to in that he shall unto for his i a lord they be is him not them it with "
+         "all thou thy was god which my me said but ye their have will thee from as are when").split()
+x, out = 12345, []
+for i in range(16000):
+    x = (1103515245 * x + 12345) % 2**31
+    out.append(words[(x >> 8) % len(words)])
+    if x % 11 == 0:
+        out.append(".\n")
+open(sys.argv[1], "w").write(" ".join(out))
+EOF
+  "$headwise" prepare --input "$work/corpus.txt" --output "$work/data" --val-fraction 0.1 > "$work/prepare.log" 2>&1 \
+    || { cat "$work/prepare.log" >&2; die "headwise prepare failed"; }
+  extra+=(--set "data.train=$work/data/train_*.bin" --set "data.val=$work/data/val_*.bin")
+fi
+for a in "${extra[@]}"; do
+  [[ "$a" != *" "* ]] || die "argument '$a' has a space: the sbatch script's EXTRA is split on spaces"
+done
+if [ "$mode" = train ] && [ -z "$reference" ]; then
+  say "single-process reference run"
+  OMP_NUM_THREADS=1 "$headwise" train --config "$config" --out "$work/ref" --set train.device=cpu "${extra[@]}" \
+    > "$work/ref.log" 2>&1 || { tail -n 30 "$work/ref.log" >&2; die "the single-process reference run failed"; }
+  reference="$work/ref/metrics.jsonl"
+fi
 if [ "$mode" = smoke ]; then
   # Stands in for `headwise train --config C --out O ARGS...`: every task runs the test program,
   # then rank 0 writes what the trainer would.
@@ -184,7 +222,7 @@ EOF
 fi
 
 # The 8-GPU script, shrunk to one node with 2 CPU tasks: command-line options override its #SBATCH lines.
-job_id=$(CONFIG="$config" OUT="$out" HEADWISE="$headwise" EXTRA="--set train.device=cpu" \
+job_id=$(CONFIG="$config" OUT="$out" HEADWISE="$headwise" EXTRA="--set train.device=cpu ${extra[*]}" \
   sbatch --parsable --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --time=60 \
     --job-name=hw-selftest --output="$work/job-%j.out" --chdir="$work" "$sbatch_script")
 job_id=${job_id%%;*}
@@ -235,6 +273,18 @@ EOF
 }
 if [ -n "$reference" ]; then
   compare_losses "$out/metrics.jsonl" "$reference" || die "losses differ from $reference"
+fi
+if [ "$mode" = train ]; then
+  # Two tasks that each trained alone would also write a summary: it must say they were one job.
+  python3 - "$out/summary.json" <<'EOF' || die "$out/summary.json does not say world 2"
+import json, sys
+sys.exit(0 if json.load(open(sys.argv[1])).get("world") == 2 else 1)
+EOF
+  steps=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["steps"])' "$out/summary.json")
+  final="$out/checkpoints/step_$steps"
+  [ -f "$final/model.safetensors" ] && [ -f "$final/trainer.json" ] || die "final checkpoint $final incomplete"
+  [ ! -e "$final.tmp" ] || die "$final.tmp left behind"
+  say "2 tasks trained as one job: $(grep -h -m1 'data parallel' "$work"/job-*.out | sed 's/.*data parallel/data parallel/')"
 fi
 if [ "$mode" = smoke ]; then
   { grep -qx -- "--set" "$out/args.txt" && grep -qx -- "train.device=cpu" "$out/args.txt"; } \
