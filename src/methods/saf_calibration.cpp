@@ -1,0 +1,230 @@
+#include "headwise/methods/saf_calibration.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "headwise/core/error.hpp"
+#include "headwise/methods/saf/capture.hpp"
+
+namespace hw::saf {
+
+namespace {
+
+// Offsets of the blocks of HeadStatsAccumulator::pack (layout documented in stats.hpp).
+struct PackedLayout {
+  int64_t cells = 0, mean = 5, cell_m2 = -1, logit_mean = -1, logit_m2 = -1;
+  explicit PackedLayout(const HeadStatsAccumulator& a) : cells(a.cells()) {
+    int64_t next = mean + cells;
+    if (a.needs().cell_variance) {
+      cell_m2 = next;
+      next += cells;
+    }
+    if (a.needs().logit_mean) {
+      logit_mean = next;
+      next += cells;
+    }
+    if (a.needs().logit_variance) logit_m2 = next;
+  }
+};
+
+// Fills rows [0, B) of a calibration batch from this rank's sequences [start, start + real);
+// rows past `real` repeat the first row (they keep the batch shape and are never counted) and
+// get targets -1.
+void fill_batch(const CalibSource& source, const std::vector<int64_t>& mine, size_t start, int64_t real, int64_t B,
+                int64_t T, std::vector<int32_t>& in, std::vector<int32_t>& tg) {
+  for (int64_t r = 0; r < real; ++r) source(mine[start + size_t(r)], in.data() + r * T, tg.data() + r * T);
+  for (int64_t r = real; r < B; ++r) {
+    std::memcpy(in.data() + r * T, in.data(), sizeof(int32_t) * size_t(T));
+    std::fill(tg.begin() + r * T, tg.begin() + (r + 1) * T, -1);
+  }
+}
+
+void check_options(const Model<float>& model, const CaptureOptions& opt) {
+  const auto& cfg = model.config();
+  check(opt.seq_len >= 1 && opt.seq_len <= cfg.block_size,
+        "SAF calibration: sequence length " + std::to_string(opt.seq_len) + " must be in [1, model.block_size = " +
+            std::to_string(cfg.block_size) + "]");
+  check(opt.batch >= 1, "SAF calibration: batch must be positive");
+  check(opt.n_seqs >= 1, "SAF calibration: no calibration sequences");
+}
+
+}  // namespace
+
+std::vector<int64_t> rank_indices(int64_t n, int rank, int world) {
+  check(world >= 1 && rank >= 0 && rank < world, "SAF calibration: bad rank " + std::to_string(rank) + " of " +
+                                                     std::to_string(world));
+  std::vector<int64_t> out;
+  for (int64_t i = rank; i < n; i += world) out.push_back(i);
+  return out;
+}
+
+int64_t head_stats_bytes(int T, const StatsNeeds& needs) {
+  const int64_t cells = int64_t(T) * (T + 1) / 2;
+  const bool logit_mean = needs.logit_mean || needs.logit_variance;
+  const int64_t blocks = 1 + (needs.cell_variance ? 1 : 0) + (logit_mean ? 1 : 0) + (needs.logit_variance ? 1 : 0);
+  return int64_t(sizeof(double)) * (5 + blocks * cells + T);
+}
+
+int layers_per_group(int n_layer, int n_head, int T, const StatsNeeds& needs, double budget_mb) {
+  const double per_layer = double(n_head) * double(head_stats_bytes(T, needs));
+  const double budget = std::max(budget_mb, 0.0) * 1024.0 * 1024.0;
+  const double fit = std::floor(budget / per_layer);
+  return int(std::clamp(fit, 1.0, double(std::max(n_layer, 1))));
+}
+
+std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const CalibSource& source,
+                                                 const CaptureOptions& opt, int l0, int l1, dist::Comm& comm) {
+  const auto& cfg = model.config();
+  check_options(model, opt);
+  check(0 <= l0 && l0 < l1 && l1 <= cfg.n_layer, "SAF calibration: bad layer range [" + std::to_string(l0) + ", " +
+                                                      std::to_string(l1) + ")");
+  const int H = cfg.n_head, hd = cfg.head_dim();
+  const int T = int(opt.seq_len);
+  const int64_t B = opt.batch;
+  for (int l = l0; l < l1; ++l)
+    for (int h = 0; h < H; ++h) {
+      const auto& spec = cfg.head_plan.layers[size_t(l)][size_t(h)];
+      check(spec.kind == attn::HeadKind::Softmax, "SAF calibration: layer " + std::to_string(l) + " head " +
+                                                      std::to_string(h) + " is '" + spec.str() +
+                                                      "'; SAF replaces softmax heads only");
+    }
+  std::vector<HeadStatsAccumulator> acc;
+  acc.reserve(size_t((l1 - l0) * H));
+  for (int i = 0; i < (l1 - l0) * H; ++i) acc.emplace_back(T, opt.needs);
+  const bool logits_needed = acc.front().needs().logit_mean;
+
+  const std::vector<int64_t> mine = rank_indices(opt.n_seqs, comm.rank(), comm.world());
+  std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
+  std::vector<double> probs(size_t(T) * size_t(T)), logits(logits_needed ? probs.size() : 0);
+  double* lg = logits_needed ? logits.data() : nullptr;
+  for (size_t start = 0; start < mine.size(); start += size_t(B)) {
+    const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
+    fill_batch(source, mine, start, real, B, T, in, tg);
+    model.forward(in.data(), nullptr, B, T);
+    for (int l = l0; l < l1; ++l) {
+      const auto& lay = model.layouts()[size_t(l)];
+      const int64_t W = lay.qkv_width();
+      const float* qkv = model.layer_qkv(l);
+      for (int h = 0; h < H; ++h)
+        for (int64_t b = 0; b < real; ++b) {
+          const float* rows = qkv + b * T * W;
+          causal_attention(rows + lay.q_col(h), W, rows + lay.k_col(lay.kv_head_of(h)), W, T, hd, lg, probs.data());
+          acc[size_t((l - l0) * H + h)].add_sample(probs.data(), lg);
+        }
+    }
+  }
+  for (auto& a : acc) reduce_across_ranks(a, comm);
+  return acc;
+}
+
+void reduce_across_ranks(HeadStatsAccumulator& acc, dist::Comm& comm) {
+  if (comm.world() == 1) return;
+  const PackedLayout at(acc);
+  std::vector<double> buf(size_t(acc.packed_size()));
+  acc.pack(buf.data());
+  const double n_r = buf[0];
+  const int64_t C = at.cells;
+  const bool lm = at.logit_mean >= 0;
+  // Pass 1: count, sum of A log A, and the count-weighted means.
+  std::vector<double> sums(size_t(2 + C * (lm ? 2 : 1)));
+  sums[0] = n_r;
+  sums[1] = buf[4];
+  for (int64_t c = 0; c < C; ++c) sums[size_t(2 + c)] = n_r * buf[size_t(at.mean + c)];
+  if (lm)
+    for (int64_t c = 0; c < C; ++c) sums[size_t(2 + C + c)] = n_r * buf[size_t(at.logit_mean + c)];
+  comm.allreduce_sum(sums.data(), int64_t(sums.size()));
+  const double n = sums[0];
+  if (n == 0.0) return;  // no rank saw a sample
+  // Pass 2: each rank's M2 corrected to the global mean, summed over ranks.
+  const bool cm2 = at.cell_m2 >= 0, lm2 = at.logit_m2 >= 0;
+  std::vector<double> m2(size_t(1 + (cm2 ? C : 0) + (lm2 ? C : 0)), 0.0);
+  double total_corr = 0.0;
+  for (int64_t c = 0; c < C; ++c) {
+    const double d = buf[size_t(at.mean + c)] - sums[size_t(2 + c)] / n;
+    total_corr += d * d;
+    if (cm2) m2[size_t(1 + c)] = buf[size_t(at.cell_m2 + c)] + n_r * d * d;
+  }
+  m2[0] = buf[3] + n_r * total_corr;
+  if (lm2) {
+    const int64_t off = 1 + (cm2 ? C : 0);
+    for (int64_t c = 0; c < C; ++c) {
+      const double d = buf[size_t(at.logit_mean + c)] - sums[size_t(2 + C + c)] / n;
+      m2[size_t(off + c)] = buf[size_t(at.logit_m2 + c)] + n_r * d * d;
+    }
+  }
+  comm.allreduce_sum(m2.data(), int64_t(m2.size()));
+  // Write the global state back through the packed form.
+  buf[0] = n;
+  buf[3] = m2[0];
+  buf[4] = sums[1];
+  for (int64_t c = 0; c < C; ++c) buf[size_t(at.mean + c)] = sums[size_t(2 + c)] / n;
+  if (lm)
+    for (int64_t c = 0; c < C; ++c) buf[size_t(at.logit_mean + c)] = sums[size_t(2 + C + c)] / n;
+  if (cm2)
+    for (int64_t c = 0; c < C; ++c) buf[size_t(at.cell_m2 + c)] = m2[size_t(1 + c)];
+  if (lm2) {
+    const int64_t off = 1 + (cm2 ? C : 0);
+    for (int64_t c = 0; c < C; ++c) buf[size_t(at.logit_m2 + c)] = m2[size_t(off + c)];
+  }
+  acc.unpack(buf.data(), int64_t(buf.size()));
+}
+
+ScoreGrid gate_taylor_scores(Model<float>& model, const CalibSource& source, const CaptureOptions& opt,
+                             dist::Comm& comm) {
+  const auto& cfg = model.config();
+  check_options(model, opt);
+  const int L = cfg.n_layer, H = cfg.n_head;
+  const int64_t T = opt.seq_len, B = opt.batch;
+  const std::vector<int64_t> mine = rank_indices(opt.n_seqs, comm.rank(), comm.world());
+  std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
+  std::vector<double> sums(size_t(L * H + 1), 0.0);  // |d loss_seq / d gate| sums, then the sequence count
+
+  // forward_backward accumulates into the gradient arena: keep its contents to put back.
+  Arena& grads = model.grads();
+  std::vector<unsigned char> saved(grads.bytes());
+  if (!saved.empty()) std::memcpy(saved.data(), grads.base(), saved.size());
+  auto restore = [&] {
+    model.record_gate_grads(false);
+    if (!saved.empty()) std::memcpy(grads.base(), saved.data(), saved.size());
+  };
+  model.record_gate_grads(true);
+  try {
+    for (size_t start = 0; start < mine.size(); start += size_t(B)) {
+      const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
+      fill_batch(source, mine, start, real, B, T, in, tg);
+      std::vector<int64_t> counted(size_t(B), 0);
+      int64_t total = 0;
+      for (int64_t b = 0; b < real; ++b) {
+        for (int64_t t = 0; t < T; ++t) counted[size_t(b)] += tg[size_t(b * T + t)] != -1;
+        total += counted[size_t(b)];
+      }
+      if (total == 0) continue;
+      model.forward_backward(in.data(), tg.data(), B, T, 1.0);
+      const auto& gg = model.gate_grads();
+      // The batch loss is the mean over all counted targets, so d(batch loss)/d gate_b is
+      // (n_b / total) d(loss_seq_b)/d gate_b.
+      for (int64_t b = 0; b < real; ++b) {
+        if (counted[size_t(b)] == 0) continue;
+        const double scale = double(total) / double(counted[size_t(b)]);
+        for (int l = 0; l < L; ++l)
+          for (int h = 0; h < H; ++h)
+            sums[size_t(l * H + h)] += std::abs(gg[size_t(l)][size_t(b * H + h)]) * scale;
+        sums.back() += 1.0;
+      }
+    }
+  } catch (...) {
+    restore();
+    throw;
+  }
+  restore();
+  comm.allreduce_sum(sums.data(), int64_t(sums.size()));
+  check(sums.back() > 0, "SAF gate_taylor: no calibration sequence has a target to take a loss on");
+  ScoreGrid raw(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(H)));
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) raw[size_t(l)][size_t(h)] = sums[size_t(l * H + h)] / sums.back();
+  return raw;
+}
+
+}  // namespace hw::saf

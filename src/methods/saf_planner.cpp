@@ -1,0 +1,249 @@
+#include "headwise/methods/saf_planner.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <memory>
+
+#include "headwise/core/error.hpp"
+#include "headwise/data/loader.hpp"
+#include "headwise/dist/comm.hpp"
+#include "headwise/methods/saf/fit.hpp"
+#include "headwise/methods/saf/patterns.hpp"
+#include "headwise/methods/saf/select.hpp"
+
+namespace hw {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Independent streams derived from SAF's seed (calibration windows use the seed itself).
+uint64_t derived_seed(uint64_t seed, uint64_t stream) { return seed * 0x9E3779B97F4A7C15ull + stream; }
+constexpr uint64_t kPatternStream = 1, kRandomSelectStream = 2;
+
+// What calibration leaves for one head once its T x T statistics are gone: its scores and
+// the sufficient statistics of its target pattern (all the compact fit needs).
+struct HeadSummary {
+  double variance = 0.0, kl = 0.0;
+  saf::Marginals target;
+};
+
+// Dense target pattern of one head from its statistics.
+void target_pattern(const saf::HeadStatsAccumulator& acc, saf::PatternKind kind, uint64_t pattern_seed, int flat,
+                    double* out) {
+  Rng rng = saf::head_rng(pattern_seed, flat);
+  switch (kind) {
+    case saf::PatternKind::Mean: saf::mean_pattern(acc, out); return;
+    case saf::PatternKind::SharpMean: saf::sharp_mean_pattern(acc, out); return;
+    case saf::PatternKind::Gaussian: saf::gaussian_pattern(acc, rng, out); return;
+    case saf::PatternKind::Dirichlet: saf::dirichlet_pattern(acc, rng, out); return;
+    case saf::PatternKind::StructuredRandom: break;
+  }
+  fail("SAF: pattern '" + saf::pattern_name(kind) + "' has no dense target");
+}
+
+StaticHeadValues to_static(std::vector<double> alpha, std::vector<double> rho, std::vector<double> log_z,
+                           int n_positions) {
+  saf::extend_to_positions(alpha, rho, log_z, n_positions);
+  StaticHeadValues v;
+  v.alpha.assign(alpha.begin(), alpha.end());
+  v.rho.assign(rho.begin(), rho.end());
+  return v;
+}
+
+}  // namespace
+
+int64_t saf_fire_step(const RunConfig& cfg) {
+  if (cfg.method.at_step >= 0) return cfg.method.at_step;
+  return int64_t(std::llround(cfg.method.at_fraction * double(cfg.train.steps)));
+}
+
+uint64_t saf_seed(const RunConfig& cfg) {
+  return cfg.method.seed != 0 ? uint64_t(cfg.method.seed) : uint64_t(cfg.train.seed) + 1;
+}
+
+SafPlanner::SafPlanner(const RunConfig& cfg, saf::CalibSource source)
+    : cfg_(cfg), source_(std::move(source)), fire_step_(saf_fire_step(cfg)) {
+  check(cfg_.method.name == "saf", "SafPlanner: method.name is \"" + cfg_.method.name + "\", not \"saf\"");
+  calib_T_ = cfg_.method.calib_seq_len > 0 ? cfg_.method.calib_seq_len : cfg_.train.seq_len;
+  check(calib_T_ <= cfg_.model.block_size, "method.calib_seq_len (" + std::to_string(calib_T_) +
+                                               ") exceeds model.block_size (" +
+                                               std::to_string(cfg_.model.block_size) + ")");
+  saf::parse_selector(cfg_.method.selector);  // validated again here: the planner may be built by hand
+  saf::parse_pattern(cfg_.method.pattern);
+  if (!source_) {
+    const std::string glob = !cfg_.data.calib.empty() ? cfg_.data.calib : cfg_.data.val;
+    check(!glob.empty(), "method.name = \"saf\" needs calibration data: set data.calib (or data.val)");
+    auto sampler = std::make_shared<data::CalibSampler>(glob, calib_T_, saf_seed(cfg_));
+    source_ = [sampler](int64_t i, int32_t* x, int32_t* y) { sampler->fetch(i, x, y); };
+  }
+}
+
+PlanChange SafPlanner::plan(InterventionContext& ctx) {
+  Model<float>& model = ctx.model;
+  const ModelConfig& mc = model.config();
+  const MethodConfig& m = cfg_.method;
+  const int L = mc.n_layer, H = mc.n_head, T = int(calib_T_);
+  const saf::Selector selector = saf::parse_selector(m.selector);
+  const saf::PatternKind pattern = saf::parse_pattern(m.pattern);
+  const bool freeze = m.mode == "freeze";
+  const uint64_t seed = saf_seed(cfg_), pattern_seed = derived_seed(seed, kPatternStream);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      check(mc.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax,
+            "SAF at step " + std::to_string(ctx.step) + ": layer " + std::to_string(l) + " head " + std::to_string(h) +
+                " is '" + mc.head_plan.layers[size_t(l)][size_t(h)].str() + "'; SAF starts from all-softmax heads");
+
+  saf::CaptureOptions opt;
+  opt.n_seqs = m.calib_seqs;
+  opt.seq_len = T;
+  opt.batch = cfg_.train.micro_batch;  // the training shape: no activation re-allocation
+  opt.needs = saf::needs_for(pattern);
+  opt.needs.kl = selector == saf::Selector::KL;
+  const bool fitted = saf::pattern_is_fitted(pattern);
+  // Gate-Taylor pruning needs no attention statistics; everything else ranks or fits with them.
+  const bool need_stats = selector != saf::Selector::GateTaylor || freeze;
+
+  // 1. Calibration: statistics per group of layers, reduced to scores and target marginals.
+  const auto t_capture = Clock::now();
+  std::vector<HeadSummary> summary(size_t(L * H));
+  const int group = saf::layers_per_group(L, H, T, opt.needs, m.memory_budget_mb);
+  int replays = 0;
+  if (need_stats) {
+    std::vector<double> dense(fitted ? size_t(T) * size_t(T) : 0);
+    for (int l0 = 0; l0 < L; l0 += group) {
+      const int l1 = std::min(L, l0 + group);
+      const auto acc = saf::capture_layers(model, source_, opt, l0, l1, ctx.comm);
+      ++replays;
+      for (int l = l0; l < l1; ++l)
+        for (int h = 0; h < H; ++h) {
+          const auto& a = acc[size_t((l - l0) * H + h)];
+          HeadSummary& s = summary[size_t(l * H + h)];
+          s.variance = a.variance_score();
+          if (opt.needs.kl) s.kl = a.kl_score();
+          if (fitted) {
+            target_pattern(a, pattern, pattern_seed, l * H + h, dense.data());
+            s.target = saf::marginals(dense.data(), T);
+          }
+        }
+    }
+  }
+  saf::ScoreGrid gate_raw;
+  if (selector == saf::Selector::GateTaylor) gate_raw = saf::gate_taylor_scores(model, source_, opt, ctx.comm);
+  const double capture_seconds = seconds_since(t_capture);
+
+  // 2. Selection through the KL-gated compact fit (fits cached: the random control reuses them).
+  double fit_seconds = 0.0;
+  std::map<int, saf::CompactFit> fits;
+  saf::FitOptions fo;
+  fo.steps = int(m.fit_steps);
+  fo.lr = m.fit_lr;
+  auto fit_of = [&](int l, int h) -> const saf::CompactFit& {
+    const int flat = l * H + h;
+    auto it = fits.find(flat);
+    if (it != fits.end()) return it->second;
+    const auto t0 = Clock::now();
+    saf::CompactFit f = saf::fit_compact(summary[size_t(flat)].target, fo);
+    fit_seconds += seconds_since(t0);
+    return fits.emplace(flat, std::move(f)).first->second;
+  };
+  saf::FitGate gate;
+  if (fitted) gate = [&](int l, int h) { return fit_of(l, h).kl; };
+  saf::ScoreGrid var_grid(static_cast<size_t>(L), std::vector<double>(static_cast<size_t>(H)));
+  saf::ScoreGrid kl_grid = var_grid;
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      var_grid[size_t(l)][size_t(h)] = summary[size_t(l * H + h)].variance;
+      kl_grid[size_t(l)][size_t(h)] = summary[size_t(l * H + h)].kl;
+    }
+  saf::Selection sel;
+  nlohmann::json variance_selection;
+  switch (selector) {
+    case saf::Selector::Variance:
+      sel = saf::select_by_score(selector, var_grid, m.ratio, gate, m.max_kl);
+      break;
+    case saf::Selector::KL:
+      sel = saf::select_by_score(selector, kl_grid, m.ratio, gate, m.max_kl);
+      break;
+    case saf::Selector::Random: {
+      const saf::Selection v = saf::select_by_score(saf::Selector::Variance, var_grid, m.ratio, gate, m.max_kl);
+      variance_selection = v.to_json()["selected"];
+      sel = saf::select_random(v, derived_seed(seed, kRandomSelectStream), gate, m.max_kl);
+      break;
+    }
+    case saf::Selector::GateTaylor:
+      sel = saf::select_gate_taylor(gate_raw, m.ratio);
+      break;
+  }
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h) {
+      auto& scores = sel.record(l, h).scores;
+      if (need_stats) scores.emplace("variance", summary[size_t(l * H + h)].variance);
+      if (opt.needs.kl) scores.emplace("kl", summary[size_t(l * H + h)].kl);
+    }
+
+  // 3. The new plan and the static heads' values.
+  PlanChange change;
+  change.plan = mc.head_plan;
+  saf::mark_in_plan(change.plan, sel, freeze ? attn::HeadKind::Static : attn::HeadKind::Pruned);
+  if (freeze)
+    for (const auto& [l, h] : sel.heads) {
+      std::vector<double> alpha, rho, log_z(static_cast<size_t>(T));
+      if (fitted) {
+        const saf::CompactFit& f = fit_of(l, h);
+        alpha = f.alpha;
+        rho = f.rho;
+        log_z = f.log_z;
+        saf::HeadRecord& r = sel.record(l, h);
+        if (!r.tried) {  // ungated selectors (gate_taylor): still report how well the pattern fits
+          r.tried = true;
+          r.fit_kl = f.kl;
+        }
+      } else {
+        Rng rng = saf::head_rng(pattern_seed, l * H + h);
+        saf::structured_random(T, rng, alpha, rho);
+        saf::log_normalisers(alpha.data(), rho.data(), T, log_z.data());
+      }
+      change.extras.statics[{l, h}] = to_static(std::move(alpha), std::move(rho), std::move(log_z), mc.block_size);
+    }
+
+  // 4. Every rank must install the same change.
+  std::vector<float> blob;
+  for (const auto& [l, h] : sel.heads) {
+    blob.push_back(float(l));
+    blob.push_back(float(h));
+  }
+  for (const auto& [key, v] : change.extras.statics) {
+    blob.insert(blob.end(), v.alpha.begin(), v.alpha.end());
+    blob.insert(blob.end(), v.rho.begin(), v.rho.end());
+  }
+  check(ctx.comm.all_equal(blob.data(), int64_t(blob.size() * sizeof(float))),
+        "SAF at step " + std::to_string(ctx.step) + ": data-parallel ranks disagree on the selected heads or their "
+        "fitted alpha/rho (rank " + std::to_string(ctx.comm.rank()) + " differs from rank 0)");
+
+  change.report = sel.to_json();
+  change.report["method"] = "saf";
+  change.report["mode"] = m.mode;
+  change.report["pattern"] = m.pattern;
+  change.report["calib_seqs"] = m.calib_seqs;
+  change.report["calib_seq_len"] = T;
+  change.report["calib_batch"] = opt.batch;
+  change.report["seed"] = seed;
+  change.report["layers_per_group"] = need_stats ? nlohmann::json(group) : nlohmann::json(nullptr);
+  change.report["calibration_replays"] = replays;
+  change.report["fits"] = fits.size();
+  change.report["capture_seconds"] = capture_seconds;
+  change.report["fit_seconds"] = fit_seconds;
+  if (!variance_selection.is_null()) change.report["variance_selection"] = variance_selection;
+  if (sel.shortfall() > 0)
+    spdlog::warn("SAF: only {} of {} heads passed the KL gate (max_kl {})", sel.heads.size(), sel.requested, m.max_kl);
+  spdlog::info("SAF ({} selector, {} pattern, {}): {} heads, capture {:.2f} s, fit {:.2f} s", m.selector, m.pattern,
+               m.mode, sel.heads.size(), capture_seconds, fit_seconds);
+  return change;
+}
+
+}  // namespace hw

@@ -1,0 +1,187 @@
+// SAF calibration on a live model: statistics against a naive dense reference, invariance to
+// batching, layer groups and data-parallel ranks, and Gate-Taylor scores against finite
+// differences of the loss.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <cstring>
+
+#include "headwise/data/loader.hpp"
+#include "headwise/dist/local_comm.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/methods/saf_calibration.hpp"
+#include "methods/methods_test_util.hpp"
+#include "methods/reference_attention.hpp"
+
+using namespace hw;
+
+namespace {
+
+constexpr int kT = 16;
+
+// A model whose heads attend unevenly (larger init), so head statistics differ.
+std::unique_ptr<Model<float>> sharp_model(uint64_t seed = 3) {
+  ModelConfig mc;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_embd = 32;
+  mc.block_size = 24;
+  mc.vocab_size = 32;
+  mc.init_std = 0.25;
+  auto m = std::make_unique<Model<float>>(mc, cpu_backend<float>());
+  m->init_weights(seed);
+  return m;
+}
+
+saf::CalibSource random_source(int vocab, uint64_t seed) {
+  return [vocab, seed](int64_t i, int32_t* x, int32_t* y) {
+    Rng r(seed * 1000003ull + uint64_t(i));
+    for (int t = 0; t < kT; ++t) x[t] = int32_t(r.below(uint64_t(vocab)));
+    for (int t = 0; t < kT; ++t) y[t] = t + 1 < kT ? x[t + 1] : int32_t(r.below(uint64_t(vocab)));
+  };
+}
+
+saf::CaptureOptions options(int64_t n, int64_t batch, saf::StatsNeeds needs = {}) {
+  saf::CaptureOptions o;
+  o.n_seqs = n;
+  o.seq_len = kT;
+  o.batch = batch;
+  o.needs = needs;
+  return o;
+}
+
+void check_same_stats(const saf::HeadStatsAccumulator& a, const saf::HeadStatsAccumulator& b, double tol) {
+  REQUIRE(a.count() == b.count());
+  CHECK(a.variance_score() == Approx(b.variance_score()).epsilon(tol));
+  const auto& ma = a.mean_packed();
+  const auto& mb = b.mean_packed();
+  for (size_t i = 0; i < ma.size(); ++i) REQUIRE(ma[i] == Approx(mb[i]).margin(tol));
+  for (size_t i = 0; i < a.cell_m2_packed().size(); ++i)
+    REQUIRE(a.cell_m2_packed()[i] == Approx(b.cell_m2_packed()[i]).margin(tol));
+  for (size_t i = 0; i < a.logit_m2_packed().size(); ++i)
+    REQUIRE(a.logit_m2_packed()[i] == Approx(b.logit_m2_packed()[i]).epsilon(tol).margin(tol));
+  if (a.needs().kl) CHECK(a.kl_score() == Approx(b.kl_score()).epsilon(tol).margin(tol));
+}
+
+}  // namespace
+
+TEST_CASE("captured statistics equal the dense mean, Eq. (1) variance and forward KL", "[saf][calib]") {
+  auto m = sharp_model();
+  const auto src = random_source(32, 11);
+  const int N = 5;
+  saf::StatsNeeds needs;
+  needs.kl = true;
+  dist::LocalComm comm;
+  const auto acc = saf::capture_layers(*m, src, options(N, 1, needs), 0, 2, comm);
+  std::vector<std::vector<std::vector<double>>> A;  // [seq][head]
+  for (int i = 0; i < N; ++i) A.push_back(test::reference_attention(*m, src, i, kT));
+  REQUIRE(acc.size() == 8);
+  std::vector<double> variances;
+  for (size_t hh = 0; hh < acc.size(); ++hh) {
+    std::vector<double> mean(size_t(kT * kT), 0.0);
+    for (int i = 0; i < N; ++i)
+      for (size_t c = 0; c < mean.size(); ++c) mean[c] += A[size_t(i)][hh][c] / N;
+    double sq = 0.0, kl = 0.0;
+    for (int i = 0; i < N; ++i)
+      for (size_t c = 0; c < mean.size(); ++c) {
+        const double a = A[size_t(i)][hh][c];
+        sq += (a - mean[c]) * (a - mean[c]);
+        if (a > 0) kl += a * std::log(a / mean[c]);
+      }
+    std::vector<double> got(mean.size());
+    acc[hh].mean_matrix(got.data());
+    for (size_t c = 0; c < mean.size(); ++c) REQUIRE(got[c] == Approx(mean[c]).margin(1e-12));
+    const double var_ref = sq / (double(N - 1) * kT * kT);
+    CHECK(acc[hh].variance_score() == Approx(var_ref).epsilon(1e-10));
+    CHECK(acc[hh].kl_score() == Approx(kl / (double(N) * kT)).epsilon(1e-9).margin(1e-14));
+    variances.push_back(var_ref);
+  }
+  // The heads really differ (otherwise ranking them would test nothing).
+  CHECK(*std::max_element(variances.begin(), variances.end()) > 1.2 * *std::min_element(variances.begin(), variances.end()));
+}
+
+TEST_CASE("statistics do not depend on batching, padding or layer groups", "[saf][calib]") {
+  auto m = sharp_model();
+  const auto src = random_source(32, 12);
+  saf::StatsNeeds needs;
+  needs.cell_variance = needs.logit_variance = needs.kl = true;
+  dist::LocalComm comm;
+  const auto whole = saf::capture_layers(*m, src, options(7, 1, needs), 0, 2, comm);
+  // 7 sequences in batches of 3 (the last one padded), layers captured in two replays.
+  const auto g0 = saf::capture_layers(*m, src, options(7, 3, needs), 0, 1, comm);
+  const auto g1 = saf::capture_layers(*m, src, options(7, 3, needs), 1, 2, comm);
+  for (size_t h = 0; h < 4; ++h) {
+    check_same_stats(whole[h], g0[h], 1e-6);  // batched matmuls may round q, k differently
+    check_same_stats(whole[4 + h], g1[h], 1e-6);
+  }
+}
+
+TEST_CASE("memory budget splits the layers into replay groups", "[saf][calib]") {
+  saf::StatsNeeds none;
+  const int64_t per_head = saf::head_stats_bytes(4096, none);
+  CHECK(per_head == 8 * (5 + int64_t(4096) * 4097 / 2 + 4096));
+  // 12 heads per layer at 4K: one layer is ~805 MB.
+  CHECK(saf::layers_per_group(12, 12, 4096, none, 1024) == 1);
+  CHECK(saf::layers_per_group(12, 12, 4096, none, 4 * 806) == 4);
+  CHECK(saf::layers_per_group(12, 12, 4096, none, 1e9) == 12);
+  CHECK(saf::layers_per_group(12, 12, 4096, none, 0) == 1);
+  saf::StatsNeeds gauss;
+  gauss.logit_variance = true;  // mean + logit mean + logit M2: three blocks
+  CHECK(saf::head_stats_bytes(64, gauss) == 8 * (5 + 3 * 64 * 65 / 2 + 64));
+}
+
+TEST_CASE("two data-parallel ranks reduce to the statistics of all sequences", "[saf][calib][dist]") {
+  const auto src = random_source(32, 13);
+  saf::StatsNeeds needs;
+  needs.cell_variance = needs.logit_variance = needs.kl = true;
+  dist::LocalComm local;
+  auto m = sharp_model();
+  const auto single = saf::capture_layers(*m, src, options(7, 1, needs), 0, 2, local);
+  std::vector<std::vector<saf::HeadStatsAccumulator>> per_rank(2);
+  test::run_ranks(2, [&](dist::Comm& comm) {
+    auto mr = sharp_model();
+    per_rank[size_t(comm.rank())] = saf::capture_layers(*mr, src, options(7, 1, needs), 0, 2, comm);
+  });
+  for (size_t h = 0; h < single.size(); ++h) {
+    check_same_stats(single[h], per_rank[0][h], 1e-12);
+    // Every rank holds bit-identical statistics.
+    std::vector<double> a(size_t(per_rank[0][h].packed_size())), b(a.size());
+    per_rank[0][h].pack(a.data());
+    per_rank[1][h].pack(b.data());
+    CHECK(std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0);
+  }
+  CHECK(saf::rank_indices(7, 1, 2) == std::vector<int64_t>{1, 3, 5});
+  CHECK(saf::rank_indices(1, 1, 2).empty());
+}
+
+TEST_CASE("Gate-Taylor scores equal finite differences of each sequence's loss", "[saf][calib][gate]") {
+  auto m = sharp_model(4);
+  const auto src = random_source(32, 14);
+  const int N = 3;
+  dist::LocalComm comm;
+  // The gradient arena must come back exactly as it was.
+  for (auto& t : m->grads().tensors())
+    for (int64_t i = 0; i < t->numel(); ++i) t->as<float>()[i] = 0.001f * float(i % 7);
+  std::vector<unsigned char> before(m->grads().bytes());
+  std::memcpy(before.data(), m->grads().base(), before.size());
+  const auto raw = saf::gate_taylor_scores(*m, src, options(N, 2), comm);
+  CHECK(std::memcmp(before.data(), m->grads().base(), before.size()) == 0);
+  // Reference: a gate g on head h's output is the same as scaling its rows of c_proj.weight.
+  const int H = 4, hd = 8, C = 32;
+  std::vector<int32_t> x(kT), y(kT);
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < H; ++h) {
+      float* w = m->params().get("h." + std::to_string(l) + ".attn.c_proj.weight").as<float>();
+      const auto& lay = m->layouts()[size_t(l)];
+      std::vector<float> saved(w + lay.out_col(h) * C, w + (lay.out_col(h) + hd) * C);
+      auto loss_at = [&](double g, int64_t i) {
+        for (size_t k = 0; k < saved.size(); ++k) w[lay.out_col(h) * C + int64_t(k)] = float(double(saved[k]) * g);
+        src(i, x.data(), y.data());
+        return m->forward(x.data(), y.data(), 1, kT);
+      };
+      double ref = 0.0;
+      const double eps = 1e-2;
+      for (int i = 0; i < N; ++i) ref += std::abs(loss_at(1 + eps, i) - loss_at(1 - eps, i)) / (2 * eps) / N;
+      for (size_t k = 0; k < saved.size(); ++k) w[lay.out_col(h) * C + int64_t(k)] = saved[k];
+      CHECK(raw[size_t(l)][size_t(h)] == Approx(ref).epsilon(0.03).margin(2e-5));
+    }
+}
