@@ -94,7 +94,7 @@ class ReferenceGpt {
     int64_t count = 0;
     for (int64_t n = 0; n < N; ++n) {
       if (y[size_t(n)] == -1) continue;
-      std::vector<double> logit(size_t(V));
+      std::vector<double> logit(static_cast<size_t>(V));
       double mx = -1e300;
       for (int v = 0; v < V; ++v) {
         double d = 0.0;

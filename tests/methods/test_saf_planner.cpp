@@ -1,0 +1,334 @@
+// The SAF planner on a training run: calibration leaves training state alone, the selection is
+// deterministic and follows the variance ranking and the KL gate, the installed static heads
+// reproduce the dense fitted pattern, prune mode removes the heads, and data-parallel ranks agree.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <numeric>
+
+#include "headwise/data/loader.hpp"
+#include "headwise/dist/local_comm.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/methods/planners.hpp"
+#include "headwise/methods/saf_planner.hpp"
+#include "headwise/train/trainer.hpp"
+#include "methods/methods_test_util.hpp"
+#include "methods/reference_attention.hpp"
+#include "methods/reference_gpt.hpp"
+
+using namespace hw;
+
+namespace {
+
+std::vector<unsigned char> bytes_of(const Arena& a) {
+  const auto* p = static_cast<const unsigned char*>(a.base());
+  return {p, p + a.bytes()};
+}
+
+std::vector<std::pair<int, int>> selected_of(const nlohmann::json& report) {
+  std::vector<std::pair<int, int>> out;
+  for (const auto& s : report["selected"]) out.emplace_back(s[0].get<int>(), s[1].get<int>());
+  return out;
+}
+
+PlanChange plan_on(Trainer& tr, const RunConfig& cfg) {
+  SafPlanner p(cfg);
+  InterventionContext ctx{tr.model(), cfg, tr.comm(), tr.state().step};
+  return p.plan(ctx);
+}
+
+RunConfig with_method(nlohmann::json doc, const nlohmann::json& method) {
+  for (auto it = method.begin(); it != method.end(); ++it) doc["method"][it.key()] = it.value();
+  return RunConfig::from_json(doc);
+}
+
+// Calibration source the planner uses by default, for the reference computations.
+saf::CalibSource calib_source(const RunConfig& cfg) {
+  auto s = std::make_shared<data::CalibSampler>(cfg.data.calib, cfg.train.seq_len, saf_seed(cfg));
+  return [s](int64_t i, int32_t* x, int32_t* y) { s->fetch(i, x, y); };
+}
+
+}  // namespace
+
+TEST_CASE("SAF fires at the configured update", "[saf][planner]") {
+  const std::string dir = test::temp_dir("fire");
+  auto doc = test::tiny_saf_doc(dir);
+  doc["method"].erase("at_step");
+  CHECK(SafPlanner(RunConfig::from_json(doc)).fire_step() == 4);  // round(0.5 * 8)
+  doc["method"]["at_fraction"] = 0.3;
+  CHECK(SafPlanner(RunConfig::from_json(doc)).fire_step() == 2);  // round(2.4)
+  doc["method"]["at_step"] = 7;
+  CHECK(make_planner(RunConfig::from_json(doc))->fire_step() == 7);
+  doc["method"]["name"] = "none";
+  CHECK(make_planner(RunConfig::from_json(doc)) == nullptr);
+}
+
+TEST_CASE("calibration leaves weights, optimizer state, gradients and data position untouched", "[saf][planner]") {
+  const std::string dir = test::temp_dir("untouched");
+  const auto doc = test::tiny_saf_doc(dir);
+  dist::LocalComm comm;
+  RunConfig plain = with_method(doc, {{"name", "none"}});
+  Trainer tr(plain, "", comm);
+  tr.run(3);
+  const auto params = bytes_of(tr.model().params()), grads = bytes_of(tr.model().grads());
+  const auto m = bytes_of(tr.optimizer().m()), v = bytes_of(tr.optimizer().v());
+  const auto state = tr.state().to_json();
+  for (const char* selector : {"variance", "kl", "random", "gate_taylor"})
+    for (const char* pattern : {"mean", "gaussian", "dirichlet"}) {
+      const RunConfig cfg = with_method(doc, {{"selector", selector}, {"pattern", pattern}});
+      const PlanChange c = plan_on(tr, cfg);
+      CHECK(c.plan.count(attn::HeadKind::Static) == 2);  // round(0.25 * 8)
+      CHECK(bytes_of(tr.model().params()) == params);
+      CHECK(bytes_of(tr.model().grads()) == grads);
+      CHECK(bytes_of(tr.optimizer().m()) == m);
+      CHECK(bytes_of(tr.optimizer().v()) == v);
+      CHECK(tr.state().to_json() == state);
+    }
+  // Training continues exactly as if no calibration had happened.
+  Trainer ref(plain, "", comm);
+  ref.run(3);
+  CHECK(tr.train_step() == ref.train_step());
+}
+
+TEST_CASE("variance selection is deterministic and takes the lowest-variance heads", "[saf][planner]") {
+  const std::string dir = test::temp_dir("select");
+  const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"ratio", 0.375}, {"max_kl", 100.0}});
+  dist::LocalComm comm;
+  Trainer tr(cfg, "", comm);
+  tr.run(4);
+  const PlanChange a = plan_on(tr, cfg), b = plan_on(tr, cfg);
+  CHECK(selected_of(a.report) == selected_of(b.report));
+  REQUIRE(a.extras.statics.size() == 3);
+  for (const auto& [key, v] : a.extras.statics) {
+    CHECK(v.alpha == b.extras.statics.at(key).alpha);
+    CHECK(v.rho == b.extras.statics.at(key).rho);
+    CHECK(v.alpha.size() == 24);  // extended to block_size
+  }
+  // Reference ranking from naive attention matrices of the same calibration sequences.
+  const auto var = test::reference_variances(tr.model(), calib_source(cfg), int(cfg.method.calib_seqs), 16);
+  std::vector<int> order(var.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return var[size_t(x)] < var[size_t(y)]; });
+  std::vector<std::pair<int, int>> expect;
+  for (int i = 0; i < 3; ++i) expect.emplace_back(order[size_t(i)] / 4, order[size_t(i)] % 4);
+  CHECK(selected_of(a.report) == expect);
+  for (const auto& h : a.report["heads"])
+    CHECK(h["scores"]["variance"].get<double>() ==
+          Approx(var[size_t(h["layer"].get<int>() * 4 + h["head"].get<int>())]).epsilon(1e-9));
+}
+
+TEST_CASE("the KL gate skips heads that fit badly and backfills in score order", "[saf][planner]") {
+  const std::string dir = test::temp_dir("gate");
+  const auto doc = test::tiny_saf_doc(dir);
+  dist::LocalComm comm;
+  Trainer tr(RunConfig::from_json(doc), "", comm);
+  tr.run(4);
+  // All heads tried: their variance and fit KL.
+  const PlanChange all = plan_on(tr, with_method(doc, {{"ratio", 1.0}, {"max_kl", 100.0}}));
+  std::vector<double> var(8), kl(8);
+  for (const auto& h : all.report["heads"]) {
+    const int flat = h["layer"].get<int>() * 4 + h["head"].get<int>();
+    var[size_t(flat)] = h["scores"]["variance"].get<double>();
+    kl[size_t(flat)] = h["fit_kl"].get<double>();
+  }
+  std::vector<double> sorted_kl = kl;
+  std::sort(sorted_kl.begin(), sorted_kl.end());
+  const double max_kl = sorted_kl[3];  // about half the heads pass
+  std::vector<int> order(8);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return var[size_t(x)] < var[size_t(y)]; });
+  std::vector<std::pair<int, int>> expect;
+  std::vector<int> expect_skipped;
+  for (int f : order) {
+    if (expect.size() == 2) break;
+    if (kl[size_t(f)] <= max_kl)
+      expect.emplace_back(f / 4, f % 4);
+    else
+      expect_skipped.push_back(f);
+  }
+  REQUIRE(!expect_skipped.empty());  // the gate must matter for this test to mean anything
+  const PlanChange g = plan_on(tr, with_method(doc, {{"ratio", 0.25}, {"max_kl", max_kl}}));
+  CHECK(selected_of(g.report) == expect);
+  for (const auto& h : g.report["heads"]) {
+    const int flat = h["layer"].get<int>() * 4 + h["head"].get<int>();
+    const bool skipped = std::find(expect_skipped.begin(), expect_skipped.end(), flat) != expect_skipped.end();
+    CHECK(h["skipped"].get<bool>() == skipped);
+    if (!h["fit_kl"].is_null()) CHECK(h["fit_kl"].get<double>() == Approx(kl[size_t(flat)]).epsilon(1e-12));
+  }
+  // A gate nobody passes: a shortfall, nothing replaced.
+  const PlanChange none = plan_on(tr, with_method(doc, {{"max_kl", 1e-12}}));
+  CHECK(none.report["shortfall"] == 2);
+  CHECK(none.plan.all_softmax());
+}
+
+TEST_CASE("after replacement the loss equals the loss with the dense fitted pattern", "[saf][planner]") {
+  const std::string dir = test::temp_dir("dense");
+  const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"ratio", 0.5}});
+  dist::LocalComm comm;
+  Trainer tr(cfg, "", comm);
+  tr.run(4);
+  const PlanChange c = plan_on(tr, cfg);
+  tr.install(c);
+  REQUIRE(tr.model().config().head_plan.count(attn::HeadKind::Static) == 4);
+  std::map<std::pair<int, int>, test::Dense> dense;
+  for (const auto& [key, v] : c.extras.statics) dense[key] = test::dense_static_pattern(v.alpha, v.rho, 16);
+  data::TokenLoader val(cfg.data.val, 2, 16, false, 0);
+  std::vector<int32_t> x(32), y(32);
+  val.fetch(0, x.data(), y.data());
+  const double got = tr.model().forward(x.data(), y.data(), 2, 16);
+  const double ref = test::ReferenceGpt(tr.model()).loss(x, y, 2, 16, dense);
+  CHECK(got == Approx(ref).epsilon(2e-6));
+  // The fitted pattern is close to the target it was fitted to: a reported KL below the gate.
+  for (const auto& [l, h] : selected_of(c.report))
+    CHECK(c.report["heads"][size_t(l * 4 + h)]["fit_kl"].get<double>() <= cfg.method.max_kl);
+}
+
+TEST_CASE("prune mode removes Q/K/V/O of the same heads", "[saf][planner]") {
+  const std::string dir = test::temp_dir("prune");
+  const auto doc = test::tiny_saf_doc(dir);
+  const RunConfig freeze = RunConfig::from_json(doc), prune = with_method(doc, {{"mode", "prune"}});
+  dist::LocalComm comm;
+  Trainer tr(freeze, "", comm);
+  tr.run(4);
+  const auto heads = selected_of(plan_on(tr, freeze).report);
+  const PlanChange p = plan_on(tr, prune);
+  CHECK(selected_of(p.report) == heads);
+  CHECK(p.extras.statics.empty());
+  const int64_t before = tr.model().num_parameters();
+  tr.install(p);
+  const int64_t C = 32, hd = 8;
+  // Per pruned head: Q, K, V columns of c_attn (weight and bias) and its c_proj rows.
+  CHECK(before - tr.model().num_parameters() == int64_t(heads.size()) * (3 * (C * hd + hd) + hd * C));
+  for (const auto& [l, h] : heads) {
+    const auto& lay = tr.model().layouts()[size_t(l)];
+    CHECK(lay.q_slot[size_t(h)] == -1);
+    CHECK(lay.k_slot[size_t(h)] == -1);
+    CHECK(lay.v_slot[size_t(h)] == -1);
+    CHECK(lay.o_slot[size_t(h)] == -1);
+  }
+  data::TokenLoader val(prune.data.val, 2, 16, false, 0);
+  std::vector<int32_t> x(32), y(32);
+  val.fetch(1, x.data(), y.data());
+  CHECK(tr.model().forward(x.data(), y.data(), 2, 16) ==
+        Approx(test::ReferenceGpt(tr.model()).loss(x, y, 2, 16, {})).epsilon(2e-6));
+}
+
+TEST_CASE("every pattern gives finite static heads; structured random is not gated", "[saf][planner]") {
+  const std::string dir = test::temp_dir("patterns");
+  const auto doc = test::tiny_saf_doc(dir);
+  dist::LocalComm comm;
+  Trainer tr(RunConfig::from_json(doc), "", comm);
+  tr.run(4);
+  for (const char* pattern : {"mean", "sharp_mean", "gaussian", "dirichlet", "structured_random"}) {
+    const PlanChange c = plan_on(tr, with_method(doc, {{"pattern", pattern}, {"max_kl", 100.0}}));
+    INFO(pattern);
+    CHECK(c.extras.statics.size() == 2);
+    for (const auto& [key, v] : c.extras.statics)
+      for (size_t i = 0; i < v.alpha.size(); ++i) REQUIRE((std::isfinite(v.alpha[i]) && std::isfinite(v.rho[i])));
+    CHECK(c.report["max_kl"].is_null() == (std::string(pattern) == "structured_random"));
+  }
+}
+
+TEST_CASE("intervention.json records scores, selection, fit and timings", "[saf][planner]") {
+  const std::string dir = test::temp_dir("report");
+  const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"selector", "kl"}});
+  dist::LocalComm comm;
+  Trainer tr(cfg, dir + "/run", comm, make_planner(cfg));
+  tr.run();
+  const auto j = test::read_json(dir + "/run/intervention.json");
+  CHECK(j["step"] == 4);
+  CHECK(j["selector"] == "kl");
+  CHECK(j["mode"] == "freeze");
+  CHECK(j["requested"] == 2);
+  CHECK(j["calib_seqs"] == 6);
+  CHECK(j["capture_seconds"].get<double>() >= 0.0);
+  CHECK(j["fit_seconds"].get<double>() >= 0.0);
+  REQUIRE(j["heads"].size() == 8);
+  int selected = 0;
+  for (const auto& h : j["heads"]) {
+    CHECK(h["scores"].contains("kl"));
+    CHECK(h["scores"].contains("variance"));
+    const bool sel = h["selected"].get<bool>();
+    selected += sel;
+    CHECK(j["head_plan"][h["layer"].get<size_t>()][h["head"].get<size_t>()] == (sel ? "static" : "softmax"));
+    if (sel) CHECK(!h["fit_kl"].is_null());
+  }
+  CHECK(selected == 2);
+  CHECK(tr.model().config().head_plan.count(attn::HeadKind::Static) == 2);
+}
+
+TEST_CASE("training through SAF is deterministic and resumable on both sides of it", "[saf][planner]") {
+  const std::string dir = test::temp_dir("resume");
+  const RunConfig cfg = RunConfig::from_json(test::tiny_saf_doc(dir));
+  dist::LocalComm comm;
+  {
+    Trainer a(cfg, dir + "/a", comm, make_planner(cfg));
+    a.run();
+    Trainer b(cfg, dir + "/b", comm, make_planner(cfg));
+    b.run();
+  }
+  const auto la = test::losses_of(dir + "/a/metrics.jsonl");
+  REQUIRE(la.size() == 8);
+  CHECK(la == test::losses_of(dir + "/b/metrics.jsonl"));
+  const auto sel = selected_of(test::read_json(dir + "/a/intervention.json"));
+  {
+    Trainer r(cfg, dir + "/after", comm, make_planner(cfg));
+    r.resume(dir + "/a/checkpoints/step_6");
+    CHECK(r.model().config().head_plan.count(attn::HeadKind::Static) == 2);
+    r.run();
+  }
+  const auto after = test::losses_of(dir + "/after/metrics.jsonl");
+  REQUIRE(after.size() == 2);
+  CHECK(after[0] == la[6]);
+  CHECK(after[1] == la[7]);
+  {
+    Trainer r(cfg, dir + "/before", comm, make_planner(cfg));
+    r.resume(dir + "/a/checkpoints/step_2");
+    r.run();
+  }
+  CHECK(selected_of(test::read_json(dir + "/before/intervention.json")) == sel);
+  const auto before = test::losses_of(dir + "/before/metrics.jsonl");
+  REQUIRE(before.size() == 6);
+  for (size_t i = 0; i < 6; ++i) CHECK(before[i] == la[i + 2]);
+}
+
+TEST_CASE("data-parallel ranks select and fit the same heads; disagreement is an error", "[saf][planner][dist]") {
+  const std::string dir = test::temp_dir("ranks");
+  const auto doc = test::tiny_saf_doc(dir);
+  const RunConfig cfg = RunConfig::from_json(doc);
+  auto model_of = [&] {
+    auto m = std::make_unique<Model<float>>(cfg.model, cpu_backend<float>());
+    m->init_weights(9);
+    return m;
+  };
+  dist::LocalComm local;
+  auto m1 = model_of();
+  InterventionContext c1{*m1, cfg, local, 4};
+  const PlanChange single = SafPlanner(cfg).plan(c1);
+  std::vector<PlanChange> got(2);
+  test::run_ranks(2, [&](dist::Comm& comm) {
+    auto m = model_of();
+    InterventionContext ctx{*m, cfg, comm, 4};
+    got[size_t(comm.rank())] = SafPlanner(cfg).plan(ctx);
+  });
+  CHECK(selected_of(got[0].report) == selected_of(single.report));
+  CHECK(selected_of(got[1].report) == selected_of(single.report));
+  for (const auto& [key, v] : got[0].extras.statics) {
+    CHECK(v.alpha == got[1].extras.statics.at(key).alpha);
+    for (size_t i = 0; i < v.alpha.size(); ++i)
+      REQUIRE(v.alpha[i] == Approx(single.extras.statics.at(key).alpha[i]).margin(1e-5));
+  }
+  // Ranks configured differently end up with different selections: both must refuse.
+  std::vector<std::string> errors(2);
+  test::run_ranks(2, [&](dist::Comm& comm) {
+    const RunConfig mine = comm.rank() == 0 ? cfg : with_method(doc, {{"ratio", 0.5}});
+    auto m = model_of();
+    InterventionContext ctx{*m, mine, comm, 4};
+    try {
+      SafPlanner(mine).plan(ctx);
+    } catch (const Error& e) {
+      errors[size_t(comm.rank())] = e.what();
+    }
+  });
+  CHECK(errors[0].find("disagree") != std::string::npos);
+  CHECK(errors[1].find("disagree") != std::string::npos);
+}
