@@ -1,12 +1,56 @@
-// headwise experiment: placeholder until the command lands.
+// headwise experiment --config FILE [--out DIR] [--set k=v]...
+// The SAF protocol: one trunk to the intervention point, branches from its checkpoint, a table.
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <filesystem>
+
 #include "cli/commands.hpp"
+#include "cli/run_setup.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/dist/comm.hpp"
+#include "headwise/methods/experiment.hpp"
 
 namespace hw::cli {
 
+namespace {
+struct ExperimentArgs {
+  std::string config, out;
+  std::vector<std::string> sets;
+};
+}  // namespace
+
 void add_experiment_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand("experiment", "(not available in this build yet)");
-  cmd->callback([] { fail("headwise experiment is not available in this build yet"); });
+  auto args = std::make_shared<ExperimentArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "experiment", "SAF experiment: train to the intervention once, continue ordinary/SAF/control branches, table");
+  cmd->add_option("--config", args->config,
+                  "JSON run config with an optional top-level \"experiment\" object (seeds, budget, ratios, "
+                  "controls, branches)")
+      ->required();
+  cmd->add_option("--out", args->out, "Output directory (default: runs/<config name>)");
+  cmd->add_option("--set", args->sets, "Override a key: section.key=value, also experiment.key=value (repeatable)");
+  cmd->callback([args] {
+    const ExperimentSetup setup = load_experiment(args->config, args->sets);
+    const std::string out =
+        args->out.empty() ? "runs/" + std::filesystem::path(args->config).stem().string() : args->out;
+    set_threads(setup.base.train.threads);
+    auto comm = dist::make_comm(setup.base.train.comm);
+    if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);
+    try {
+      const nlohmann::json results = run_experiment(setup, out, *comm);
+      if (comm->rank() == 0) {
+        std::printf("%s", experiment_table_markdown(results).c_str());
+        std::printf("\nwritten: %s/table.md, %s/results.json\n", out.c_str(), out.c_str());
+      }
+    } catch (const Error& e) {
+      if (comm->world() > 1) {  // the other ranks may be waiting in a collective
+        std::fprintf(stderr, "error: %s\n", e.what());
+        comm->abort(1);
+      }
+      throw;
+    }
+  });
 }
 
 }  // namespace hw::cli

@@ -1,0 +1,175 @@
+// Running the experiment protocol: one trunk per seed, branches from its checkpoint.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "headwise/core/error.hpp"
+#include "headwise/io/files.hpp"
+#include "headwise/methods/experiment.hpp"
+#include "headwise/methods/saf_planner.hpp"
+#include "headwise/train/trainer.hpp"
+
+namespace hw {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+size_t training_bytes(Trainer& tr) {
+  Model<float>& m = tr.model();
+  return m.params().bytes() + m.grads().bytes() + m.buffers().bytes() + m.activation_bytes() +
+         tr.optimizer().m().bytes() + tr.optimizer().v().bytes();
+}
+
+class MetricsFile {
+ public:
+  MetricsFile(const std::string& path, bool active) {
+    if (active) out_.open(path, std::ios::trunc);
+  }
+  void write(const nlohmann::json& line) {
+    if (out_.is_open()) out_ << line.dump() << "\n";
+  }
+
+ private:
+  std::ofstream out_;
+};
+
+// The reference branch's post-intervention wall time, in ms (time budgets); < 0 when unset.
+struct BranchBudget {
+  bool time = false;
+  double wall_ms = -1.0;
+};
+
+// Continues one branch from the trunk checkpoint: the intervention (as the trainer's planner
+// hook does it), updates until the budget is spent, the final evaluation.
+nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, const std::string& ckpt,
+                          int64_t fire_step, const std::string& dir, const ExperimentSpec& spec,
+                          const BranchBudget& budget, dist::Comm& comm) {
+  const bool main_rank = comm.rank() == 0;
+  Trainer tr(cfg, dir, comm);
+  tr.resume(ckpt);
+  check(tr.state().step == fire_step, "experiment: checkpoint " + ckpt + " is not at the intervention step");
+  nlohmann::json r = {{"branch", branch.name}, {"method", cfg.to_json()["method"]}};
+  double intervention_ms = 0.0;
+  if (cfg.method.name == "saf") {
+    SafPlanner planner(cfg);
+    check(planner.fire_step() == fire_step,
+          "experiment branch '" + branch.name + "': its method fires at update " +
+              std::to_string(planner.fire_step()) + ", the trunk stopped at " + std::to_string(fire_step) +
+              " (set method.at_step/at_fraction in the config's method section, not per branch)");
+    const auto t0 = Clock::now();
+    InterventionContext ctx{tr.model(), tr.config(), comm, fire_step};
+    PlanChange change = planner.plan(ctx);
+    tr.install(change);
+    intervention_ms = ms_since(t0);
+    change.report["step"] = fire_step;
+    change.report["total_seconds"] = intervention_ms / 1000.0;
+    change.report["head_plan"] = change.plan.to_json();
+    if (main_rank) io::write_file_atomic(dir + "/intervention.json", change.report.dump(2) + "\n");
+    r["capture_seconds"] = change.report["capture_seconds"];
+    r["fit_seconds"] = change.report["fit_seconds"];
+    r["selected"] = change.report["selected"];
+    r["shortfall"] = change.report["shortfall"];
+  }
+  r["intervention_seconds"] = intervention_ms / 1000.0;
+  r["memory_bytes"] = training_bytes(tr);
+  r["static_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Static);
+  r["pruned_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Pruned);
+
+  MetricsFile metrics(dir + "/metrics.jsonl", main_rank);
+  const int64_t steps = cfg.train.steps;
+  double wall_ms = intervention_ms, update_sum = 0.0, loss = 0.0;
+  int64_t update_count = 0;
+  double first_update_ms = 0.0;
+  auto more = [&] {
+    if (!budget.time) return tr.state().step < steps;
+    // Every rank must take the same decision: the slowest rank's clock decides.
+    return comm.allreduce_max(wall_ms) < budget.wall_ms;
+  };
+  while (more()) {
+    const int64_t step = tr.state().step;
+    double norm = 0.0, upd = 0.0;
+    const auto t0 = Clock::now();
+    loss = tr.train_step(&norm, &upd);
+    const double ms = ms_since(t0);
+    wall_ms += ms;
+    if (step == fire_step) {
+      first_update_ms = upd;  // the intervention step itself: left out of the speed
+    } else {
+      update_sum += upd;
+      ++update_count;
+    }
+    metrics.write({{"step", step}, {"loss", loss}, {"grad_norm", norm}, {"ms", ms}, {"update_ms", upd}});
+  }
+  const EvalResult ev = tr.eval(spec.eval_batches > 0 ? spec.eval_batches : cfg.train.eval_batches);
+  metrics.write({{"step", tr.state().step}, {"val_loss", ev.loss}, {"val_ppl", ev.ppl}});
+  r["steps"] = tr.state().step;
+  r["updates_after_intervention"] = tr.state().step - fire_step;
+  r["tokens"] = tr.state().tokens;
+  r["train_loss"] = loss;
+  r["val_loss"] = ev.loss;
+  r["val_ppl"] = ev.ppl;
+  const bool timed = update_count > 0 || tr.state().step > fire_step;  // a time budget may allow no update
+  r["mean_update_ms"] = !timed ? nlohmann::json(nullptr)
+                               : nlohmann::json(update_count > 0 ? update_sum / double(update_count) : first_update_ms);
+  r["wall_seconds"] = wall_ms / 1000.0;
+  if (spec.save_final) tr.save_checkpoint(dir + "/final");
+  if (main_rank) io::write_file_atomic(dir + "/result.json", r.dump(2) + "\n");
+  spdlog::info("experiment branch {}: val ppl {:.4f}, {} updates, {:.2f} ms/update", branch.name, ev.ppl,
+               tr.state().step, timed ? r["mean_update_ms"].get<double>() : 0.0);
+  return r;
+}
+
+}  // namespace
+
+nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm) {
+  const ExperimentSpec& spec = setup.spec;
+  const bool main_rank = comm.rank() == 0;
+  const int64_t fire_step = saf_fire_step(setup.base);
+  check(fire_step >= 0 && fire_step < setup.base.train.steps,
+        "experiment: the intervention step " + std::to_string(fire_step) + " must be in [0, train.steps = " +
+            std::to_string(setup.base.train.steps) + ")");
+  if (main_rank) fs::create_directories(out_dir);
+  nlohmann::json per_seed = nlohmann::json::array();
+  for (int64_t seed : spec.seeds) {
+    const std::string seed_dir = out_dir + "/seed_" + std::to_string(seed);
+    // The trunk: ordinary training up to the intervention point, then a checkpoint.
+    const RunConfig trunk_cfg = branch_config(setup, {"trunk", {{"name", "none"}}}, seed);
+    const std::string ckpt = seed_dir + "/trunk/checkpoints/step_" + std::to_string(fire_step);
+    {
+      spdlog::info("experiment seed {}: trunk to update {}", seed, fire_step);
+      Trainer trunk(trunk_cfg, seed_dir + "/trunk", comm);
+      trunk.run(fire_step);
+      trunk.save_checkpoint(ckpt);
+    }
+    nlohmann::json rows = nlohmann::json::array();
+    BranchBudget budget;
+    budget.time = spec.budget == "time";
+    for (const auto& branch : spec.branches) {
+      const RunConfig cfg = branch_config(setup, branch, seed);
+      // The reference runs to train.steps and sets the time the others get.
+      const BranchBudget mine = budget.wall_ms < 0 ? BranchBudget{} : budget;
+      nlohmann::json r = run_branch(cfg, branch, ckpt, fire_step, seed_dir + "/" + branch.name, spec, mine, comm);
+      if (budget.time && budget.wall_ms < 0) budget.wall_ms = r["wall_seconds"].get<double>() * 1000.0;
+      rows.push_back(std::move(r));
+    }
+    per_seed.push_back({{"seed", seed}, {"branches", rows}});
+  }
+  nlohmann::json results = {{"fire_step", fire_step},
+                            {"budget", spec.budget},
+                            {"spec", spec.to_json()},
+                            {"config", setup.base.to_json()},
+                            {"seeds", per_seed},
+                            {"summary", summarize_experiment(per_seed, spec.branches)}};
+  if (main_rank) {
+    io::write_file_atomic(out_dir + "/results.json", results.dump(2) + "\n");
+    io::write_file_atomic(out_dir + "/table.md", experiment_table_markdown(results));
+  }
+  return results;
+}
+
+}  // namespace hw

@@ -1,0 +1,161 @@
+// Reading the experiment spec and building each branch's run config.
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "headwise/core/error.hpp"
+#include "headwise/core/json_fields.hpp"
+#include "headwise/methods/experiment.hpp"
+
+namespace hw {
+
+namespace {
+
+std::string pct(double ratio) { return std::to_string(int(std::lround(ratio * 100.0))); }
+
+std::vector<double> number_list(const nlohmann::json& j, const std::string& key) {
+  check(j.is_array() && !j.empty(), "config key experiment." + key + ": expected a non-empty list of numbers");
+  std::vector<double> out;
+  for (const auto& v : j) {
+    check(v.is_number(), "config key experiment." + key + ": expected numbers, got " + v.dump());
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+std::vector<ExperimentBranch> generated_branches(const std::vector<double>& ratios,
+                                                 const std::vector<std::string>& controls, double control_ratio) {
+  std::vector<ExperimentBranch> b;
+  b.push_back({"ordinary", {{"name", "none"}}});
+  for (double r : ratios) b.push_back({"saf_" + pct(r), {{"name", "saf"}, {"ratio", r}}});
+  const std::string p = pct(control_ratio);
+  for (const auto& c : controls) {
+    if (c == "prune")
+      b.push_back({"prune_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"mode", "prune"}}});
+    else if (c == "random")
+      b.push_back({"random_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"selector", "random"}}});
+    else if (c == "gate_taylor")
+      b.push_back({"gate_taylor_" + p,
+                   {{"name", "saf"}, {"ratio", control_ratio}, {"selector", "gate_taylor"}, {"mode", "prune"}}});
+    else
+      fail("config key experiment.controls: unknown control '" + c + "' (expected prune, random or gate_taylor)");
+  }
+  return b;
+}
+
+}  // namespace
+
+ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
+  ExperimentSpec s;
+  JsonFields f(j, "experiment");
+  f.get("budget", s.budget);
+  f.get("eval_batches", s.eval_batches);
+  f.get("save_final", s.save_final);
+  if (const auto* v = f.raw("seeds"))
+    for (double x : number_list(*v, "seeds")) {
+      check(x == std::floor(x) && x >= 0, "config key experiment.seeds: seeds must be non-negative integers");
+      s.seeds.push_back(int64_t(x));
+    }
+  std::vector<double> ratios = {0.25, 0.5};
+  if (const auto* v = f.raw("ratios")) ratios = number_list(*v, "ratios");
+  std::vector<std::string> controls = {"prune", "random", "gate_taylor"};
+  if (const auto* v = f.raw("controls")) {
+    check(v->is_array(), "config key experiment.controls: expected a list of names");
+    controls.clear();
+    for (const auto& c : *v) {
+      check(c.is_string(), "config key experiment.controls: expected names, got " + c.dump());
+      controls.push_back(c.get<std::string>());
+    }
+  }
+  double control_ratio = ratios.front();
+  f.get("control_ratio", control_ratio);
+  const auto* branches = f.raw("branches");
+  f.finish();
+  check(s.budget == "tokens" || s.budget == "time",
+        "config key experiment.budget: expected \"tokens\" or \"time\", got \"" + s.budget + "\"");
+  check(s.eval_batches >= 0, "config key experiment.eval_batches must be >= 0");
+  for (double r : ratios) check(r > 0 && r <= 1, "config key experiment.ratios: ratios must be in (0, 1]");
+  check(control_ratio > 0 && control_ratio <= 1, "config key experiment.control_ratio must be in (0, 1]");
+  if (branches) {
+    check(branches->is_array() && !branches->empty(), "config key experiment.branches: expected a non-empty list");
+    for (const auto& b : *branches) {
+      check(b.is_object() && b.contains("name") && b["name"].is_string(),
+            "config key experiment.branches: every branch needs a \"name\" string, got " + b.dump());
+      for (auto it = b.begin(); it != b.end(); ++it)
+        check(it.key() == "name" || it.key() == "method",
+              "config key experiment.branches: unknown key '" + it.key() + "' (expected name, method)");
+      ExperimentBranch br{b["name"].get<std::string>(), nlohmann::json::object()};
+      if (b.contains("method")) {
+        check(b["method"].is_object(), "config key experiment.branches[" + br.name + "].method must be an object");
+        br.method = b["method"];
+      }
+      if (!br.method.contains("name")) br.method["name"] = "saf";
+      s.branches.push_back(std::move(br));
+    }
+  } else {
+    s.branches = generated_branches(ratios, controls, control_ratio);
+  }
+  std::set<std::string> names;
+  for (const auto& b : s.branches) {
+    check(!b.name.empty() && b.name.find_first_of("/\\ ") == std::string::npos && b.name != "trunk",
+          "config key experiment.branches: bad branch name '" + b.name + "' (a folder name; not 'trunk')");
+    check(names.insert(b.name).second, "config key experiment.branches: branch '" + b.name + "' appears twice");
+  }
+  return s;
+}
+
+nlohmann::json ExperimentSpec::to_json() const {
+  nlohmann::json b = nlohmann::json::array();
+  for (const auto& br : branches) b.push_back({{"name", br.name}, {"method", br.method}});
+  return {{"seeds", seeds},         {"budget", budget},         {"eval_batches", eval_batches},
+          {"save_final", save_final}, {"branches", b}};
+}
+
+ExperimentSetup experiment_from_json(nlohmann::json doc) {
+  check(doc.is_object(), "experiment config must be a JSON object");
+  ExperimentSetup s;
+  nlohmann::json spec = nlohmann::json::object();
+  if (doc.contains("experiment")) {
+    spec = doc["experiment"];
+    doc.erase("experiment");
+  }
+  s.base = RunConfig::from_json(doc);
+  s.spec = ExperimentSpec::from_json(spec);
+  s.doc = doc;
+  if (s.spec.seeds.empty()) s.spec.seeds.push_back(s.base.train.seed);
+  // Every branch must be a valid config now, not after an hour of training.
+  for (const auto& b : s.spec.branches) branch_config(s, b, s.spec.seeds.front());
+  check(s.spec.branches.front().method.value("name", "saf") == "none",
+        "experiment: the first branch is the reference and must be ordinary attention (method.name = \"none\")");
+  return s;
+}
+
+ExperimentSetup load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false, /*ignore_comments=*/true);
+  check(!doc.is_discarded(), "config file " + path + " is not valid JSON");
+  for (const auto& o : overrides) apply_override(doc, o);
+  try {
+    return experiment_from_json(std::move(doc));
+  } catch (const Error& e) {
+    fail(path + ": " + e.what());
+  }
+}
+
+RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& branch, int64_t seed) {
+  nlohmann::json doc = setup.doc;
+  doc["train"]["seed"] = seed;
+  if (!doc.contains("method")) doc["method"] = nlohmann::json::object();
+  for (auto it = branch.method.begin(); it != branch.method.end(); ++it) doc["method"][it.key()] = it.value();
+  try {
+    return RunConfig::from_json(doc);
+  } catch (const Error& e) {
+    fail("experiment branch '" + branch.name + "': " + e.what());
+  }
+}
+
+}  // namespace hw

@@ -1,0 +1,120 @@
+// The experiment table: per-seed ratios against the reference branch, then mean and standard
+// deviation over seeds, in the paper's columns.
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "headwise/core/error.hpp"
+#include "headwise/methods/experiment.hpp"
+
+namespace hw {
+
+namespace {
+
+// Mean and sample standard deviation (null for a single value).
+nlohmann::json stat(const std::vector<double>& v) {
+  if (v.empty()) return nullptr;
+  double mean = 0.0;
+  for (double x : v) mean += x;
+  mean /= double(v.size());
+  nlohmann::json j = {{"mean", mean}, {"values", v}};
+  if (v.size() > 1) {
+    double ss = 0.0;
+    for (double x : v) ss += (x - mean) * (x - mean);
+    j["std"] = std::sqrt(ss / double(v.size() - 1));
+  } else {
+    j["std"] = nullptr;
+  }
+  return j;
+}
+
+std::string describe(const nlohmann::json& method) {
+  const std::string name = method.value("name", "none");
+  if (name == "none") return "ordinary attention";
+  const std::string selector = method.value("selector", "variance"), mode = method.value("mode", "freeze");
+  char ratio[32];
+  std::snprintf(ratio, sizeof ratio, "%g%%", 100.0 * method.value("ratio", 0.0));
+  if (mode == "prune") {
+    if (selector == "gate_taylor") return std::string("Gate-Taylor pruning ") + ratio;
+    return "same-head pruning (" + selector + ") " + ratio;
+  }
+  const std::string pattern = method.value("pattern", "mean");
+  if (selector == "random") return std::string("random heads, ") + pattern + " pattern " + ratio;
+  return "SAF (" + selector + ", " + pattern + ") " + ratio;
+}
+
+std::string cell(const nlohmann::json& s, const char* fmt, const char* suffix = "") {
+  if (s.is_null()) return "-";
+  char buf[96];
+  std::snprintf(buf, sizeof buf, fmt, s["mean"].get<double>());
+  std::string out = std::string(buf) + suffix;
+  if (!s["std"].is_null()) {
+    std::snprintf(buf, sizeof buf, fmt, s["std"].get<double>());
+    std::string sd = buf;
+    if (!sd.empty() && sd[0] == '+') sd.erase(0, 1);
+    out += " ± " + sd + suffix;
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json summarize_experiment(const nlohmann::json& per_seed, const std::vector<ExperimentBranch>& branches) {
+  nlohmann::json summary = nlohmann::json::array();
+  for (size_t b = 0; b < branches.size(); ++b) {
+    std::vector<double> ppl, change, speedup, memory, capture, fit, updates;
+    nlohmann::json method;
+    for (const auto& seed : per_seed) {
+      const auto& rows = seed["branches"];
+      check(rows.size() == branches.size(), "experiment summary: a seed has a different number of branches");
+      const auto& ref = rows[0];
+      const auto& r = rows[b];
+      method = r["method"];
+      ppl.push_back(r["val_ppl"].get<double>());
+      change.push_back(100.0 * (r["val_ppl"].get<double>() / ref["val_ppl"].get<double>() - 1.0));
+      if (!ref["mean_update_ms"].is_null() && !r["mean_update_ms"].is_null())
+        speedup.push_back(ref["mean_update_ms"].get<double>() / r["mean_update_ms"].get<double>());
+      memory.push_back(100.0 * (r["memory_bytes"].get<double>() / ref["memory_bytes"].get<double>() - 1.0));
+      if (r.contains("capture_seconds")) capture.push_back(r["capture_seconds"].get<double>());
+      if (r.contains("fit_seconds")) fit.push_back(r["fit_seconds"].get<double>());
+      updates.push_back(r["steps"].get<double>());
+    }
+    summary.push_back({{"branch", branches[b].name},
+                       {"method", describe(method)},
+                       {"val_ppl", stat(ppl)},
+                       {"ppl_change_pct", stat(change)},
+                       {"update_speedup", stat(speedup)},
+                       {"memory_change_pct", stat(memory)},
+                       {"capture_seconds", stat(capture)},
+                       {"fit_seconds", stat(fit)},
+                       {"updates", stat(updates)},
+                       {"seeds", per_seed.size()}});
+  }
+  return summary;
+}
+
+std::string experiment_table_markdown(const nlohmann::json& results) {
+  std::ostringstream o;
+  const auto& cfg = results["config"];
+  std::vector<int64_t> seeds;
+  for (const auto& s : results["seeds"]) seeds.push_back(s["seed"].get<int64_t>());
+  o << "SAF experiment: " << cfg["model"]["n_layer"] << " layers x " << cfg["model"]["n_head"] << " heads x "
+    << cfg["model"]["n_embd"] << " wide, T = " << cfg["train"]["seq_len"] << ", " << cfg["train"]["steps"]
+    << " updates, intervention at update " << results["fire_step"] << ", budget matched in "
+    << results["budget"].get<std::string>() << ", seeds " << nlohmann::json(seeds).dump() << ".\n"
+    << "PPL change = 100 (p / p_ordinary - 1); update speedup = ordinary's mean update time after the "
+       "intervention / the branch's; memory = parameter + gradient + activation + AdamW arenas.\n\n";
+  o << "| Branch | Method | Val PPL | PPL change (%) | Update speedup | Peak memory change (%) | Calibration (s) | "
+       "Fit (s) | Updates |\n";
+  o << "|---|---|---|---|---|---|---|---|---|\n";
+  for (const auto& r : results["summary"]) {
+    o << "| " << r["branch"].get<std::string>() << " | " << r["method"].get<std::string>() << " | "
+      << cell(r["val_ppl"], "%.3f") << " | " << cell(r["ppl_change_pct"], "%+.3f") << " | "
+      << cell(r["update_speedup"], "%.3f", "x") << " | " << cell(r["memory_change_pct"], "%+.2f") << " | "
+      << cell(r["capture_seconds"], "%.2f") << " | " << cell(r["fit_seconds"], "%.2f") << " | "
+      << cell(r["updates"], "%.0f") << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace hw
