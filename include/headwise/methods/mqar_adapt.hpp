@@ -1,0 +1,65 @@
+#pragma once
+// MQAR adaptation and evaluation (the paper's associative-recall comparison, Appendix C.3.6):
+// take a model (a checkpoint, possibly with SAF's static heads already in it, or a fresh one),
+// optionally apply SAF or a pruning control calibrated on MQAR sequences, adapt it on MQAR with
+// the loss on query positions only (AdamW, constant learning rate; static patterns stay fixed:
+// alpha/rho are buffers), then measure query accuracy for several numbers of key-value pairs at
+// a fixed length. Defaults follow methods.md; every size can be shrunk for a CPU run.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headwise/data/mqar.hpp"
+#include "headwise/dist/comm.hpp"
+#include "headwise/model/gpt.hpp"
+#include "headwise/train/planner.hpp"
+
+namespace hw {
+
+struct MqarOptions {
+  int64_t seq_len = data::kMqarSeqLen;  // 512
+  int vocab = data::kMqarVocab;         // 8192: keys [1, 4096), values [4096, 8192)
+  int train_pairs = 8;
+  int64_t steps = 1500;
+  int64_t batch = 16;
+  double lr = 1e-4;  // constant
+  double weight_decay = 0.01;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double grad_clip = 1.0;
+  std::vector<int> eval_pairs = {8, 16, 24, 32, 48, 64};
+  int64_t eval_examples = 512;  // per pair count
+  int64_t eval_batch = 16;
+  uint64_t seed = 1234;  // training examples; evaluation and calibration use derived streams
+  int64_t log_every = 100;
+  void validate(const ModelConfig& model) const;  // throws hw::Error naming the option
+};
+
+// Loss targets of an MQAR batch: the value at query positions, -1 (ignored) elsewhere.
+std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& batch);
+
+// SAF (or a control: method.mode = prune, selector random/gate_taylor) calibrated on MQAR
+// sequences of train_pairs pairs, installed into the model. Returns the change (its report
+// is what intervention.json holds in training runs).
+PlanChange apply_saf_on_mqar(Model<float>& model, const MethodConfig& method, const MqarOptions& opt,
+                             dist::Comm& comm);
+
+// Adaptation: opt.steps AdamW updates on fresh MQAR batches. Returns per-update losses; writes
+// one JSON line per update to metrics_path when it is not empty.
+std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, const std::string& metrics_path = "");
+
+struct MqarAccuracy {
+  int pairs = 0;
+  int64_t correct = 0, total = 0;
+  double accuracy() const { return total > 0 ? double(correct) / double(total) : 0.0; }
+};
+// Evaluation examples [start, start + n) of `pairs` pairs (a stream that depends only on
+// opt.seed and pairs, separate from the adaptation examples).
+data::MqarBatch mqar_eval_examples(const MqarOptions& opt, int pairs, int64_t start, int64_t n);
+// Query accuracy (argmax over the model's whole vocabulary) per pair count, on examples that
+// depend only on (opt.seed, pairs): every model is scored on the same examples.
+std::vector<MqarAccuracy> evaluate_mqar(Model<float>& model, const MqarOptions& opt);
+
+std::string mqar_table_markdown(const std::vector<MqarAccuracy>& acc, const std::string& label);
+
+}  // namespace hw

@@ -1,0 +1,132 @@
+#include "headwise/methods/mqar_adapt.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "headwise/core/error.hpp"
+#include "headwise/methods/saf_planner.hpp"
+#include "headwise/optim/adamw.hpp"
+
+namespace hw {
+
+namespace {
+// Separate example streams for adaptation, evaluation and calibration.
+uint64_t eval_seed(uint64_t seed, int pairs) { return seed * 0x9E3779B97F4A7C15ull + 1000003ull * uint64_t(pairs) + 1; }
+uint64_t calib_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 2; }
+}  // namespace
+
+void MqarOptions::validate(const ModelConfig& model) const {
+  check(seq_len >= 4 && seq_len % 2 == 0 && seq_len <= model.block_size,
+        "mqar: --seq-len " + std::to_string(seq_len) + " must be even and within the model's block size " +
+            std::to_string(model.block_size));
+  check(vocab >= 4 && vocab <= model.vocab_size, "mqar: --vocab " + std::to_string(vocab) +
+                                                     " must be in [4, the model's vocab_size " +
+                                                     std::to_string(model.vocab_size) + "]");
+  check(train_pairs >= 1 && 4 * int64_t(train_pairs) <= seq_len,
+        "mqar: --train-pairs " + std::to_string(train_pairs) + " must be in [1, seq_len / 4]");
+  for (int p : eval_pairs)
+    check(p >= 1 && 4 * int64_t(p) <= seq_len && p <= vocab / 2 - 1,
+          "mqar: --eval-pairs value " + std::to_string(p) + " must be in [1, seq_len / 4] and fit the vocabulary");
+  check(!eval_pairs.empty(), "mqar: --eval-pairs is empty");
+  check(steps >= 0 && batch >= 1 && eval_examples >= 1 && eval_batch >= 1 && log_every >= 1,
+        "mqar: --steps must be >= 0 and --batch, --eval-examples, --eval-batch positive");
+  check(lr > 0 && weight_decay >= 0 && grad_clip >= 0, "mqar: --lr must be positive, --weight-decay and --grad-clip >= 0");
+}
+
+std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& b) {
+  std::vector<int32_t> t(b.targets.size(), -1);
+  for (size_t i = 0; i < t.size(); ++i)
+    if (b.query_mask[i]) t[i] = b.targets[i];
+  return t;
+}
+
+PlanChange apply_saf_on_mqar(Model<float>& model, const MethodConfig& method, const MqarOptions& opt,
+                             dist::Comm& comm) {
+  opt.validate(model.config());
+  RunConfig rc;
+  rc.model = model.config();
+  rc.train.seq_len = opt.seq_len;
+  rc.train.micro_batch = opt.batch;
+  rc.method = method;
+  rc.method.name = "saf";
+  rc.method.calib_seq_len = opt.seq_len;
+  rc.method.at_step = 0;
+  const int64_t L = opt.seq_len;
+  const int pairs = opt.train_pairs, vocab = opt.vocab;
+  const uint64_t seed = calib_seed(opt.seed);
+  saf::CalibSource source = [L, pairs, vocab, seed](int64_t i, int32_t* x, int32_t* y) {
+    const data::MqarBatch b = data::generate_mqar(1, L, pairs, vocab, seed, i);
+    const std::vector<int32_t> t = mqar_loss_targets(b);
+    std::copy(b.inputs.begin(), b.inputs.end(), x);
+    std::copy(t.begin(), t.end(), y);
+  };
+  SafPlanner planner(rc, source);
+  InterventionContext ctx{model, rc, comm, 0};
+  PlanChange change = planner.plan(ctx);
+  model.install_plan(change.plan, change.extras);
+  return change;
+}
+
+std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, const std::string& metrics_path) {
+  opt.validate(model.config());
+  AdamW adam(AdamWConfig{opt.beta1, opt.beta2, opt.eps, opt.weight_decay}, model.params());
+  std::ofstream metrics;
+  if (!metrics_path.empty()) metrics.open(metrics_path, std::ios::trunc);
+  std::vector<double> losses;
+  for (int64_t step = 0; step < opt.steps; ++step) {
+    const data::MqarBatch b = data::generate_mqar(opt.batch, opt.seq_len, opt.train_pairs, opt.vocab, opt.seed,
+                                                  step * opt.batch);
+    const std::vector<int32_t> targets = mqar_loss_targets(b);
+    model.zero_grads();
+    const double loss = model.forward_backward(b.inputs.data(), targets.data(), opt.batch, opt.seq_len, 1.0);
+    check(std::isfinite(loss), "mqar: loss is " + std::to_string(loss) + " at update " + std::to_string(step) +
+                                   " (lower --lr)");
+    const double norm = grad_global_norm(model.grads());
+    clip_grads(model.grads(), norm, opt.grad_clip);
+    adam.step(model.params(), model.grads(), opt.lr, step + 1);
+    losses.push_back(loss);
+    if (metrics.is_open()) metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"grad_norm", norm}}.dump() << "\n";
+    if (step % opt.log_every == 0 || step + 1 == opt.steps)
+      spdlog::info("mqar update {:>5}/{} | query loss {:.4f} | norm {:.3f}", step + 1, opt.steps, loss, norm);
+  }
+  return losses;
+}
+
+data::MqarBatch mqar_eval_examples(const MqarOptions& opt, int pairs, int64_t start, int64_t n) {
+  return data::generate_mqar(n, opt.seq_len, pairs, opt.vocab, eval_seed(opt.seed, pairs), start);
+}
+
+std::vector<MqarAccuracy> evaluate_mqar(Model<float>& model, const MqarOptions& opt) {
+  opt.validate(model.config());
+  std::vector<MqarAccuracy> out;
+  for (int pairs : opt.eval_pairs) {
+    MqarAccuracy a;
+    a.pairs = pairs;
+    for (int64_t start = 0; start < opt.eval_examples; start += opt.eval_batch) {
+      const int64_t n = std::min(opt.eval_batch, opt.eval_examples - start);
+      const data::MqarBatch b = mqar_eval_examples(opt, pairs, start, n);
+      model.forward(b.inputs.data(), nullptr, n, opt.seq_len);
+      const data::MqarScore s = data::score_mqar_logits(b, model.logits(), model.config().vocab_size);
+      a.correct += s.correct;
+      a.total += s.total;
+    }
+    out.push_back(a);
+  }
+  return out;
+}
+
+std::string mqar_table_markdown(const std::vector<MqarAccuracy>& acc, const std::string& label) {
+  std::ostringstream o;
+  o << "| Pairs | " << (label.empty() ? "Accuracy (%)" : label + " accuracy (%)") << " | Queries |\n|---|---|---|\n";
+  for (const auto& a : acc) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", 100.0 * a.accuracy());
+    o << "| " << a.pairs << " | " << buf << " | " << a.total << " |\n";
+  }
+  return o.str();
+}
+
+}  // namespace hw

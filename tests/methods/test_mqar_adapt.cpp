@@ -1,0 +1,137 @@
+// MQAR adaptation: the loss counts query positions only, accuracy is an argmax count at the
+// queries, SAF calibrated on MQAR installs static heads, and bad sizes are clear errors.
+#include <catch2/catch.hpp>
+
+#include "headwise/dist/local_comm.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/methods/mqar_adapt.hpp"
+#include "methods/reference_gpt.hpp"
+
+using namespace hw;
+
+namespace {
+
+std::unique_ptr<Model<float>> small_model() {
+  ModelConfig mc;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_embd = 32;
+  mc.block_size = 32;
+  mc.vocab_size = 40;  // larger than the task vocabulary: argmax runs over all 40
+  auto m = std::make_unique<Model<float>>(mc, cpu_backend<float>());
+  m->init_weights(21);
+  return m;
+}
+
+MqarOptions small_options() {
+  MqarOptions o;
+  o.seq_len = 24;
+  o.vocab = 32;
+  o.train_pairs = 2;
+  o.steps = 40;
+  o.batch = 8;
+  o.lr = 3e-3;
+  o.eval_pairs = {2, 4};
+  o.eval_examples = 24;
+  o.eval_batch = 4;
+  o.log_every = 1000;
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("MQAR loss targets keep only query positions", "[mqar]") {
+  const auto b = data::generate_mqar(3, 24, 2, 32, 7, 0);
+  const auto t = mqar_loss_targets(b);
+  int queries = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (b.query_mask[i]) {
+      CHECK(t[i] == b.targets[i]);
+      CHECK(t[i] >= 16);  // values live in the upper half
+      ++queries;
+    } else {
+      CHECK(t[i] == -1);
+    }
+  }
+  CHECK(queries == 3 * 2);
+}
+
+TEST_CASE("MQAR adaptation trains on the query loss and accuracy is an argmax count", "[mqar]") {
+  auto m = small_model();
+  MqarOptions o = small_options();
+  // The first update's loss is the reference cross-entropy over the query positions only.
+  const auto b = data::generate_mqar(o.batch, o.seq_len, o.train_pairs, o.vocab, o.seed, 0);
+  const double ref = test::ReferenceGpt(*m).loss(b.inputs, mqar_loss_targets(b), int(o.batch), int(o.seq_len), {});
+  const auto losses = adapt_mqar(*m, o);
+  REQUIRE(losses.size() == 40);
+  CHECK(losses[0] == Approx(ref).epsilon(2e-6));
+  double first = 0, last = 0;
+  for (int i = 0; i < 5; ++i) first += losses[size_t(i)], last += losses[losses.size() - 1 - size_t(i)];
+  CHECK(last < first);
+  // Accuracy: count argmax hits at query positions with this test's own loop.
+  const auto acc = evaluate_mqar(*m, o);
+  REQUIRE(acc.size() == 2);
+  for (const auto& a : acc) {
+    MqarOptions one = o;
+    one.eval_pairs = {a.pairs};
+    one.eval_batch = o.eval_examples;  // all at once: a different batching, the same examples
+    const auto again = evaluate_mqar(*m, one);
+    CHECK(again[0].correct == a.correct);
+    CHECK(a.total == o.eval_examples * a.pairs);
+  }
+  // Independent count: argmax over the whole model vocabulary at the query positions.
+  const auto ex = mqar_eval_examples(o, 4, 0, o.eval_examples);
+  m->forward(ex.inputs.data(), nullptr, o.eval_examples, o.seq_len);
+  const float* logits = m->logits();
+  int64_t hits = 0, total = 0;
+  for (size_t i = 0; i < ex.inputs.size(); ++i) {
+    if (!ex.query_mask[i]) continue;
+    int best = 0;
+    for (int v = 1; v < 40; ++v)
+      if (logits[i * 40 + size_t(v)] > logits[i * 40 + size_t(best)]) best = v;
+    hits += best == ex.targets[i];
+    ++total;
+  }
+  REQUIRE(hits > 0);  // a count of zero would not check the scoring
+  CHECK(acc[1].pairs == 4);
+  CHECK(acc[1].total == total);
+  CHECK(acc[1].correct == hits);
+}
+
+TEST_CASE("SAF calibrated on MQAR sequences installs static heads before adaptation", "[mqar][saf]") {
+  auto m = small_model();
+  MqarOptions o = small_options();
+  MethodConfig method;
+  method.ratio = 0.25;
+  method.calib_seqs = 4;
+  method.fit_steps = 50;
+  method.max_kl = 50.0;
+  dist::LocalComm comm;
+  const PlanChange c = apply_saf_on_mqar(*m, method, o, comm);
+  CHECK(c.report["calib_seq_len"] == 24);
+  CHECK(m->config().head_plan.count(attn::HeadKind::Static) == 2);
+  method.mode = "prune";
+  method.selector = "gate_taylor";
+  auto p = small_model();
+  apply_saf_on_mqar(*p, method, o, comm);
+  CHECK(p->config().head_plan.count(attn::HeadKind::Pruned) == 2);
+  // Adaptation keeps the static patterns fixed (they are buffers, not parameters).
+  const HeadExtras before = m->head_extras();
+  o.steps = 3;
+  adapt_mqar(*m, o);
+  const HeadExtras after = m->head_extras();
+  for (const auto& [key, v] : before.statics) CHECK(after.statics.at(key).alpha == v.alpha);
+}
+
+TEST_CASE("MQAR options that the model cannot take are errors naming the option", "[mqar]") {
+  auto m = small_model();
+  MqarOptions o = small_options();
+  o.vocab = 64;
+  CHECK_THROWS_WITH(o.validate(m->config()), Catch::Contains("--vocab"));
+  o = small_options();
+  o.seq_len = 64;
+  CHECK_THROWS_WITH(o.validate(m->config()), Catch::Contains("--seq-len"));
+  o = small_options();
+  o.eval_pairs = {2, 7};
+  CHECK_THROWS_WITH(o.validate(m->config()), Catch::Contains("--eval-pairs"));
+}
