@@ -103,7 +103,7 @@ PlanChange SafPlanner::plan(InterventionContext& ctx) {
   opt.seq_len = T;
   opt.batch = cfg_.train.micro_batch;  // the training shape: no activation re-allocation
   opt.needs = saf::needs_for(pattern);
-  opt.needs.kl = selector == saf::Selector::KL;
+  opt.needs.kl = true;  // the forward-KL score is reported for every head (one extra pass of A log A)
   const bool fitted = saf::pattern_is_fitted(pattern);
   // Gate-Taylor pruning needs no attention statistics; everything else ranks or fits with them.
   const bool need_stats = selector != saf::Selector::GateTaylor || freeze;
@@ -183,7 +183,7 @@ PlanChange SafPlanner::plan(InterventionContext& ctx) {
     for (int h = 0; h < H; ++h) {
       auto& scores = sel.record(l, h).scores;
       if (need_stats) scores.emplace("variance", summary[size_t(l * H + h)].variance);
-      if (opt.needs.kl) scores.emplace("kl", summary[size_t(l * H + h)].kl);
+      if (need_stats && opt.needs.kl) scores.emplace("kl", summary[size_t(l * H + h)].kl);
     }
 
   // 3. The new plan and the static heads' values.
