@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -85,7 +86,7 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, st
   zero1_ = t.zero1 && comm_.world() > 1;  // one rank has nothing to shard: the plain path
   model_ = std::make_unique<Model<float>>(cfg_.model, cpu_backend<float>());
   model_->init_weights(uint64_t(t.seed));
-  opt_ = std::make_unique<AdamW>(AdamWConfig{t.beta1, t.beta2, t.adam_eps, t.weight_decay}, model_->params());
+  make_optimizer();
   if (!synthetic_) {
     check(!cfg_.data.train.empty(), "data.train is not set (a glob of token shards, e.g. data/kjv/train_*.bin)");
     train_loader_ = std::make_unique<data::TokenLoader>(cfg_.data.train, t.micro_batch, t.seq_len,
@@ -114,9 +115,20 @@ void Trainer::init_from(const std::string& dir) {
   cfg_.model = ck;
   model_ = std::make_unique<Model<float>>(ck, cpu_backend<float>(), read_head_extras(st, ck));
   load_weights(*model_, st);
+  make_optimizer();
+  model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
+}
+
+void Trainer::make_optimizer() {
   const auto& t = cfg_.train;
-  opt_ = std::make_unique<AdamW>(AdamWConfig{t.beta1, t.beta2, t.adam_eps, t.weight_decay}, model_->params());
-  model_->reserve_activations(t.micro_batch, t.seq_len);
+  const AdamWConfig ac{t.beta1, t.beta2, t.adam_eps, t.weight_decay};
+  opt_.reset();  // free the old moments before allocating new ones
+  if (zero1_) {
+    const dist::Range own = own_shard();
+    opt_ = std::make_unique<AdamW>(ac, model_->params(), BlockShard{own.begin, own.end});
+  } else {
+    opt_ = std::make_unique<AdamW>(ac, model_->params());
+  }
 }
 
 void Trainer::resume(const std::string& dir) {
@@ -137,6 +149,14 @@ void Trainer::resume(const std::string& dir) {
                                       std::to_string(comm_.world()));
     check(zero1_, path + ": the optimizer state is sharded (train.zero1); resume with --set train.zero1=true");
     load_optimizer_shard(shard_file(dir, comm_.rank()));
+  } else if (zero1_) {
+    // A full optimizer.safetensors on ZeRO-1 ranks: load it laid out like the parameter block
+    // (temporarily full size), then keep this rank's slice.
+    auto full_m = arena_like(model_->params(), "adam.m.full");
+    auto full_v = arena_like(model_->params(), "adam.v.full");
+    load_moments(*model_, *full_m, *full_v, dir + "/optimizer.safetensors");
+    keep_own_shard(*full_m, opt_->m());
+    keep_own_shard(*full_v, opt_->v());
   } else {
     load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
   }
@@ -144,18 +164,28 @@ void Trainer::resume(const std::string& dir) {
 }
 
 void Trainer::install(const PlanChange& change) {
-  // With ZeRO-1 each rank's moments are valid only on its shard, and the new layout cuts the
-  // block into different shards: gather the moments first so every rank remaps all of them.
-  if (zero1_) {
-    comm_.all_gather(block_of(opt_->m()), floats_of(opt_->m()));
-    comm_.all_gather(block_of(opt_->v()), floats_of(opt_->v()));
-  }
   const auto old_specs = model_->specs();
   const auto old_layouts = model_->layouts();
-  model_->install_plan(change.plan, change.extras);
-  auto [old_m, old_v] = opt_->rebuild(model_->params());
-  remap_arena<float>(*old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
-  remap_arena<float>(*old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
+  if (zero1_) {
+    // Each rank holds only its shard of the moments, and the new layout cuts the block into
+    // different shards: gather the full moments (temporarily, laid out like the old parameter
+    // block), remap them like the parameters, then keep only the new shard.
+    auto old_m = gather_moments(opt_->m(), "adam.m.full");
+    auto old_v = gather_moments(opt_->v(), "adam.v.full");
+    model_->install_plan(change.plan, change.extras);
+    const dist::Range own = own_shard();
+    opt_->rebuild(model_->params(), BlockShard{own.begin, own.end});
+    for (auto [from, to] : {std::pair{old_m.get(), &opt_->m()}, std::pair{old_v.get(), &opt_->v()}}) {
+      auto full = arena_like(model_->params(), "adam.full");
+      remap_arena<float>(*from, old_specs, old_layouts, *full, model_->specs(), model_->layouts());
+      keep_own_shard(*full, *to);
+    }
+  } else {
+    model_->install_plan(change.plan, change.extras);
+    auto [old_m, old_v] = opt_->rebuild(model_->params());
+    remap_arena<float>(*old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
+    remap_arena<float>(*old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
+  }
   cfg_.model.head_plan = change.plan;
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
 }
@@ -173,6 +203,7 @@ void Trainer::maybe_intervene() {
     io::write_file_atomic(out_dir_ + "/intervention.json", change.report.dump(2) + "\n");
   spdlog::info("{}: installed a new head plan at step {} ({:.1f} s)", planner_->name(), state_.step,
                ms_since(t0) / 1000.0);
+  log_optimizer_memory();  // the new layout's shard
 }
 
 double Trainer::train_step(double* grad_norm, double* update_ms) {
@@ -256,8 +287,44 @@ void Trainer::apply_update(double norm, double lr) {
 }
 
 dist::Range Trainer::own_shard() const {
-  // Gradients and moments are declared like the parameters, so one range fits all four blocks.
+  // Gradients are declared like the parameters, so one range fits both blocks (and the
+  // sharded AdamW owns exactly this range of them).
   return dist::shard_range(floats_of(model_->params()), comm_.rank(), comm_.world());
+}
+
+std::unique_ptr<Arena> Trainer::gather_moments(Arena& shard, const std::string& role) {
+  auto full = arena_like(model_->params(), role);
+  const dist::Range own = own_shard();
+  check(own.begin == opt_->shard().begin && own.end == opt_->shard().end, "internal: AdamW shard is not the own shard");
+  std::copy_n(block_of(shard), own.size(), block_of(*full) + own.begin);
+  comm_.all_gather(block_of(*full), floats_of(model_->params()));
+  return full;
+}
+
+void Trainer::keep_own_shard(const Arena& full, Arena& shard) {
+  const dist::Range own = own_shard();
+  check(full.bytes() == model_->params().bytes(), "internal: full moments are not laid out like the parameters");
+  std::copy_n(static_cast<const float*>(full.base()) + own.begin, own.size(), block_of(shard));
+}
+
+// The optimizer's bytes per rank, so the ZeRO-1 saving is visible and testable. Only rank 0
+// logs, so under ZeRO-1 the largest shard and the shards' total come by all-reduce (collective:
+// every rank calls this at the same points).
+void Trainer::log_optimizer_memory() {
+  const int64_t n = floats_of(model_->params());
+  if (!zero1_) {
+    if (comm_.rank() == 0)
+      spdlog::info("optimizer: {} AdamW bytes per rank (all {} parameter-block floats on each of {} ranks)",
+                   opt_->bytes(), n, comm_.world());
+    return;
+  }
+  const double max_bytes = comm_.allreduce_max(double(opt_->bytes()));
+  double covered = double(opt_->shard().size());  // exact in a double up to 2^53 floats
+  comm_.allreduce_sum(&covered, 1);
+  if (comm_.rank() == 0)
+    spdlog::info("optimizer: {} AdamW bytes on rank 0, at most {} per rank (ZeRO-1: shard of {} floats on rank 0, "
+                 "the {} shards cover {} of {} parameter-block floats)",
+                 opt_->bytes(), int64_t(max_bytes), opt_->shard().size(), comm_.world(), int64_t(covered), n);
 }
 
 void Trainer::fetch_train(int64_t index) {
@@ -317,14 +384,16 @@ void Trainer::save_checkpoint(const std::string& dir) {
   comm_.barrier();
 }
 
-// A rank's ZeRO-1 optimizer state: tensors "m" and "v" hold floats [begin, end) of the moment
-// blocks (the in-memory layout of the parameter block, compact attention tensors and padding
-// included), with the shard's coordinates in the metadata so a mismatch is caught on load.
+// A rank's ZeRO-1 optimizer state: tensors "m" and "v" hold the moments of floats [begin, end)
+// of the parameter block (its in-memory layout: compact attention tensors and padding
+// included), which is all the sharded AdamW holds, with the shard's coordinates in the metadata
+// so a mismatch is caught on load.
 void Trainer::save_optimizer_shard(const std::string& path) {
   const dist::Range own = own_shard();
   io::SafetensorsWriter w;
-  w.add("m", DType::F32, {own.size()}, block_of(opt_->m()) + own.begin);
-  w.add("v", DType::F32, {own.size()}, block_of(opt_->v()) + own.begin);
+  check(own.begin == opt_->shard().begin && own.end == opt_->shard().end, "internal: AdamW shard is not the own shard");
+  w.add("m", DType::F32, {own.size()}, block_of(opt_->m()));
+  w.add("v", DType::F32, {own.size()}, block_of(opt_->v()));
   w.set_metadata("format", kShardFormat);
   w.set_metadata("rank", std::to_string(comm_.rank()));
   w.set_metadata("world", std::to_string(comm_.world()));
@@ -351,8 +420,8 @@ void Trainer::load_optimizer_shard(const std::string& path) {
     const std::string got = it == st.metadata().end() ? "(missing)" : it->second;
     check(got == want, path + ": metadata '" + key + "' is " + got + ", this run needs " + want);
   }
-  st.read("m", DType::F32, {own.size()}, block_of(opt_->m()) + own.begin);
-  st.read("v", DType::F32, {own.size()}, block_of(opt_->v()) + own.begin);
+  st.read("m", DType::F32, {own.size()}, block_of(opt_->m()));
+  st.read("v", DType::F32, {own.size()}, block_of(opt_->v()));
 }
 
 nlohmann::json Trainer::run(int64_t stop_step) {
@@ -369,9 +438,9 @@ nlohmann::json Trainer::run(int64_t stop_step) {
                  comm_.world());
   if (main_rank)
     spdlog::info("memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, activations {:.1f} MB (peak {:.1f} MB)",
-                 model_->params().bytes() / 1e6, model_->grads().bytes() / 1e6,
-                 (opt_->m().bytes() + opt_->v().bytes()) / 1e6, model_->activation_bytes() / 1e6,
-                 arena_peak_bytes() / 1e6);
+                 model_->params().bytes() / 1e6, model_->grads().bytes() / 1e6, opt_->bytes() / 1e6,
+                 model_->activation_bytes() / 1e6, arena_peak_bytes() / 1e6);
+  log_optimizer_memory();
   const auto run_t0 = Clock::now();
   EvalResult last_eval;
   bool have_eval = false;

@@ -6,15 +6,15 @@
 #
 # core (default):
 #   - 2 ranks equal 1 rank with twice the gradient accumulation (train and val losses, 1e-5)
-#   - ZeRO-1 on 2 ranks equals the plain all-reduce (1e-5), and its checkpoints hold one
-#     optimizer shard per rank
+#   - ZeRO-1 on 2 ranks equals the plain all-reduce (1e-5), its checkpoints hold one optimizer
+#     shard per rank, and each rank's AdamW holds about half the floats (memory log lines)
 #   - resuming on 2 ranks (plain and ZeRO-1) equals the uninterrupted run exactly, final
 #     checkpoints byte for byte
 #   - a 1-rank checkpoint resumes on 2 ZeRO-1 ranks; a ZeRO-1 checkpoint on 1 rank is refused
 #   - the comparison itself rejects a loss off by 2e-5
 # saf: the same through an SAF intervention at step 6 (1 rank, 2 ranks, 2 ranks with ZeRO-1: the
-#   same head plan and losses within 1e-5; resume after the intervention on 2 ZeRO-1 ranks equals
-#   the uninterrupted run exactly).
+#   same head plan and losses within 1e-5; after the plan change each ZeRO-1 rank holds only its
+#   new shard; resume after the intervention on 2 ZeRO-1 ranks equals the uninterrupted run exactly).
 #
 # Needs python3 (standard library only). Keeps its temporary folder when a check fails (KEEP=1: always).
 set -euo pipefail
@@ -86,6 +86,36 @@ EOF
   fi
 }
 
+# zero1_memory LOG COUNT [PLAIN_LOG]: ZeRO-1 saves memory. LOG (2 ranks with ZeRO-1) holds COUNT
+# 'optimizer:' lines (start of run, then one per plan change); in each, every rank's AdamW holds
+# its shard only (rank 0 about half the floats, 4 bytes per float per moment plus at most 64
+# bytes of arena padding per moment; no rank more than half the full moments plus padding) and
+# the shards cover the block exactly once. PLAIN_LOG (2 ranks without ZeRO-1): each rank holds
+# both moments for the whole block.
+zero1_memory() {
+  python3 - "$@" <<'EOF' || die "ZeRO-1 AdamW memory per rank is not a shard (see the 'optimizer:' lines of $1)"
+import re, sys
+text = open(sys.argv[1]).read()
+zero1 = [tuple(int(x) for x in m.groups()) for m in re.finditer(
+    r"optimizer: (\d+) AdamW bytes on rank 0, at most (\d+) per rank \(ZeRO-1: shard of (\d+) floats on rank 0, "
+    r"the (\d+) shards cover (\d+) of (\d+) parameter-block floats\)", text)]
+assert len(zero1) == int(sys.argv[2]), zero1
+for line in zero1:
+    b0, bmax, s0, world, covered, n = line
+    assert world == 2 and covered == n, line  # the shards cover the block exactly once
+    assert abs(s0 - n / 2) <= 1, line  # about half the floats on rank 0
+    assert 2 * 4 * s0 <= b0 <= 2 * (4 * s0 + 64), line
+    assert bmax <= 4 * n + 2 * 64, line  # no rank holds more than half the full moments
+if len(sys.argv) > 3:
+    plain = [tuple(int(x) for x in m.groups()) for m in re.finditer(
+        r"optimizer: (\d+) AdamW bytes per rank \(all (\d+) parameter-block floats on each of (\d+) ranks\)",
+        open(sys.argv[3]).read())]
+    assert len(plain) == 1 and plain[0][1:] == (zero1[0][5], 2), (plain, zero1)
+    assert plain[0][0] == 2 * 4 * plain[0][1], plain
+    print("dist_train: AdamW bytes per rank: %d without ZeRO-1, at most %d with" % (plain[0][0], zero1[0][1]))
+EOF
+}
+
 # same_files A B NAMES...: byte-identical checkpoint files.
 same_files() {
   local a=$1 b=$2
@@ -111,6 +141,7 @@ if [ "$part" = core ]; then
   check_ckpt "$work/z/checkpoints/step_10" 2 true
   check_ckpt "$work/z/checkpoints/step_20" 2 true
   say "ZeRO-1 equals the plain all-reduce"
+  zero1_memory "$work/zero1.log" 1 "$work/np2.log"
 
   run resume_zero1 np2 train "${common[@]}" --out "$work/zr" --set train.zero1=true \
     --resume "$work/z/checkpoints/step_10"
@@ -162,6 +193,7 @@ sys.exit(0 if all(p == plans[0] for p in plans) else 1)
 EOF
   compare "$work/saf_np2/metrics.jsonl" "$work/saf_ref/metrics.jsonl" --tol 1e-5 --steps $steps
   compare "$work/saf_z/metrics.jsonl" "$work/saf_ref/metrics.jsonl" --tol 1e-5 --steps $steps
+  zero1_memory "$work/saf_zero1.log" 2  # the plan change keeps only the new layout's shard
   say "an SAF intervention on 2 ranks (plain and ZeRO-1) equals 1 rank"
   run saf_resume np2 train "${common[@]}" "${saf[@]}" --out "$work/saf_zr" --set train.zero1=true \
     --resume "$work/saf_z/checkpoints/step_10"

@@ -1,10 +1,15 @@
 #pragma once
 // AdamW with PyTorch's semantics (torch.optim.AdamW, foreach=False): decoupled weight decay
 // p *= 1 - lr * wd applied to tensors of rank >= 2 only (as nanoGPT and llm.c do), bias-corrected
-// moments, eps added to sqrt(v_hat). Moments live in two arenas whose tensors carry the
-// parameters' names, so a head-plan change remaps them like the parameters themselves.
+// moments, eps added to sqrt(v_hat).
+//
+// Two modes. Full (the default): moments live in two arenas whose tensors carry the parameters'
+// names, so a head-plan change remaps them like the parameters themselves. Sharded (ZeRO-1): the
+// optimizer owns the moments only for the floats [begin, end) of the parameter arena's block
+// (one tensor "shard" of end - begin floats per moment arena), so a rank holds 1/W of the state.
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "headwise/core/arena.hpp"
@@ -15,25 +20,50 @@ struct AdamWConfig {
   double beta1 = 0.9, beta2 = 0.95, eps = 1e-8, weight_decay = 0.1;
 };
 
+// A half-open range of floats of a parameter arena's block (a ZeRO-1 shard).
+struct BlockShard {
+  int64_t begin = 0, end = 0;
+  int64_t size() const { return end - begin; }
+};
+
 class AdamW {
  public:
+  // Full mode: moments for every parameter tensor.
   AdamW(const AdamWConfig& cfg, const Arena& params);
-  // One update with learning rate lr; `t` counts updates from 1 (bias correction).
+  // Sharded mode: moments only for `shard` of params' block (must lie inside the block).
+  AdamW(const AdamWConfig& cfg, const Arena& params, BlockShard shard);
+  // One update with learning rate lr; `t` counts updates from 1 (bias correction). Full mode only.
   void step(Arena& params, const Arena& grads, double lr, int64_t t);
   // Same, restricted to floats [begin, end) of the parameter arena's block (ZeRO-1 shards use
-  // ranges of the block, so shards line up with reduce-scatter over the gradient block).
+  // ranges of the block, so shards line up with reduce-scatter over the gradient block). In
+  // sharded mode the range must lie inside the owned shard.
   void step_range(Arena& params, const Arena& grads, double lr, int64_t t, int64_t begin, int64_t end);
+  // Full mode: tensors named like the parameters. Sharded mode: one tensor "shard" each, whose
+  // float i is float shard().begin + i of the block.
   Arena& m() { return *m_; }
   Arena& v() { return *v_; }
+  const Arena& m() const { return *m_; }
+  const Arena& v() const { return *v_; }
+  bool sharded() const { return sharded_; }
+  BlockShard shard() const { return shard_; }  // the whole block in full mode
+  size_t bytes() const { return m_->bytes() + v_->bytes(); }
   const AdamWConfig& config() const { return cfg_; }
-  // Re-declare the moments for a new parameter layout (zeroed) and hand back the old arenas so
-  // the caller can remap their values (remap_arena).
+  // Full mode: re-declare the moments for a new parameter layout (zeroed) and hand back the old
+  // arenas so the caller can remap their values (remap_arena).
   std::pair<std::unique_ptr<Arena>, std::unique_ptr<Arena>> rebuild(const Arena& params);
+  // Sharded mode: zeroed moments for `shard` of a new parameter layout, for the caller to fill.
+  void rebuild(const Arena& params, BlockShard shard);
 
  private:
   AdamWConfig cfg_;
+  bool sharded_ = false;
+  BlockShard shard_;
   std::unique_ptr<Arena> m_, v_;
 };
+
+// A zeroed arena declaring the same tensors as `params`, so its block has the same layout (same
+// offsets, same padding): full moments to load into, gather into or remap through.
+std::unique_ptr<Arena> arena_like(const Arena& params, const std::string& role);
 
 // Global L2 norm over every gradient tensor (double accumulation, fixed order).
 double grad_global_norm(const Arena& grads);

@@ -5,8 +5,8 @@
 // Data parallelism (docs/distributed.md): every rank holds the whole model; rank r of `world`
 // trains on global micro-batches next_batch + micro * world + r, so a global batch and its loss
 // do not depend on the number of ranks. With train.zero1 (and world > 1) the AdamW moments are
-// sharded: each rank updates only its ZeRO-1 shard of the parameter block and the updated block
-// is all-gathered. Checkpoints: rank 0 writes the model, trainer.json and (without ZeRO-1)
+// sharded: each rank holds and updates the moments of only its ZeRO-1 shard of the parameter
+// block, and the updated block is all-gathered. Checkpoints: rank 0 writes the model, trainer.json and (without ZeRO-1)
 // optimizer.safetensors; with ZeRO-1 every rank r writes optimizer.rank{r}.safetensors.
 #include <cstdint>
 #include <memory>
@@ -81,6 +81,16 @@ class Trainer {
   void apply_update(double norm, double lr);
   // The ZeRO-1 shard of the current parameter block, in floats.
   dist::Range own_shard() const;
+  // AdamW for the current parameters: sharded on own_shard() under ZeRO-1, full otherwise.
+  void make_optimizer();
+  // ZeRO-1: the full moments (a temporary arena laid out like the parameter block) from every
+  // rank's shard; collective.
+  std::unique_ptr<Arena> gather_moments(Arena& shard, const std::string& role);
+  // ZeRO-1: copy own_shard() of full moments laid out like the parameter block into `shard`.
+  void keep_own_shard(const Arena& full, Arena& shard);
+  // Rank 0 logs the AdamW bytes per rank (ZeRO-1: its own, the largest, the shards' cover).
+  // Collective under ZeRO-1.
+  void log_optimizer_memory();
   void save_optimizer_shard(const std::string& path);
   void load_optimizer_shard(const std::string& path);
 
@@ -93,7 +103,7 @@ class Trainer {
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
   TrainerState state_;
   bool synthetic_ = false;
-  bool zero1_ = false;  // train.zero1 with more than one rank: moments valid only on own_shard()
+  bool zero1_ = false;  // train.zero1 with more than one rank: AdamW holds only own_shard()
   int64_t accum_ = 1;
   std::vector<int32_t> inputs_, targets_;
   double update_ms_sum_ = 0.0;
