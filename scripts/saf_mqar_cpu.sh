@@ -3,7 +3,7 @@
 # checkpoints of a finished saf_table2_cpu.sh run (ordinary, SAF 25%, same-head pruning 25%) on
 # multi-query associative recall with the loss on query positions only, then report query
 # accuracy for 4, 8 and 16 key-value pairs at a fixed length of 64 tokens (vocabulary 64, the
-# byte model's 256 logits all compete in the argmax). About 3-4 minutes per model on 2 cores.
+# byte model's 256 logits all compete in the argmax). About 2 minutes per model on 2 cores (6 in all).
 # The paper's sizes (length 512, 8192 tokens, 8 pairs, 1,500 updates at lr 1e-4, 512 examples
 # per pair count up to 64 pairs) are headwise mqar's defaults for a 124M checkpoint.
 # Usage: bash scripts/saf_mqar_cpu.sh [table2-dir] [out-dir]
