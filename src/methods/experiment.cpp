@@ -9,6 +9,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/methods/experiment.hpp"
+#include "headwise/methods/planners.hpp"
 #include "headwise/methods/saf_planner.hpp"
 #include "headwise/train/trainer.hpp"
 
@@ -51,31 +52,20 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
                           int64_t fire_step, const std::string& dir, const ExperimentSpec& spec,
                           const BranchBudget& budget, dist::Comm& comm) {
   const bool main_rank = comm.rank() == 0;
-  Trainer tr(cfg, dir, comm);
+  Trainer tr(cfg, dir, comm, make_planner(cfg));
   tr.resume(ckpt);
   check(tr.state().step == fire_step, "experiment: checkpoint " + ckpt + " is not at the intervention step");
   nlohmann::json r = {{"branch", branch.name}, {"method", cfg.to_json()["method"]}};
-  double intervention_ms = 0.0;
-  if (cfg.method.name == "saf") {
-    SafPlanner planner(cfg);
-    check(planner.fire_step() == fire_step,
+  if (cfg.method.name == "saf")
+    check(saf_fire_step(cfg) == fire_step,
           "experiment branch '" + branch.name + "': its method fires at update " +
-              std::to_string(planner.fire_step()) + ", the trunk stopped at " + std::to_string(fire_step) +
+              std::to_string(saf_fire_step(cfg)) + ", the trunk stopped at " + std::to_string(fire_step) +
               " (set method.at_step/at_fraction in the config's method section, not per branch)");
-    const auto t0 = Clock::now();
-    InterventionContext ctx{tr.model(), tr.config(), comm, fire_step};
-    PlanChange change = planner.plan(ctx);
-    tr.install(change);
-    intervention_ms = ms_since(t0);
-    change.report["step"] = fire_step;
-    change.report["total_seconds"] = intervention_ms / 1000.0;
-    change.report["head_plan"] = change.plan.to_json();
-    if (main_rank) io::write_file_atomic(dir + "/intervention.json", change.report.dump(2) + "\n");
-    r["capture_seconds"] = change.report["capture_seconds"];
-    r["fit_seconds"] = change.report["fit_seconds"];
-    r["selected"] = change.report["selected"];
-    r["shortfall"] = change.report["shortfall"];
-  }
+  const auto t_intervene = Clock::now();
+  const auto report = tr.intervene_if_due();  // the trainer's own planner hook
+  const double intervention_ms = report ? ms_since(t_intervene) : 0.0;
+  if (report)
+    for (const char* k : {"capture_seconds", "fit_seconds", "selected", "shortfall"}) r[k] = (*report)[k];
   r["intervention_seconds"] = intervention_ms / 1000.0;
   r["memory_bytes"] = training_bytes(tr);
   r["static_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Static);

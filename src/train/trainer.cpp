@@ -190,8 +190,8 @@ void Trainer::install(const PlanChange& change) {
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
 }
 
-void Trainer::maybe_intervene() {
-  if (!planner_ || planner_->fire_step() != state_.step) return;
+std::optional<nlohmann::json> Trainer::intervene_if_due() {
+  if (!planner_ || planner_->fire_step() != state_.step) return std::nullopt;
   const auto t0 = Clock::now();
   InterventionContext ctx{*model_, cfg_, comm_, state_.step};
   PlanChange change = planner_->plan(ctx);
@@ -204,6 +204,7 @@ void Trainer::maybe_intervene() {
   spdlog::info("{}: installed a new head plan at step {} ({:.1f} s)", planner_->name(), state_.step,
                ms_since(t0) / 1000.0);
   log_optimizer_memory();  // the new layout's shard
+  return change.report;
 }
 
 double Trainer::train_step(double* grad_norm, double* update_ms) {
@@ -446,7 +447,7 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   bool have_eval = false;
   double loss = 0.0;
   while (state_.step < stop_step) {
-    maybe_intervene();
+    intervene_if_due();
     const auto t0 = Clock::now();
     double norm = 0.0, upd_ms = 0.0;
     const int64_t step = state_.step;

@@ -10,6 +10,7 @@
 // optimizer.safetensors; with ZeRO-1 every rank r writes optimizer.rank{r}.safetensors.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -60,6 +61,10 @@ class Trainer {
   double train_step(double* grad_norm = nullptr, double* update_ms = nullptr);
   EvalResult eval(int64_t n_batches = -1);
   void save_checkpoint(const std::string& dir);
+  // The planner hook: if the planner fires at the current step, calibrate, install its plan in
+  // place and write RUN/intervention.json. Returns the report, or nothing when no planner fires
+  // now. run() calls it at the top of every update; experiment branches call it directly.
+  std::optional<nlohmann::json> intervene_if_due();
   // Apply a plan change in place (parameters and AdamW moments), as the planner hook does.
   void install(const PlanChange& change);
 
@@ -70,7 +75,6 @@ class Trainer {
   dist::Comm& comm() { return comm_; }
 
  private:
-  void maybe_intervene();
   void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
   void append_metrics(const nlohmann::json& line);
   void fetch_train(int64_t index);
