@@ -3,6 +3,7 @@
 // computed by PyTorch (float32 and float64 autograd).
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -78,4 +79,39 @@ TEST_CASE("float64 loss, logits and gradients match PyTorch autograd", "[model][
     ++checked;
   }
   CHECK(checked >= 20);
+}
+
+TEST_CASE("loading accepts transformers' extra buffers and a tied lm_head", "[model][hf]") {
+  // Rewrite the fixture with the variants transformers may save: attn.bias / attn.masked_bias
+  // mask buffers and an explicit lm_head.weight equal to wte.
+  const std::string src = test::fixture_dir("hf_tiny_gpt2");
+  const auto dir = std::filesystem::temp_directory_path() / "headwise_hf_variants";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(src + "/config.json", dir / "config.json");
+  io::SafetensorsReader st(src + "/model.safetensors");
+  auto write_variant = [&](bool corrupt_lm_head) {
+    io::SafetensorsWriter w;
+    std::vector<float> wte;
+    for (const auto& name : st.names()) {
+      const auto& info = st.info(name);
+      std::vector<float> data(size_t(info.numel()));
+      st.read(name, DType::F32, info.shape, data.data());
+      if (name == "transformer.wte.weight") wte = data;
+      w.add(name, DType::F32, info.shape, data.data());
+    }
+    std::vector<float> mask(32 * 32, 1.0f);
+    w.add("transformer.h.0.attn.bias", DType::F32, {1, 1, 32, 32}, mask.data());
+    w.add("transformer.h.1.attn.masked_bias", DType::F32, {1}, mask.data());
+    if (corrupt_lm_head) wte[5] += 1.0f;
+    w.add("lm_head.weight", DType::F32, {64, 32}, wte.data());
+    w.write((dir / "model.safetensors").string());
+  };
+  write_variant(false);
+  Fixture f;
+  auto m = load_model(dir.string(), cpu_backend<float>());
+  CHECK(m->forward(f.inputs.data(), f.targets.data(), f.B, f.T) ==
+        f.model->forward(f.inputs.data(), f.targets.data(), f.B, f.T));
+  write_variant(true);
+  CHECK_THROWS_WITH(load_model(dir.string(), cpu_backend<float>()), Catch::Contains("lm_head.weight"));
 }
