@@ -36,7 +36,7 @@ void expect_one_error(const test::CmdResult& r, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("train writes metrics, checkpoints and a summary; eval reads them back", "[cli]") {
+TEST_CASE("train writes metrics, checkpoints and a summary, and eval reads them back", "[cli]") {
   const std::string dir = test::cli_temp_dir("train");
   const std::string cfg = make_tiny_run(dir);
   auto r = test::run_headwise("train --config " + cfg + " --out " + dir + "/run");
@@ -73,7 +73,7 @@ TEST_CASE("train writes metrics, checkpoints and a summary; eval reads them back
   CHECK(test::last_json_line(in.out)["acr"].get<double>() == Approx(1.0));
 }
 
-TEST_CASE("--init-from loads a transformers checkpoint", "[cli][hf]") {
+TEST_CASE("init-from loads a transformers checkpoint", "[cli][hf]") {
   const std::string dir = test::cli_temp_dir("initfrom");
   std::vector<uint16_t> toks(600);
   for (size_t i = 0; i < toks.size(); ++i) toks[i] = uint16_t((i * 3) % 64);

@@ -102,7 +102,7 @@ TEST_CASE("experiment branches continue the trunk exactly and the table follows 
   CHECK(std::filesystem::exists(dir + "/out/seed_5/gate_taylor_25/final/trainer.json"));
 }
 
-TEST_CASE("experiment over seeds reports mean and standard deviation; time budgets run", "[experiment]") {
+TEST_CASE("experiment over seeds reports mean and standard deviation, and time budgets run", "[experiment]") {
   const std::string dir = test::temp_dir("seeds");
   auto doc = test::tiny_saf_doc(dir);
   doc["experiment"] = {{"seeds", {5, 6}},

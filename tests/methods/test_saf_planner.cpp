@@ -212,7 +212,7 @@ TEST_CASE("prune mode removes Q/K/V/O of the same heads", "[saf][planner]") {
         Approx(test::ReferenceGpt(tr.model()).loss(x, y, 2, 16, {})).epsilon(2e-6));
 }
 
-TEST_CASE("every pattern gives finite static heads; structured random is not gated", "[saf][planner]") {
+TEST_CASE("every pattern gives finite static heads, and structured random is not gated", "[saf][planner]") {
   const std::string dir = test::temp_dir("patterns");
   const auto doc = test::tiny_saf_doc(dir);
   dist::LocalComm comm;
@@ -291,7 +291,7 @@ TEST_CASE("training through SAF is deterministic and resumable on both sides of 
   for (size_t i = 0; i < 6; ++i) CHECK(before[i] == la[i + 2]);
 }
 
-TEST_CASE("data-parallel ranks select and fit the same heads; disagreement is an error", "[saf][planner][dist]") {
+TEST_CASE("data-parallel ranks select and fit the same heads, and disagreement is an error", "[saf][planner][dist]") {
   const std::string dir = test::temp_dir("ranks");
   const auto doc = test::tiny_saf_doc(dir);
   const RunConfig cfg = RunConfig::from_json(doc);

@@ -126,7 +126,7 @@ TEST_CASE("fit: marginals equal the dense column and distance sums") {
   REQUIRE_THROWS_AS(marginals(P.data(), T), hw::Error);
 }
 
-TEST_CASE("fit: marginal loss equals the dense cross-entropy; gradient matches differences") {
+TEST_CASE("fit: marginal loss equals the dense cross-entropy, and its gradient matches differences") {
   const int T = 13;
   hw::Rng rng(42);
   const Mat P = random_target(T, 43);
