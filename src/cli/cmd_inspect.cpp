@@ -1,7 +1,6 @@
 // headwise inspect --checkpoint CKPT [--seq-len T]: the plan per layer, parameter count and
 // attention work relative to an all-softmax plan.
 #include <cstdio>
-#include <map>
 
 #include "cli/commands.hpp"
 #include "headwise/attention/cost.hpp"
@@ -28,11 +27,10 @@ void add_inspect_command(CLI::App& app) {
     std::printf("parameters: %lld\n", static_cast<long long>(model->num_parameters()));
     std::printf("head plan:\n");
     for (int l = 0; l < cfg.n_layer; ++l) {
-      std::map<std::string, int> counts;
       std::string row;
       for (const auto& h : cfg.head_plan.layers[size_t(l)]) {
-        row += (row.empty() ? "" : " ") + h.str();
-        counts[h.str()]++;
+        if (!row.empty()) row += ' ';
+        row += h.str();
       }
       std::printf("  layer %2d: %s\n", l, row.c_str());
     }
