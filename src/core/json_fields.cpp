@@ -1,5 +1,8 @@
 #include "headwise/core/json_fields.hpp"
 
+#include <fstream>
+#include <sstream>
+
 namespace hw {
 
 JsonFields::JsonFields(const nlohmann::json& obj, std::string section) : obj_(obj), section_(std::move(section)) {
@@ -63,6 +66,16 @@ const nlohmann::json* JsonFields::raw(const char* key) { return find(key); }
 void JsonFields::finish() const {
   for (auto it = obj_.begin(); it != obj_.end(); ++it)
     check(known_.count(it.key()) > 0, "unknown config key " + section_ + "." + it.key());
+}
+
+nlohmann::json read_json_file(const std::string& path) {
+  std::ifstream in(path);
+  check(in.good(), "cannot open config file " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false, /*ignore_comments=*/true);
+  check(!doc.is_discarded(), "config file " + path + " is not valid JSON");
+  return doc;
 }
 
 void apply_override(nlohmann::json& doc, const std::string& assignment) {

@@ -1,8 +1,6 @@
 // Reading the experiment spec and building each branch's run config.
 #include <cmath>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
@@ -132,12 +130,7 @@ ExperimentSetup experiment_from_json(nlohmann::json doc) {
 }
 
 ExperimentSetup load_experiment(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open config file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false, /*ignore_comments=*/true);
-  check(!doc.is_discarded(), "config file " + path + " is not valid JSON");
+  nlohmann::json doc = read_json_file(path);
   for (const auto& o : overrides) apply_override(doc, o);
   try {
     return experiment_from_json(std::move(doc));

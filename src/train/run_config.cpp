@@ -1,8 +1,6 @@
 #include "headwise/train/run_config.hpp"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
@@ -135,12 +133,7 @@ RunConfig RunConfig::from_json(const nlohmann::json& doc) {
 }
 
 RunConfig RunConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open config file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false, /*ignore_comments=*/true);
-  check(!doc.is_discarded(), "config file " + path + " is not valid JSON");
+  nlohmann::json doc = read_json_file(path);
   for (const auto& o : overrides) apply_override(doc, o);
   try {
     return from_json(doc);

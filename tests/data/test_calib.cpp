@@ -1,7 +1,7 @@
 // CalibSampler: windows are pure functions of (files, T, seed, index), uniform over starts.
 #include <catch2/catch.hpp>
 
-#include "data/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/loader.hpp"
 #include "headwise/data/shards.hpp"

@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "data/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/loader.hpp"
 #include "headwise/data/shards.hpp"

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "data/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/shards.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "data/temp_dir.hpp"
+#include "support/temp_dir.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/shards.hpp"
 #include "headwise/data/tokenizer.hpp"

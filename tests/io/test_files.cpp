@@ -5,7 +5,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
-#include "io/temp_dir.hpp"
+#include "io/io_test_files.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Contains;

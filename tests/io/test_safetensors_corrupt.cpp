@@ -5,7 +5,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/io/safetensors.hpp"
-#include "io/temp_dir.hpp"
+#include "io/io_test_files.hpp"
 
 using Catch::Contains;
 using hw::DType;

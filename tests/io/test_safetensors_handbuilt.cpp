@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headwise/io/safetensors.hpp"
-#include "io/temp_dir.hpp"
+#include "io/io_test_files.hpp"
 
 using hw::DType;
 using hw::io::SafetensorsReader;

@@ -7,7 +7,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/io/safetensors.hpp"
-#include "io/temp_dir.hpp"
+#include "io/io_test_files.hpp"
 
 using hw::DType;
 using hw::io::SafetensorsReader;

@@ -29,6 +29,9 @@ class JsonFields {
   std::set<std::string> known_;
 };
 
+// Parse a JSON config file (// and /* */ comments allowed); errors name the file.
+nlohmann::json read_json_file(const std::string& path);
+
 // Apply "section.key=value" to a config document (value parsed as JSON, else taken as a string).
 void apply_override(nlohmann::json& doc, const std::string& assignment);
 
