@@ -16,23 +16,18 @@
 #include "headwise/data/shards.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/train/run_config.hpp"
+#include "train/train_test_util.hpp"
 
 namespace hw::test {
 
-inline std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("headwise_methods_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+// Scratch directories of their own, so methods and train tests never share one.
+inline std::string methods_dir(const std::string& name) { return temp_dir("methods_" + name); }
 
 // A learnable token stream: a noisy periodic sequence, so heads develop position and content
 // preferences within a few updates.
 inline void write_stream_shard(const std::string& path, int64_t n, uint64_t seed, int vocab) {
-  Rng r(seed);
-  std::vector<uint16_t> toks(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) toks[size_t(i)] = uint16_t((i * 7 + int64_t(r.below(3))) % vocab);
-  data::write_shard(path, toks);
+  const std::filesystem::path p(path);
+  write_text_like_shard(p.parent_path().string(), p.filename().string(), n, seed, vocab);
 }
 
 // 2 layers x 4 heads x 32 wide, T = 16: small enough for naive references, enough heads for
@@ -51,16 +46,6 @@ inline nlohmann::json tiny_saf_doc(const std::string& dir) {
   return doc;
 }
 
-inline std::vector<double> losses_of(const std::string& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line);
-    if (j.contains("loss")) out.push_back(j["loss"].get<double>());
-  }
-  return out;
-}
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -43,7 +43,7 @@ TEST_CASE("experiment spec: generated branches, explicit branches and bad input"
   CHECK_THROWS_WITH(ExperimentSpec::from_json({{"budget", "flops"}}), Catch::Contains("experiment.budget"));
   CHECK_THROWS_WITH(ExperimentSpec::from_json({{"controls", {"dropout"}}}), Catch::Contains("dropout"));
   CHECK_THROWS_WITH(ExperimentSpec::from_json({{"seed", 3}}), Catch::Contains("experiment.seed"));
-  const std::string dir = test::temp_dir("spec");
+  const std::string dir = test::methods_dir("spec");
   auto doc = test::tiny_saf_doc(dir);
   doc["experiment"] = {{"branches", {{{"name", "a"}, {"method", {{"ratio", 0.25}}}}}}};
   CHECK_THROWS_WITH(experiment_from_json(doc), Catch::Contains("reference"));
@@ -55,7 +55,7 @@ TEST_CASE("experiment spec: generated branches, explicit branches and bad input"
 }
 
 TEST_CASE("experiment branches continue the trunk exactly and the table follows from them", "[experiment]") {
-  const std::string dir = test::temp_dir("experiment");
+  const std::string dir = test::methods_dir("experiment");
   auto doc = test::tiny_saf_doc(dir);
   doc["experiment"] = {{"ratios", {0.25, 0.5}}, {"controls", {"prune", "random", "gate_taylor"}}};
   const ExperimentSetup setup = experiment_from_json(doc);
@@ -103,7 +103,7 @@ TEST_CASE("experiment branches continue the trunk exactly and the table follows 
 }
 
 TEST_CASE("experiment over seeds reports mean and standard deviation, and time budgets run", "[experiment]") {
-  const std::string dir = test::temp_dir("seeds");
+  const std::string dir = test::methods_dir("seeds");
   auto doc = test::tiny_saf_doc(dir);
   doc["experiment"] = {{"seeds", {5, 6}},
                        {"save_final", false},

@@ -50,7 +50,7 @@ saf::CalibSource calib_source(const RunConfig& cfg) {
 }  // namespace
 
 TEST_CASE("SAF fires at the configured update", "[saf][planner]") {
-  const std::string dir = test::temp_dir("fire");
+  const std::string dir = test::methods_dir("fire");
   auto doc = test::tiny_saf_doc(dir);
   doc["method"].erase("at_step");
   CHECK(SafPlanner(RunConfig::from_json(doc)).fire_step() == 4);  // round(0.5 * 8)
@@ -63,7 +63,7 @@ TEST_CASE("SAF fires at the configured update", "[saf][planner]") {
 }
 
 TEST_CASE("calibration leaves weights, optimizer state, gradients and data position untouched", "[saf][planner]") {
-  const std::string dir = test::temp_dir("untouched");
+  const std::string dir = test::methods_dir("untouched");
   const auto doc = test::tiny_saf_doc(dir);
   dist::LocalComm comm;
   RunConfig plain = with_method(doc, {{"name", "none"}});
@@ -90,7 +90,7 @@ TEST_CASE("calibration leaves weights, optimizer state, gradients and data posit
 }
 
 TEST_CASE("variance selection is deterministic and takes the lowest-variance heads", "[saf][planner]") {
-  const std::string dir = test::temp_dir("select");
+  const std::string dir = test::methods_dir("select");
   const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"ratio", 0.375}, {"max_kl", 100.0}});
   dist::LocalComm comm;
   Trainer tr(cfg, "", comm);
@@ -117,7 +117,7 @@ TEST_CASE("variance selection is deterministic and takes the lowest-variance hea
 }
 
 TEST_CASE("the KL gate skips heads that fit badly and backfills in score order", "[saf][planner]") {
-  const std::string dir = test::temp_dir("gate");
+  const std::string dir = test::methods_dir("gate");
   const auto doc = test::tiny_saf_doc(dir);
   dist::LocalComm comm;
   Trainer tr(RunConfig::from_json(doc), "", comm);
@@ -161,7 +161,7 @@ TEST_CASE("the KL gate skips heads that fit badly and backfills in score order",
 }
 
 TEST_CASE("after replacement the loss equals the loss with the dense fitted pattern", "[saf][planner]") {
-  const std::string dir = test::temp_dir("dense");
+  const std::string dir = test::methods_dir("dense");
   const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"ratio", 0.5}});
   dist::LocalComm comm;
   Trainer tr(cfg, "", comm);
@@ -183,7 +183,7 @@ TEST_CASE("after replacement the loss equals the loss with the dense fitted patt
 }
 
 TEST_CASE("prune mode removes Q/K/V/O of the same heads", "[saf][planner]") {
-  const std::string dir = test::temp_dir("prune");
+  const std::string dir = test::methods_dir("prune");
   const auto doc = test::tiny_saf_doc(dir);
   const RunConfig freeze = RunConfig::from_json(doc), prune = with_method(doc, {{"mode", "prune"}});
   dist::LocalComm comm;
@@ -213,7 +213,7 @@ TEST_CASE("prune mode removes Q/K/V/O of the same heads", "[saf][planner]") {
 }
 
 TEST_CASE("every pattern gives finite static heads, and structured random is not gated", "[saf][planner]") {
-  const std::string dir = test::temp_dir("patterns");
+  const std::string dir = test::methods_dir("patterns");
   const auto doc = test::tiny_saf_doc(dir);
   dist::LocalComm comm;
   Trainer tr(RunConfig::from_json(doc), "", comm);
@@ -229,7 +229,7 @@ TEST_CASE("every pattern gives finite static heads, and structured random is not
 }
 
 TEST_CASE("intervention.json records scores, selection, fit and timings", "[saf][planner]") {
-  const std::string dir = test::temp_dir("report");
+  const std::string dir = test::methods_dir("report");
   const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"selector", "kl"}});
   dist::LocalComm comm;
   Trainer tr(cfg, dir + "/run", comm, make_planner(cfg));
@@ -257,7 +257,7 @@ TEST_CASE("intervention.json records scores, selection, fit and timings", "[saf]
 }
 
 TEST_CASE("training through SAF is deterministic and resumable on both sides of it", "[saf][planner]") {
-  const std::string dir = test::temp_dir("resume");
+  const std::string dir = test::methods_dir("resume");
   const RunConfig cfg = RunConfig::from_json(test::tiny_saf_doc(dir));
   dist::LocalComm comm;
   {
@@ -292,7 +292,7 @@ TEST_CASE("training through SAF is deterministic and resumable on both sides of 
 }
 
 TEST_CASE("data-parallel ranks select and fit the same heads, and disagreement is an error", "[saf][planner][dist]") {
-  const std::string dir = test::temp_dir("ranks");
+  const std::string dir = test::methods_dir("ranks");
   const auto doc = test::tiny_saf_doc(dir);
   const RunConfig cfg = RunConfig::from_json(doc);
   auto model_of = [&] {
