@@ -167,18 +167,7 @@ if [ "$mode" = train ] && [ -z "$config" ]; then
   # The tiny test config on a generated corpus (the same recipe as tests/dist_train).
   config=$(realpath "$here/../../tests/dist_train/tiny.json")
   [ -f "$config" ] || die "no $config next to this script's folder"
-  python3 - "$work/corpus.txt" <<'EOF'
-import sys
-words = ("the of and to in that he shall unto for his i a lord they be is him not them it with "
-         "all thou thy was god which my me said but ye their have will thee from as are when").split()
-x, out = 12345, []
-for i in range(16000):
-    x = (1103515245 * x + 12345) % 2**31
-    out.append(words[(x >> 8) % len(words)])
-    if x % 11 == 0:
-        out.append(".\n")
-open(sys.argv[1], "w").write(" ".join(out))
-EOF
+  python3 "$here/../../tests/dist_train/make_corpus.py" "$work/corpus.txt"
   "$headwise" prepare --input "$work/corpus.txt" --output "$work/data" --val-fraction 0.1 > "$work/prepare.log" 2>&1 \
     || { cat "$work/prepare.log" >&2; die "headwise prepare failed"; }
   extra+=(--set "data.train=$work/data/train_*.bin" --set "data.val=$work/data/val_*.bin")
@@ -245,31 +234,7 @@ say "job $job_id ended: JobState=$jstate ExitCode=$exit_code"
 
 # --- losses against the reference ------------------------------------------------------------
 compare_losses() {  # metrics.jsonl reference.jsonl: exit 0 when every step's loss agrees
-  python3 - "$1" "$2" "$tol" <<'EOF'
-import json, sys
-def losses(path):
-    out = {}
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                sys.exit(f"{path}:{n}: not a JSON line ({e})")
-            if isinstance(rec, dict) and isinstance(rec.get("loss"), (int, float)) and "step" in rec:
-                out[rec["step"]] = float(rec["loss"])
-    return out
-got, ref, tol = losses(sys.argv[1]), losses(sys.argv[2]), float(sys.argv[3])
-if not ref:
-    sys.exit(f"no step/loss records in {sys.argv[2]}")
-if sorted(got) != sorted(ref):
-    sys.exit(f"steps differ: {sys.argv[1]} has {sorted(got)[:5]}..., the reference {sorted(ref)[:5]}...")
-worst = max(ref, key=lambda s: abs(got[s] - ref[s]))
-if abs(got[worst] - ref[worst]) > tol:
-    sys.exit(f"step {worst}: loss {got[worst]!r} vs reference {ref[worst]!r} (tolerance {tol})")
-print(f"{len(ref)} losses agree within {tol} (worst step {worst}: {abs(got[worst] - ref[worst]):.3g})")
-EOF
+  python3 "$here/../../tests/dist_train/compare_losses.py" "$1" "$2" --tol "$tol"
 }
 if [ -n "$reference" ]; then
   compare_losses "$out/metrics.jsonl" "$reference" || die "losses differ from $reference"

@@ -49,18 +49,7 @@ np2() { "$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$headwise" "$@"; }
 compare() { python3 "$here/compare_losses.py" "$@"; }
 
 # --- data: a deterministic text, byte-tokenised by `headwise prepare` --------------------------
-python3 - "$work/corpus.txt" <<'EOF'
-import sys
-words = ("the of and to in that he shall unto for his i a lord they be is him not them it with "
-         "all thou thy was god which my me said but ye their have will thee from as are when").split()
-x, out = 12345, []
-for i in range(16000):
-    x = (1103515245 * x + 12345) % 2**31
-    out.append(words[(x >> 8) % len(words)])
-    if x % 11 == 0:
-        out.append(".\n")
-open(sys.argv[1], "w").write(" ".join(out))
-EOF
+python3 "$here/make_corpus.py" "$work/corpus.txt"
 run prepare one prepare --input "$work/corpus.txt" --output "$work/data" --val-fraction 0.1
 common=(--config "$here/tiny.json" --set "data.train=$work/data/train_*.bin" --set "data.val=$work/data/val_*.bin")
 steps=20
