@@ -4,19 +4,23 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "headwise/core/device_memory.hpp"
 #include "headwise/core/error.hpp"
 
 namespace hw {
 
 namespace {
-std::atomic<size_t> g_live{0};
-std::atomic<size_t> g_peak{0};
-constexpr size_t kAlign = 64;
-size_t round_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+// Live and peak bytes per device (index: Device).
+std::atomic<size_t> g_live[2] = {0, 0};
+std::atomic<size_t> g_peak[2] = {0, 0};
+// Host slices are cache-line aligned; device slices 256-byte aligned (cuBLASLt and vectorised
+// kernels want at least 16).
+size_t align_of(Device d) { return d == Device::CPU ? 64 : 256; }
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 }  // namespace
 
-size_t arena_peak_bytes() { return g_peak.load(); }
-size_t arena_live_bytes() { return g_live.load(); }
+size_t arena_peak_bytes(Device d) { return g_peak[size_t(d)].load(); }
+size_t arena_live_bytes(Device d) { return g_live[size_t(d)].load(); }
 
 Arena::Arena(std::string role, Device device) : role_(std::move(role)), device_(device) {}
 
@@ -37,29 +41,39 @@ Tensor* Arena::declare(const std::string& name, std::vector<int64_t> shape, DTyp
 
 void Arena::allocate() {
   check(!allocated(), "arena '" + role_ + "' allocated twice");
-  check(device_ == Device::CPU, "arena '" + role_ + "': CUDA arenas are allocated by the CUDA backend");
+  const size_t align = align_of(device_);
   size_t total = 0;
-  for (auto& t : tensors_) total += round_up(t->nbytes());
-  total = std::max(total, kAlign);
-  base_ = std::aligned_alloc(kAlign, total);
-  check(base_ != nullptr, "arena '" + role_ + "': out of memory allocating " + std::to_string(total) + " bytes");
-  std::memset(base_, 0, total);
+  for (auto& t : tensors_) total += round_up(t->nbytes(), align);
+  total = std::max(total, align);
+  if (device_ == Device::CPU) {
+    base_ = std::aligned_alloc(align, total);
+    check(base_ != nullptr, "arena '" + role_ + "': out of memory allocating " + std::to_string(total) + " bytes");
+    std::memset(base_, 0, total);
+  } else {
+    base_ = device::alloc(total, "arena '" + role_ + "'");
+    device::zero(base_, total);
+  }
   bytes_ = total;
   size_t off = 0;
   for (auto& t : tensors_) {
     t->data = static_cast<char*>(base_) + off;
-    off += round_up(t->nbytes());
+    off += round_up(t->nbytes(), align);
   }
-  size_t live = g_live.fetch_add(total) + total;
-  size_t peak = g_peak.load();
-  while (live > peak && !g_peak.compare_exchange_weak(peak, live)) {
+  auto& live_bytes = g_live[size_t(device_)];
+  auto& peak_bytes = g_peak[size_t(device_)];
+  size_t live = live_bytes.fetch_add(total) + total;
+  size_t peak = peak_bytes.load();
+  while (live > peak && !peak_bytes.compare_exchange_weak(peak, live)) {
   }
 }
 
 void Arena::reset() {
   if (base_) {
-    std::free(base_);
-    g_live.fetch_sub(bytes_);
+    if (device_ == Device::CPU)
+      std::free(base_);
+    else
+      device::free(base_);
+    g_live[size_t(device_)].fetch_sub(bytes_);
   }
   base_ = nullptr;
   bytes_ = 0;
@@ -91,7 +105,11 @@ int64_t Arena::numel() const {
 }
 
 void Arena::zero() {
-  if (base_) std::memset(base_, 0, bytes_);
+  if (!base_) return;
+  if (device_ == Device::CPU)
+    std::memset(base_, 0, bytes_);
+  else
+    device::zero(base_, bytes_);
 }
 
 }  // namespace hw

@@ -63,6 +63,15 @@ class CpuBackend final : public Backend<F> {
   double sum_squares(const F* x, int64_t n) const override { return cpu::sum_squares(x, n); }
   void scale(F* x, F s, int64_t n) const override { cpu::scale(x, s, n); }
   void fill_zero(F* x, int64_t n) const override { std::memset(x, 0, sizeof(F) * static_cast<size_t>(n)); }
+  void adamw_update(F* p, const F* g, F* m, F* v, int64_t n, const AdamWStep& s) const override {
+    cpu::adamw_update(p, g, m, v, n, s);
+  }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) const override {
+    if (bytes) std::memcpy(dst, host_src, bytes);
+  }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) const override {
+    if (bytes) std::memcpy(host_dst, src, bytes);
+  }
 
   void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims,
                          const attn::LayerHeadParams<F>& params, const F* qkv, F* out, F* row_stats,

@@ -20,7 +20,8 @@ class Arena {
 
   // Declare a tensor; only valid before allocate(). Names are unique within the arena.
   Tensor* declare(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::F32);
-  // Allocate every declared tensor in one block (64-byte aligned slices) and zero it.
+  // Allocate every declared tensor in one block (64-byte aligned slices on the host, 256 on a
+  // GPU) and zero it.
   void allocate();
   // Drop all tensors and memory (used when a head plan changes the layout between steps).
   void reset();
@@ -39,6 +40,7 @@ class Arena {
   size_t offset_of(const Tensor& t) const { return size_t(static_cast<const char*>(t.data) - static_cast<const char*>(base_)); }
   int64_t numel() const;
   const std::string& role() const { return role_; }
+  Device device() const { return device_; }
   void zero();
 
  private:
@@ -49,8 +51,9 @@ class Arena {
   size_t bytes_ = 0;
 };
 
-// Peak bytes over every arena ever allocated in this process (reported by train/bench).
-size_t arena_peak_bytes();
-size_t arena_live_bytes();
+// Peak bytes over every arena of a device ever allocated in this process (reported by
+// train/bench), and the bytes allocated now.
+size_t arena_peak_bytes(Device device = Device::CPU);
+size_t arena_live_bytes(Device device = Device::CPU);
 
 }  // namespace hw

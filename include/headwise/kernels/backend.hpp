@@ -4,10 +4,12 @@
 // the numerical reference (float for training, double for tests); a CUDA backend implements
 // the same interface and is parity-tested op by op against it. Semantics of every op are
 // documented in kernels/cpu.hpp and attention/attention.hpp.
+#include <cstddef>
 #include <cstdint>
 
 #include "headwise/attention/attention.hpp"
 #include "headwise/core/tensor.hpp"
+#include "headwise/kernels/adamw_step.hpp"
 
 namespace hw {
 
@@ -43,6 +45,34 @@ class Backend {
   virtual double sum_squares(const F* x, int64_t n) const = 0;
   virtual void scale(F* x, F s, int64_t n) const = 0;
   virtual void fill_zero(F* x, int64_t n) const = 0;
+  // n consecutive elements of one AdamW update (parameters, gradients and moments share n).
+  virtual void adamw_update(F* p, const F* g, F* m, F* v, int64_t n, const AdamWStep& s) const = 0;
+
+  // Memory of this backend's device <-> host memory. Both return when the copy is complete
+  // (the CPU backend: memcpy). Used outside the step: init, checkpoints, plan changes, and
+  // the few scalars a step reads back.
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) const = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) const = 0;
+  // Wait until every op issued so far has finished (the CPU backend is synchronous).
+  virtual void synchronize() const {}
+  // Named phase markers for profilers (NVTX on CUDA); ranges nest. No-ops on the CPU.
+  virtual void range_push(const char* /*name*/) const {}
+  virtual void range_pop() const {}
+
+  // Fused ops a backend may implement in one pass; the defaults compose the plain ops, so
+  // the CPU reference defines their meaning.
+  // pre = inp @ W (+ bias) (saved for backward), out = gelu(pre).
+  virtual void matmul_gelu_forward(F* pre, F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t I,
+                                   int64_t O, bool w_out_in = false) const {
+    matmul_forward(pre, inp, w, bias, N, I, O, w_out_in);
+    gelu_forward(out, pre, N * O);
+  }
+  // resid_out = a + b, then ln_out = LayerNorm(resid_out) with its mean/rstd.
+  virtual void residual_layernorm_forward(F* resid_out, F* ln_out, F* mean, F* rstd, const F* a, const F* b,
+                                          const F* weight, const F* bias, int64_t N, int64_t C, double eps) const {
+    residual_forward(resid_out, a, b, N * C);
+    layernorm_forward(ln_out, mean, rstd, resid_out, weight, bias, N, C, eps);
+  }
 
   virtual void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                                  const attn::AttnDims& dims, const attn::LayerHeadParams<F>& params, const F* qkv,
@@ -57,5 +87,9 @@ class Backend {
 // The CPU reference backend (a process-wide stateless object).
 template <class F>
 const Backend<F>& cpu_backend();
+
+// The training backend for a device: the CPU backend, or the CUDA backend of this process's
+// current GPU. Throws hw::Error naming the reason when CUDA was not built or no GPU is visible.
+const Backend<float>& backend_for(Device device);
 
 }  // namespace hw

@@ -8,6 +8,8 @@
 // no unordered floating-point reductions).
 #include <cstdint>
 
+#include "headwise/kernels/adamw_step.hpp"
+
 namespace hw::cpu {
 
 // out[N,O] = inp[N,I] @ W + bias. W is [I,O] (Conv1D), or [O,I] when w_out_in is true
@@ -78,5 +80,9 @@ template <class F>
 double sum_squares(const F* x, int64_t n);
 template <class F>
 void scale(F* x, F s, int64_t n);
+
+// One AdamW update of n consecutive elements (formula in kernels/adamw_step.hpp), in F.
+template <class F>
+void adamw_update(F* p, const F* g, F* m, F* v, int64_t n, const AdamWStep& s);
 
 }  // namespace hw::cpu

@@ -1,0 +1,69 @@
+// Device memory through the CUDA runtime. Every failure becomes one hw::Error line naming the
+// call and its owner; nothing here aborts the process.
+#include "headwise/core/device_memory.hpp"
+
+#include <cuda_runtime.h>
+
+#include "headwise/core/error.hpp"
+
+namespace hw::device {
+
+namespace {
+void ok(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) fail(what + ": " + cudaGetErrorString(e));
+}
+}  // namespace
+
+int count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no device" error
+    return 0;
+  }
+  return n;
+}
+
+bool available() { return count() > 0; }
+
+std::string describe() {
+  const int n = count();
+  if (n == 0) return "no GPU visible to the CUDA runtime";
+  int dev = 0;
+  ok(cudaGetDevice(&dev), "cudaGetDevice");
+  cudaDeviceProp p{};
+  ok(cudaGetDeviceProperties(&p, dev), "cudaGetDeviceProperties");
+  return std::string(p.name) + " (GPU " + std::to_string(dev) + " of " + std::to_string(n) + ", sm_" +
+         std::to_string(p.major) + std::to_string(p.minor) + ", " +
+         std::to_string(p.totalGlobalMem >> 20) + " MiB)";
+}
+
+void select(int index) {
+  const int n = count();
+  check(index >= 0 && index < n, "GPU " + std::to_string(index) + " does not exist (" + std::to_string(n) +
+                                     " visible; check CUDA_VISIBLE_DEVICES)");
+  ok(cudaSetDevice(index), "cudaSetDevice(" + std::to_string(index) + ")");
+}
+
+void* alloc(size_t bytes, const std::string& what) {
+  void* p = nullptr;
+  ok(cudaMalloc(&p, bytes), what + ": cudaMalloc of " + std::to_string(bytes) + " bytes");
+  return p;
+}
+
+void free(void* ptr) noexcept {
+  if (ptr) (void)cudaFree(ptr);
+}
+
+void zero(void* ptr, size_t bytes) {
+  if (bytes) ok(cudaMemset(ptr, 0, bytes), "cudaMemset");
+}
+
+void copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) ok(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy to the GPU");
+}
+
+void copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) ok(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost), "copy from the GPU");
+}
+
+}  // namespace hw::device
