@@ -1,11 +1,15 @@
 // headwise bench-attention [--T 256,1024,4096] [--head-dim 64] [--batch 1] [--repeats 3]:
-// CPU forward+backward time of one head of each kind, as a markdown table and one JSON line.
+// forward+backward time of one head of each kind on the CPU, as a markdown table and one JSON
+// line. With --layer: a whole layer (--heads heads) under several plan compositions, through
+// the backend of --device (cpu or cuda), to compare kinds on the GPU kernels.
 #include <cstdio>
 #include <memory>
 #include <vector>
 
 #include "cli/commands.hpp"
+#include "cli/layer_attention_bench.hpp"
 #include "headwise/attention/kind_bench.hpp"
+#include "headwise/core/error.hpp"
 
 namespace hw::cli {
 
@@ -15,16 +19,38 @@ void add_bench_attention_command(CLI::App& app) {
     int head_dim = 64;
     int64_t batch = 1;
     int repeats = 3;
+    bool layer = false;
+    int heads = 12;
+    std::string device = "cpu";
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* cmd = app.add_subcommand("bench-attention", "Time one attention head of each kind on the CPU");
+  CLI::App* cmd = app.add_subcommand("bench-attention", "Time attention per head kind (CPU) or per layer plan (--layer)");
   cmd->add_option("--T", o->Ts, "Sequence lengths, comma separated")->delimiter(',')->capture_default_str();
   cmd->add_option("--head-dim", o->head_dim, "Head dimension")->capture_default_str();
   cmd->add_option("--batch", o->batch, "Sequences per pass")->capture_default_str();
-  cmd->add_option("--repeats", o->repeats, "Timed passes per kind (median reported)")->capture_default_str();
+  cmd->add_option("--repeats", o->repeats, "Timed passes (median reported)")->capture_default_str();
+  cmd->add_flag("--layer", o->layer, "Time a whole layer under several plan compositions");
+  cmd->add_option("--heads", o->heads, "Heads per layer (with --layer)")->capture_default_str();
+  cmd->add_option("--device", o->device, "cpu or cuda (with --layer)")->capture_default_str();
   cmd->callback([o] {
-    const nlohmann::json rows = attn::bench_attention_kinds(o->Ts, o->head_dim, o->batch, o->repeats);
-    std::printf("%s", attn::bench_attention_markdown(rows).c_str());
+    if (!o->layer) {
+      check(o->device == "cpu", "bench-attention: --device " + o->device + " needs --layer");
+      const nlohmann::json rows = attn::bench_attention_kinds(o->Ts, o->head_dim, o->batch, o->repeats);
+      std::printf("%s", attn::bench_attention_markdown(rows).c_str());
+      std::printf("%s\n", rows.dump().c_str());
+      return;
+    }
+    check(o->device == "cpu" || o->device == "cuda", "bench-attention: --device must be cpu or cuda, not '" +
+                                                          o->device + "'");
+    const Backend<float>& ops = backend_for(o->device == "cuda" ? Device::CUDA : Device::CPU);
+    LayerBenchOptions lo;
+    lo.Ts = o->Ts;
+    lo.n_head = o->heads;
+    lo.head_dim = o->head_dim;
+    lo.batch = o->batch;
+    lo.repeats = o->repeats;
+    const nlohmann::json rows = bench_layer_attention(ops, lo);
+    std::printf("%s", layer_bench_markdown(rows).c_str());
     std::printf("%s\n", rows.dump().c_str());
   });
 }
