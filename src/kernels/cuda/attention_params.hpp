@@ -1,0 +1,173 @@
+#pragma once
+// What one attention launch knows: the POD parameter block passed BY VALUE to the forward and
+// backward kernels (__grid_constant__; CUDA 12.1+ allows up to 32 KiB of kernel parameters),
+// and the contract between the launcher/scheduler (helper C: softmax family, pruned, launch,
+// schedule) and the device code of the static and linear head kinds (helper D).
+//
+// CHANGE LOG (additive changes only; dated with `date`):
+//   Mon Nov 30 11:20 UTC 2026  first version.
+//
+// ---- Contract for helper D (device functions my kernels call from their per-item dispatch) ----
+// Files: src/kernels/cuda/attention_static.cuh and src/kernels/cuda/attention_linear.cuh
+// (header-only device code: hw_gpu is built without separable compilation, so device
+// functions must be visible in attention_forward.cu / attention_backward.cu, which include them),
+// namespace hw::cuda::attn_dev. Every function is called by ALL kAttnThreads (= 256) threads of
+// the block (blockDim.x == 256, 1-D), uniformly; it may use __syncthreads() freely and must
+// start and end with the shared memory it uses free for the caller (i.e. __syncthreads() at
+// entry and exit). `smem` is the block's dynamic shared memory (16-byte aligned), of at least the
+// byte count the matching constexpr function returns. HD (head_dim) is 64 or 128.
+//
+//   template <int HD> constexpr int static_forward_smem_bytes();
+//   template <int HD> __device__ void static_item_forward(const AttnLaunchParams& p, int b, int h, int q_tile,
+//                                                         float* smem);
+//       Writes (overwrites) out rows [q_tile*kBr, min(T, q_tile*kBr + kBr)) of head h, sequence b:
+//       out_i = sum_{j<=i} exp(alpha[j] + rho[i-j] - log_z[i]) v_j (as detail::static_forward).
+//       row_stats of static heads are zeroed by the caller, not by this function.
+//   template <int HD> constexpr int static_backward_smem_bytes();  // excludes dv_acc
+//   template <int HD> __device__ void static_kv_tile_backward(const AttnLaunchParams& p, int b, int h, int k_tile,
+//                                                             float* dv_acc, float* smem);
+//       ADDS head h's dV contribution for keys [k_tile*kBc, min(T, k_tile*kBc + kBc)) to dv_acc,
+//       a shared-memory [kBc][HD] row-major block (row r = key k_tile*kBc + r; rows past T stay
+//       untouched): dv_acc[j] += sum_{i>=j} P(i,j) dO_i. `smem` is separate scratch. No alpha/rho
+//       gradients (the launcher refuses non-null dalpha/drho).
+//   template <int HD> constexpr int linear_forward_smem_bytes();
+//   template <int HD> __device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, float* smem);
+//       Whole head, sequence b: writes (overwrites) out rows [0, T) and row_stats (the row
+//       denominators, as detail::linear_forward). Global scratch: linear_scratch(p, b, h),
+//       linear_scratch_floats(HD, T) floats, private to this (b, h).
+//   template <int HD> constexpr int linear_backward_smem_bytes();
+//   template <int HD> __device__ void linear_item_backward(const AttnLaunchParams& p, int b, int h, float* smem);
+//       Whole head, sequence b: OVERWRITES dQ rows [0, T) at dq_rows(p, b, h); OVERWRITES this
+//       head's own dK and dV contributions at linear_dk_rows / linear_dv_rows (workspace
+//       partials; the launcher's combine kernel adds them to dQKV in head order after the main
+//       launch); OVERWRITES the (G+1)x(G+1) matrix A = sum_i dkappa_i s_i s_i^T at
+//       linear_dA(p, b, h) (as detail::linear_backward's A, row stride n_groups + 1); the
+//       launcher reduces A over b in order and adds dL += 2 A L_lower.
+//   int64_t linear_scratch_floats(int head_dim, int64_t T);  // HOST function (D defines it in a
+//       .cu/.cpp of its own; declared below): global scratch per (b, linear head), may be 0.
+//
+// Row pointers below address row 0 of sequence b at a head's column block; rows are strided
+// by the returned stride.
+#include <cstdint>
+
+#include "headwise/kernels/tiles/attention_tiles.hpp"
+#include "headwise/kernels/tiles/host_device.hpp"
+#include "headwise/kernels/tiles/work_schedule.hpp"
+
+namespace hw::cuda {
+
+constexpr int kMaxHeads = 64;
+
+// Values of attn::HeadKind (same order), stored as one byte.
+enum AttnKind : uint8_t { kSoftmax = 0, kWindow = 1, kSinkWindow = 2, kStatic = 3, kLinear = 4, kPruned = 5 };
+
+struct AttnHeadDesc {
+  uint8_t kind = kPruned;
+  int32_t kv_head = 0;
+  // Key set of the softmax family: j <= i && (j < sink || j > i - window); softmax has
+  // sink 0 and window max(T, 1) (as detail::key_set).
+  int32_t sink = 0, window = 0;
+  // Column offsets (floats) in qkv/dqkv and out/dout; -1 where the layout has no block.
+  int64_t q_col = -1, k_col = -1, v_col = -1, out_col = -1;
+  // static heads
+  const float* alpha = nullptr;
+  const float* rho = nullptr;
+  const float* log_z = nullptr;
+  // linear heads
+  const float* L = nullptr;        // (G+1)x(G+1) row-major, lower triangle used
+  float* dL = nullptr;             // may be null (no gradient wanted)
+  const int32_t* groups = nullptr;  // head_dim entries in 1..n_groups
+  int32_t n_groups = 0;
+  int32_t linear_slot = -1;        // ordinal among the layer's linear heads
+};
+
+struct AttnLaunchParams {
+  const float* qkv = nullptr;   // [B*T, qkv_stride]
+  float* out = nullptr;         // [B*T, out_stride]   (forward output)
+  const float* out_in = nullptr;  // [B*T, out_stride] (backward input: the forward's out)
+  float* row_stats = nullptr;   // [B, n_head, T]      (forward output)
+  const float* row_stats_in = nullptr;  // (backward input)
+  const float* dout = nullptr;  // [B*T, out_stride]
+  float* dqkv = nullptr;        // [B*T, qkv_stride]
+  float* workspace = nullptr;   // attention_workspace_floats() floats
+  int64_t qkv_stride = 0, out_stride = 0;
+  int32_t B = 0, T = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
+  float scale = 0.f;       // 1 / sqrt(head_dim)
+  float linear_eps = 0.f;
+  // Workspace slots of linear heads: slot (b, linear_slot) starts at
+  // workspace + (b * n_linear + linear_slot) * linear_slot_floats and holds
+  // [dA: (head_dim+1)^2, padded to 32] [dK partial: T*head_dim] [dV partial: T*head_dim] [D's scratch].
+  int32_t n_linear = 0;
+  int64_t linear_slot_floats = 0;
+  AttnHeadDesc heads[kMaxHeads];
+  tiles::WorkSchedule schedule;  // item index -> (kind, b, head or KV group, tile)
+};
+
+// ---- row accessors shared by every item kind ----
+struct Rows {
+  float* ptr;
+  int64_t stride;
+};
+struct ConstRows {
+  const float* ptr;
+  int64_t stride;
+};
+
+HW_HOST_DEVICE ConstRows q_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.qkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].q_col, p.qkv_stride};
+}
+HW_HOST_DEVICE ConstRows k_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.qkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].k_col, p.qkv_stride};
+}
+HW_HOST_DEVICE ConstRows v_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.qkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].v_col, p.qkv_stride};
+}
+HW_HOST_DEVICE Rows out_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.out + int64_t(b) * p.T * p.out_stride + p.heads[h].out_col, p.out_stride};
+}
+HW_HOST_DEVICE ConstRows out_in_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.out_in + int64_t(b) * p.T * p.out_stride + p.heads[h].out_col, p.out_stride};
+}
+HW_HOST_DEVICE ConstRows dout_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.dout + int64_t(b) * p.T * p.out_stride + p.heads[h].out_col, p.out_stride};
+}
+HW_HOST_DEVICE Rows dq_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.dqkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].q_col, p.qkv_stride};
+}
+HW_HOST_DEVICE Rows dk_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.dqkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].k_col, p.qkv_stride};
+}
+HW_HOST_DEVICE Rows dv_rows(const AttnLaunchParams& p, int b, int h) {
+  return {p.dqkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].v_col, p.qkv_stride};
+}
+// Forward: row statistics to write; backward: the saved ones.
+HW_HOST_DEVICE float* row_stats_out(const AttnLaunchParams& p, int b, int h) {
+  return p.row_stats + (int64_t(b) * p.n_head + h) * p.T;
+}
+HW_HOST_DEVICE const float* row_stats_in(const AttnLaunchParams& p, int b, int h) {
+  return p.row_stats_in + (int64_t(b) * p.n_head + h) * p.T;
+}
+
+// ---- linear heads' workspace slot ----
+HW_HOST_DEVICE int64_t linear_dA_floats(int head_dim) { return (int64_t(head_dim + 1) * (head_dim + 1) + 31) / 32 * 32; }
+HW_HOST_DEVICE float* linear_slot(const AttnLaunchParams& p, int b, int h) {
+  return p.workspace + (int64_t(b) * p.n_linear + p.heads[h].linear_slot) * p.linear_slot_floats;
+}
+HW_HOST_DEVICE float* linear_dA(const AttnLaunchParams& p, int b, int h) { return linear_slot(p, b, h); }
+HW_HOST_DEVICE Rows linear_dk_rows(const AttnLaunchParams& p, int b, int h) {
+  return {linear_slot(p, b, h) + linear_dA_floats(p.head_dim), p.head_dim};
+}
+HW_HOST_DEVICE Rows linear_dv_rows(const AttnLaunchParams& p, int b, int h) {
+  return {linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + int64_t(p.T) * p.head_dim, p.head_dim};
+}
+HW_HOST_DEVICE float* linear_scratch(const AttnLaunchParams& p, int b, int h) {
+  return linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + 2 * int64_t(p.T) * p.head_dim;
+}
+
+namespace attn_dev {
+// Defined by helper D (host): global scratch floats one linear item (b, h) needs, beyond the
+// slot's dA/dK/dV parts. The launcher sizes the workspace with it.
+int64_t linear_scratch_floats(int head_dim, int64_t T);
+}  // namespace attn_dev
+
+}  // namespace hw::cuda
