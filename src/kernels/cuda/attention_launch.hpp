@@ -1,0 +1,43 @@
+#pragma once
+// The CUDA attention of a whole layer under its head plan (the GPU counterpart of
+// attn::layer_forward / layer_backward, same arguments and meaning, all pointers on the
+// device): one forward launch and one main backward launch per layer handle every head kind,
+// with work proportional to each head's coverage, scheduled longest item first. Deterministic
+// (no float atomics). Storage fp32, accumulation fp32.
+//
+// Differences from the CPU reference, each refused or documented rather than silent:
+//   - head_dim must be 64 or 128 (template instantiations); other sizes throw hw::Error
+//     naming head_dim. At most 64 query heads.
+//   - static heads compute no alpha/rho gradients (training never asks for them): non-null
+//     dalpha/drho throw hw::Error in the backward.
+//   - linear heads' denominators are not checked after the forward (that would need a
+//     device-to-host synchronisation); a non-positive one shows up as inf/NaN downstream.
+//   - linear parameters (groups) live on the device and are not validated on the host.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "headwise/attention/attention.hpp"
+#include "headwise/attention/head_plan.hpp"
+
+namespace hw::cuda {
+
+// Device scratch (floats) one layer's forward and backward need: per (sequence, linear head)
+// a slot for its dK/dV contributions, its dL partial and its chunk state. 0 without linear heads.
+int64_t attention_workspace_floats(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                                   const attn::AttnDims& dims);
+
+// out [B*T, out_width] and row_stats [B, n_head, T] are overwritten (zeros for static and
+// pruned heads' statistics). Enqueued on `stream`; returns before the work runs.
+void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                              const float* qkv, float* out, float* row_stats, float* workspace);
+
+// dqkv [B*T, qkv_width] is OVERWRITTEN (every column the layout has); linear heads' dL
+// accumulates (summed over the batch in a fixed order).
+void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                               const float* qkv, const float* out, const float* row_stats, const float* dout,
+                               float* dqkv, float* workspace);
+
+}  // namespace hw::cuda
