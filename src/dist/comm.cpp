@@ -20,18 +20,61 @@ Range shard_range(std::int64_t n, int rank, int world) {
   return Range{std::min(n, rank * chunk), std::min(n, (rank + 1) * chunk)};
 }
 
-std::uint64_t bytes_hash(const void* data, std::int64_t bytes) {
-  constexpr std::uint64_t kPrime = 0x100000001b3ULL;
-  std::uint64_t h = 0xcbf29ce484222325ULL;
+namespace {
+constexpr std::uint64_t kFnvPrime = 0x100000001b3ULL;
+}  // namespace
+
+std::uint64_t fnv1a_update(std::uint64_t h, const void* data, std::int64_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
-  for (std::int64_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * kPrime;
-  for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<std::uint64_t>(bytes) >> (8 * i)) & 0xff)) * kPrime;
+  for (std::int64_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * kFnvPrime;
   return h;
 }
 
+std::uint64_t fnv1a_finish(std::uint64_t h, std::int64_t total_bytes) {
+  for (int i = 0; i < 8; ++i) h = (h ^ ((static_cast<std::uint64_t>(total_bytes) >> (8 * i)) & 0xff)) * kFnvPrime;
+  return h;
+}
+
+std::uint64_t bytes_hash(const void* data, std::int64_t bytes) {
+  return fnv1a_finish(fnv1a_update(kFnvOffset, data, bytes), bytes);
+}
+
+Request& Request::operator=(Request&& other) {
+  if (this == &other) return *this;
+  check(!pending(), "a pending collective request was overwritten: wait for it first");
+  owner_ = other.owner_;
+  slot_ = other.slot_;
+  other.owner_ = nullptr;
+  return *this;
+}
+
+Request Comm::start_request(int slot) const {
+  Request r;
+  r.owner_ = this;
+  r.slot_ = slot;
+  return r;
+}
+
+int Comm::finish_request(Request& request, const char* what) const {
+  check(request.pending(), std::string(what) + ": the request is not pending (never started, or already waited for)");
+  check(request.owner_ == this, std::string(what) + ": the request was started by another communicator");
+  request.owner_ = nullptr;
+  return request.slot_;
+}
+
+// The default: a blocking sum, complete before the request exists.
+Request Comm::allreduce_sum_async(float* data, std::int64_t count) {
+  allreduce_sum(data, count);
+  return start_request(0);
+}
+
+void Comm::wait(Request& request) { (void)finish_request(request, "wait"); }
+
+std::uint64_t Comm::local_hash(const void* data, std::int64_t bytes) { return bytes_hash(data, bytes); }
+
 bool Comm::all_equal(const void* data, std::int64_t bytes) {
   check(bytes >= 0, "all_equal: byte count " + std::to_string(bytes) + " is negative");
-  const std::uint64_t mine = bytes_hash(data, bytes);
+  const std::uint64_t mine = local_hash(data, bytes);
   std::uint64_t root = mine;
   broadcast(&root, sizeof root, 0);
   // Any rank that differs from rank 0 makes the maximum 1 everywhere.

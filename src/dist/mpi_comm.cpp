@@ -10,6 +10,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 #include "headwise/core/error.hpp"
 #include "headwise/dist/launch.hpp"
@@ -18,6 +19,20 @@ namespace hw::dist {
 
 struct MpiComm::Handle {
   MPI_Comm comm = MPI_COMM_NULL;
+  // One slot per started asynchronous collective: its MPI requests (one per piece). Slots and
+  // their vectors are reused, so steady-state steps allocate nothing.
+  struct Pending {
+    bool busy = false;
+    std::vector<MPI_Request> requests;
+  };
+  std::vector<Pending> pending;
+
+  int free_slot() {
+    for (std::size_t i = 0; i < pending.size(); ++i)
+      if (!pending[i].busy) return static_cast<int>(i);
+    pending.emplace_back();
+    return static_cast<int>(pending.size() - 1);
+  }
 };
 
 namespace {
@@ -178,6 +193,35 @@ void MpiComm::all_gather(float* data, std::int64_t count) {
       mpi_check(MPI_Bcast(data + off, n, MPI_FLOAT, r, handle_->comm), "MPI_Bcast");
     }
   }
+}
+
+Request MpiComm::allreduce_sum_async(float* data, std::int64_t count) {
+  check_buffer("allreduce_sum_async", count, data);
+  // Progress for the collectives already in flight (completed ones become MPI_REQUEST_NULL).
+  for (auto& p : handle_->pending) {
+    if (!p.busy) continue;
+    int done = 0;
+    mpi_check(MPI_Testall(static_cast<int>(p.requests.size()), p.requests.data(), &done, MPI_STATUSES_IGNORE),
+              "MPI_Testall");
+  }
+  const int slot = handle_->free_slot();
+  auto& mine = handle_->pending[static_cast<std::size_t>(slot)];
+  mine.requests.clear();
+  for (std::int64_t off = 0; off < count; off += max_chunk_) {
+    const int n = static_cast<int>(std::min(max_chunk_, count - off));
+    mine.requests.push_back(MPI_REQUEST_NULL);
+    mpi_check(MPI_Iallreduce(MPI_IN_PLACE, data + off, n, MPI_FLOAT, MPI_SUM, handle_->comm, &mine.requests.back()),
+              "MPI_Iallreduce");
+  }
+  mine.busy = true;
+  return start_request(slot);
+}
+
+void MpiComm::wait(Request& request) {
+  const int slot = finish_request(request, "wait");
+  auto& p = handle_->pending.at(static_cast<std::size_t>(slot));
+  p.busy = false;
+  mpi_check(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
 }
 
 void MpiComm::abort(int exit_code) {

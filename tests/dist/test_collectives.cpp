@@ -1,7 +1,10 @@
 // Collectives against closed-form sums of rank-dependent values. Every value is a small integer
 // or a multiple of 1/2, so the expected sums are exact in float whatever order MPI adds in.
 // Each case runs on LocalComm, on the process communicator, and on the process communicator
-// with a 3-element limit so that the piecewise (large-count) paths run too.
+// with a 3-element limit so that the piecewise (large-count) paths run too; with
+// HEADWISE_TEST_NCCL=1 on a GPU node also on the NCCL communicator, float buffers and
+// broadcast bytes in device memory, the double sums and maxima in host memory (its staged
+// path), all_equal on both.
 #include <catch2/catch.hpp>
 
 #include <cstring>
@@ -15,13 +18,8 @@ using namespace hw::dist;
 
 namespace {
 
-std::vector<std::unique_ptr<Comm>> all_comms() {
-  std::vector<std::unique_ptr<Comm>> comms;
-  comms.push_back(std::make_unique<LocalComm>());
-  comms.push_back(test::process_comm());
-  comms.push_back(test::process_comm(3));
-  return comms;
-}
+using test::all_comms;
+using test::on_comm_memory;
 
 // Rank r's value at index i; the sum over ranks is (i + 1) * W (W + 1) / 2 + W (W - 1) / 4.
 float contribution(int r, std::int64_t i) {
@@ -42,7 +40,7 @@ TEST_CASE("allreduce_sum (float) equals the closed-form sum over ranks") {
       INFO(comm->name() << " world=" << comm->world() << " n=" << n);
       std::vector<float> x(static_cast<std::size_t>(n));
       for (std::int64_t i = 0; i < n; ++i) x[i] = contribution(comm->rank(), i);
-      comm->allreduce_sum(x.data(), n);
+      on_comm_memory(*comm, x, [&](float* p) { comm->allreduce_sum(p, n); });
       int bad = 0;
       for (std::int64_t i = 0; i < n; ++i) bad += x[i] != expected_sum(comm->world(), i);
       CHECK(bad == 0);
@@ -72,7 +70,7 @@ TEST_CASE("broadcast copies the root's bytes to every rank") {
     std::vector<unsigned char> buf(1001);
     for (std::size_t i = 0; i < buf.size(); ++i)
       buf[i] = comm->rank() == root ? static_cast<unsigned char>(i * 7 + 3) : 0;
-    comm->broadcast(buf.data(), static_cast<std::int64_t>(buf.size()), root);
+    on_comm_memory(*comm, buf, [&](unsigned char* p) { comm->broadcast(p, static_cast<std::int64_t>(buf.size()), root); });
     int bad = 0;
     for (std::size_t i = 0; i < buf.size(); ++i) bad += buf[i] != static_cast<unsigned char>(i * 7 + 3);
     CHECK(bad == 0);
@@ -87,9 +85,9 @@ TEST_CASE("reduce_scatter_sum then all_gather equals allreduce_sum") {
       std::vector<float> x(static_cast<std::size_t>(n)), reduced;
       for (std::int64_t i = 0; i < n; ++i) x[i] = contribution(comm->rank(), i);
       reduced = x;
-      comm->allreduce_sum(reduced.data(), n);
+      on_comm_memory(*comm, reduced, [&](float* p) { comm->allreduce_sum(p, n); });
 
-      comm->reduce_scatter_sum(x.data(), n);
+      on_comm_memory(*comm, x, [&](float* p) { comm->reduce_scatter_sum(p, n); });
       const Range own = shard_range(n, comm->rank(), comm->world());
       int bad_shard = 0;
       for (std::int64_t i = own.begin; i < own.end; ++i)
@@ -99,7 +97,7 @@ TEST_CASE("reduce_scatter_sum then all_gather equals allreduce_sum") {
       // Spoil everything outside the own shard: all_gather must fill it from the other ranks.
       for (std::int64_t i = 0; i < n; ++i)
         if (i < own.begin || i >= own.end) x[i] = -1.0f;
-      comm->all_gather(x.data(), n);
+      on_comm_memory(*comm, x, [&](float* p) { comm->all_gather(p, n); });
       int bad = 0;
       for (std::int64_t i = 0; i < n; ++i) bad += x[i] != reduced[i] || x[i] != expected_sum(comm->world(), i);
       CHECK(bad == 0);
@@ -114,10 +112,12 @@ TEST_CASE("all_equal is true for identical bytes and false everywhere when one r
     const auto bytes = static_cast<std::int64_t>(heads.size() * sizeof(int));
     CHECK(comm->all_equal(heads.data(), bytes));
     CHECK(comm->all_equal(nullptr, 0));
+    on_comm_memory(*comm, heads, [&](int* p) { CHECK(comm->all_equal(p, bytes)); });
     if (comm->world() > 1) {
       std::vector<int> mine = heads;
       if (comm->rank() == comm->world() - 1) mine[2] = 6;  // one head differs on the last rank
       CHECK_FALSE(comm->all_equal(mine.data(), bytes));
+      on_comm_memory(*comm, mine, [&](int* p) { CHECK_FALSE(comm->all_equal(p, bytes)); });
       // A shorter list on rank 0 only (same leading bytes) is a difference too.
       const std::int64_t len = comm->rank() == 0 ? bytes - static_cast<std::int64_t>(sizeof(int)) : bytes;
       CHECK_FALSE(comm->all_equal(heads.data(), len));

@@ -36,8 +36,23 @@ class MpiComm final : public Comm {
   void all_gather(float* data, std::int64_t count) override;
   [[noreturn]] void abort(int exit_code) override;
 
+  // MPI_Iallreduce in place (in pieces of max_chunk like allreduce_sum), completed by MPI_Waitall
+  // in wait. Each start also tests the earlier pending collectives, which drives MPI's progress
+  // engine: OpenMPI moves non-blocking collectives forward only inside MPI calls.
+  //
+  // Equality with allreduce_sum: bit for bit with 1 or 2 ranks (an element's sum is a + b
+  // whatever the algorithm). With more ranks MPI promises no particular order of the additions,
+  // and OpenMPI's blocking (coll/tuned) and non-blocking (coll/libnbc) collectives pick their
+  // algorithms independently, so the two may differ in the last bits; each is deterministic for
+  // fixed (count, world). Measured with OpenMPI 4.1.4 on one node, 10^6 random floats: equal
+  // with 3 and 4 ranks, about 31% of the floats differ in the last bits with 5; bucketed
+  // non-blocking sums equal one non-blocking sum of the whole block with 3, 4 and 5 ranks
+  // (libnbc reduces in place along a binomial tree whatever the count).
+  Request allreduce_sum_async(float* data, std::int64_t count) override;
+  void wait(Request& request) override;
+
  private:
-  struct Handle;  // holds the MPI_Comm
+  struct Handle;  // holds the MPI_Comm and the pending requests
   std::unique_ptr<Handle> handle_;
   std::int64_t max_chunk_;
   int rank_ = 0;
