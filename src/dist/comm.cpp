@@ -8,6 +8,7 @@
 #include "headwise/dist/launch.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/dist/mpi_comm.hpp"
+#include "headwise/dist/nccl_comm.hpp"
 
 namespace hw::dist {
 
@@ -83,7 +84,7 @@ bool Comm::all_equal(const void* data, std::int64_t bytes) {
 
 std::unique_ptr<Comm> make_comm(const std::string& kind) {
   if (kind == "local") return std::make_unique<LocalComm>();
-  if (kind == "nccl") fail("nccl communicator needs the CUDA build");
+  if (kind == "nccl") return make_nccl_comm();
   if (kind == "mpi") {
 #ifdef HEADWISE_HAVE_MPI
     return std::make_unique<MpiComm>();

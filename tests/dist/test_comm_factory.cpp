@@ -1,6 +1,7 @@
 // make_comm: the kinds, and "auto" following the launcher of this very process.
 #include <catch2/catch.hpp>
 
+#include "dist/process_comm.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/dist/launch.hpp"
@@ -23,8 +24,19 @@ TEST_CASE("make_comm builds the local communicator and rejects unknown kinds") {
   REQUIRE(local->name() == "local");
   REQUIRE(local->world() == 1);
   REQUIRE(local->rank() == 0);
-  REQUIRE(error_of("nccl") == "nccl communicator needs the CUDA build");
   REQUIRE(error_of("gloo").find("unknown communicator kind 'gloo'") != std::string::npos);
+}
+
+TEST_CASE("make_comm(\"nccl\") says why it cannot join without a GPU") {
+  if (hw::device::available()) return;  // a GPU node: HEADWISE_TEST_NCCL=1 tests the real thing
+  // The same on every rank: no GPU here, so every rank fails before any id exchange (under
+  // MPI after agreeing on it, so no rank waits for another).
+  const std::string e = error_of("nccl");
+  INFO(e);
+  REQUIRE(e.find("communicator 'nccl'") != std::string::npos);
+  const bool no_cuda = e.find("built without CUDA") != std::string::npos;
+  const bool no_gpu = e.find("CUDA_VISIBLE_DEVICES") != std::string::npos;
+  REQUIRE((no_cuda || no_gpu));
 }
 
 TEST_CASE("make_comm(\"mpi\") follows the build") {

@@ -4,8 +4,14 @@
 
 namespace hw::dist {
 
-std::unique_ptr<Comm> make_nccl_comm() {
-  fail("communicator 'nccl': this headwise was built without CUDA/NCCL (configure with -DHEADWISE_CUDA=ON)");
-}
+namespace {
+constexpr const char* kNoCuda = "this headwise was built without CUDA/NCCL (configure with -DHEADWISE_CUDA=ON)";
+}  // namespace
+
+std::string nccl_unavailable_reason() { return kNoCuda; }
+
+NcclId new_nccl_id() { fail(std::string("communicator 'nccl': ") + kNoCuda); }
+
+std::unique_ptr<Comm> join_nccl(NcclJoin) { fail(std::string("communicator 'nccl': ") + kNoCuda); }
 
 }  // namespace hw::dist
