@@ -211,4 +211,16 @@ TEST_CASE("GradBuckets rejects bad ranges and averages only host blocks") {
   bad = 0;
   for (float v : threes) bad += v != 3.0f * static_cast<float>(proc->world());
   CHECK(bad == 0);
+
+  // A GPU communicator's block is device memory: averaging there is refused before anything
+  // starts (checked on every rank alike, so no collective is left unmatched).
+  if (auto nccl = test::nccl_comm()) {
+    std::vector<float> dev_block(16, 1.0f);
+    on_comm_memory(*nccl, dev_block, [&](float* p) {
+      GradBuckets b(*nccl, p, 16, {{0, 8}}, 0);
+      CHECK_THROWS_WITH(b.finish(true), Catch::Contains("averaging device gradients"));
+      b.finish();
+    });
+    CHECK(dev_block[0] == static_cast<float>(nccl->world()));
+  }
 }
