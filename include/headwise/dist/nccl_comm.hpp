@@ -10,6 +10,9 @@
 //      uses MPI (mpirun, srun --mpi=pmix), otherwise through the file HEADWISE_NCCL_ID_DIR/nccl_id
 //      on a filesystem every node sees (srun without PMIx; nccl_id.hpp);
 //   4. the rank selects GPU local_rank % (visible GPUs) and calls ncclCommInitRank.
+// So create the communicator before anything that allocates on the GPU or creates streams (the
+// CUDA backend): they belong to the GPU current at the time. bind_stream refuses a stream of
+// another GPU.
 //
 // Semantics of the collectives: comm.hpp. On this communicator:
 // - float/double buffers may be device memory of this rank's GPU (the fast path) or host

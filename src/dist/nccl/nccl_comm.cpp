@@ -81,6 +81,20 @@ void NcclComm::release() noexcept {
   stream_ = nullptr;
 }
 
+void NcclComm::bind_stream(void* cuda_stream) {
+  auto* stream = static_cast<cudaStream_t>(cuda_stream);
+#if CUDART_VERSION >= 12080
+  if (stream != nullptr) {
+    int dev = -1;
+    cuda_ok(cudaStreamGetDevice(stream, &dev), "cudaStreamGetDevice");
+    check(dev == device_, "bind_stream: the compute stream is on GPU " + std::to_string(dev) + " but rank " +
+                              std::to_string(rank_) + " communicates from GPU " + std::to_string(device_) +
+                              ": create the communicator (which selects the GPU) before the backend");
+  }
+#endif
+  compute_ = stream;
+}
+
 void NcclComm::nccl_ok(ncclResult_t result, const char* call) {
   if (result == ncclSuccess) return;
   // Argument errors leave the communicator usable; anything else means it cannot be trusted.

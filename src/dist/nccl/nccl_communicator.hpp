@@ -28,7 +28,9 @@ class NcclComm final : public Comm {
   int local_rank() const override { return local_rank_; }
   std::string name() const override { return "nccl"; }
   bool device_buffers() const override { return true; }
-  void bind_stream(void* cuda_stream) override { compute_ = static_cast<cudaStream_t>(cuda_stream); }
+  // Throws when the stream belongs to another GPU (a backend created before the communicator
+  // selected this rank's GPU).
+  void bind_stream(void* cuda_stream) override;
 
   void allreduce_sum(float* data, std::int64_t count) override;
   void allreduce_sum(double* data, std::int64_t count) override;
