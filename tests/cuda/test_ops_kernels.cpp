@@ -195,34 +195,37 @@ TEST_CASE("cuda ops: encoder backward is bit-identical to the CPU reference") {
 
 TEST_CASE("cuda ops: cross-entropy in place, with ignored rows and a bad target") {
   hw::Rng rng(1205);
-  const int64_t N = 9, V = 301;
-  const auto logits = randn(rng, N * V, 3.0);
-  std::vector<int32_t> targets(N);
-  for (auto& t : targets) t = static_cast<int32_t>(rng.below(V));
-  targets[2] = hw::cpu::kIgnoreTarget;
-  const double dloss = 1.0 / 8.0;
-  std::vector<float> losses(N), dlogits(N * V);
-  const double total =
-      hw::cpu::crossentropy_forward_backward(losses.data(), dlogits.data(), logits.data(), targets.data(), N, V, dloss);
+  for (int64_t V : {301, 512}) {  // scalar rows, float4 rows
+    INFO("V=" << V);
+    const int64_t N = 9;
+    const auto logits = randn(rng, N * V, 3.0);
+    std::vector<int32_t> targets(N);
+    for (auto& t : targets) t = static_cast<int32_t>(rng.below(V));
+    targets[2] = hw::cpu::kIgnoreTarget;
+    const double dloss = 1.0 / 8.0;
+    std::vector<float> losses(N), dlogits(N * V);
+    const double total = hw::cpu::crossentropy_forward_backward(losses.data(), dlogits.data(), logits.data(),
+                                                                targets.data(), N, V, dloss);
 
-  auto dlog = to_device(logits), dlosses = zeros<float>(N);
-  auto dtargets = to_device(targets);
-  auto partials = zeros<double>(hw::cuda::kReductionPartials), result = zeros<double>(1);
-  const hw::cuda::ReductionScratch scratch{partials->get(), result->get()};
-  // dlogits aliases logits (in place, as the model runs it).
-  hw::cuda::launch_crossentropy_forward_backward(kStream, dlosses->get(), dlog->get(), dlog->get(), dtargets->get(),
-                                                 N, V, dloss, scratch);
-  CHECK(std::abs(to_host(*result)[0] - total) <= 1e-5 * std::abs(total));
-  CHECK(max_rel_err(to_host(*dlosses), losses) <= 1e-5);
-  CHECK(max_rel_err(to_host(*dlog), dlogits) <= 1e-5);
+    auto dlog = to_device(logits), dlosses = zeros<float>(N);
+    auto dtargets = to_device(targets);
+    auto partials = zeros<double>(hw::cuda::kReductionPartials), result = zeros<double>(1);
+    const hw::cuda::ReductionScratch scratch{partials->get(), result->get()};
+    // dlogits aliases logits (in place, as the model runs it).
+    hw::cuda::launch_crossentropy_forward_backward(kStream, dlosses->get(), dlog->get(), dlog->get(),
+                                                   dtargets->get(), N, V, dloss, scratch);
+    CHECK(std::abs(to_host(*result)[0] - total) <= 1e-5 * std::abs(total));
+    CHECK(max_rel_err(to_host(*dlosses), losses) <= 1e-5);
+    CHECK(max_rel_err(to_host(*dlog), dlogits) <= 1e-5);
 
-  // A target outside the vocabulary (the CPU op throws) makes that row's loss and the total NaN.
-  targets[4] = static_cast<int32_t>(V);
-  auto dlog2 = to_device(logits), dl2 = zeros<float>(N * V);
-  auto dtargets2 = to_device(targets);
-  hw::cuda::launch_crossentropy_forward_backward(kStream, dlosses->get(), dl2->get(), dlog2->get(),
-                                                 dtargets2->get(), N, V, dloss, scratch);
-  CHECK(std::isnan(to_host(*result)[0]));
-  CHECK(std::isnan(to_host(*dlosses)[4]));
-  CHECK(std::isnan(to_host(*dl2)[4 * V]));
+    // A target outside the vocabulary (the CPU op throws) makes that row's loss and the total NaN.
+    targets[4] = static_cast<int32_t>(V);
+    auto dlog2 = to_device(logits), dl2 = zeros<float>(N * V);
+    auto dtargets2 = to_device(targets);
+    hw::cuda::launch_crossentropy_forward_backward(kStream, dlosses->get(), dl2->get(), dlog2->get(),
+                                                   dtargets2->get(), N, V, dloss, scratch);
+    CHECK(std::isnan(to_host(*result)[0]));
+    CHECK(std::isnan(to_host(*dlosses)[4]));
+    CHECK(std::isnan(to_host(*dl2)[4 * V]));
+  }
 }
