@@ -72,7 +72,7 @@ PlanChange apply_saf_on_mqar(Model<float>& model, const MethodConfig& method, co
 
 std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, const std::string& metrics_path) {
   opt.validate(model.config());
-  AdamW adam(AdamWConfig{opt.beta1, opt.beta2, opt.eps, opt.weight_decay}, model.params());
+  AdamW adam(AdamWConfig{opt.beta1, opt.beta2, opt.eps, opt.weight_decay}, model.ops(), model.params());
   std::ofstream metrics;
   if (!metrics_path.empty()) metrics.open(metrics_path, std::ios::trunc);
   std::vector<double> losses;
@@ -84,8 +84,8 @@ std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, cons
     const double loss = model.forward_backward(b.inputs.data(), targets.data(), opt.batch, opt.seq_len, 1.0);
     check(std::isfinite(loss), "mqar: loss is " + std::to_string(loss) + " at update " + std::to_string(step) +
                                    " (lower --lr)");
-    const double norm = grad_global_norm(model.grads());
-    clip_grads(model.grads(), norm, opt.grad_clip);
+    const double norm = grad_global_norm(model.ops(), model.grads());
+    clip_grads(model.ops(), model.grads(), norm, opt.grad_clip);
     adam.step(model.params(), model.grads(), opt.lr, step + 1);
     losses.push_back(loss);
     if (metrics.is_open()) metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"grad_norm", norm}}.dump() << "\n";
@@ -102,6 +102,7 @@ data::MqarBatch mqar_eval_examples(const MqarOptions& opt, int pairs, int64_t st
 std::vector<MqarAccuracy> evaluate_mqar(Model<float>& model, const MqarOptions& opt) {
   opt.validate(model.config());
   std::vector<MqarAccuracy> out;
+  std::vector<float> logits;  // read back from the model's device
   for (int pairs : opt.eval_pairs) {
     MqarAccuracy a;
     a.pairs = pairs;
@@ -109,7 +110,8 @@ std::vector<MqarAccuracy> evaluate_mqar(Model<float>& model, const MqarOptions& 
       const int64_t n = std::min(opt.eval_batch, opt.eval_examples - start);
       const data::MqarBatch b = mqar_eval_examples(opt, pairs, start, n);
       model.forward(b.inputs.data(), nullptr, n, opt.seq_len);
-      const data::MqarScore s = data::score_mqar_logits(b, model.logits(), model.config().vocab_size);
+      model.read_logits(logits);
+      const data::MqarScore s = data::score_mqar_logits(b, logits.data(), model.config().vocab_size);
       a.correct += s.correct;
       a.total += s.total;
     }

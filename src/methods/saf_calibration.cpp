@@ -99,6 +99,7 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
   std::vector<double> probs(size_t(T) * size_t(T)), logits(logits_needed ? probs.size() : 0);
   double* lg = logits_needed ? logits.data() : nullptr;
+  std::vector<float> qkv;  // one layer's QKV activations, read back from the model's device
   for (size_t start = 0; start < mine.size(); start += size_t(B)) {
     const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
     fill_batch(source, mine, start, real, B, T, in, tg);
@@ -106,10 +107,10 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
     for (int l = l0; l < l1; ++l) {
       const auto& lay = model.layouts()[size_t(l)];
       const int64_t W = lay.qkv_width();
-      const float* qkv = model.layer_qkv(l);
+      model.read_layer_qkv(l, qkv);
       for (int h = 0; h < H; ++h)
         for (int64_t b = 0; b < real; ++b) {
-          const float* rows = qkv + b * T * W;
+          const float* rows = qkv.data() + b * T * W;
           causal_attention(rows + lay.q_col(h), W, rows + lay.k_col(lay.kv_head_of(h)), W, T, hd, lg, probs.data());
           acc[size_t((l - l0) * H + h)].add_sample(probs.data(), lg);
         }
@@ -181,13 +182,14 @@ ScoreGrid gate_taylor_scores(Model<float>& model, const CalibSource& source, con
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
   std::vector<double> sums(size_t(L * H + 1), 0.0);  // |d loss_seq / d gate| sums, then the sequence count
 
-  // forward_backward accumulates into the gradient arena: keep its contents to put back.
+  // forward_backward accumulates into the gradient arena: keep its contents (on the host) to
+  // put back.
   Arena& grads = model.grads();
   std::vector<unsigned char> saved(grads.bytes());
-  if (!saved.empty()) std::memcpy(saved.data(), grads.base(), saved.size());
+  if (!saved.empty()) model.ops().copy_to_host(saved.data(), grads.base(), saved.size());
   auto restore = [&] {
     model.record_gate_grads(false);
-    if (!saved.empty()) std::memcpy(grads.base(), saved.data(), saved.size());
+    if (!saved.empty()) model.ops().copy_to_device(grads.base(), saved.data(), saved.size());
   };
   model.record_gate_grads(true);
   try {

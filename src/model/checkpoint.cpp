@@ -5,6 +5,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/model/device_copy.hpp"
 
 namespace hw {
 
@@ -42,14 +43,16 @@ void save_model_files(const Model<float>& model, const std::string& dir) {
   io::SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("producer", "headwise");
+  std::vector<float> compact;  // each tensor staged through the host (the writer copies it)
   for (const auto& s : model.specs()) {
     const Tensor& t = tensor_of(model, s);
     if (s.is_int) {
-      w.add(s.name, DType::I32, s.stored_shape, t.data);
+      w.add(s.name, DType::I32, s.stored_shape, read_device(model.ops(), t.i32(), t.numel()).data());
       continue;
     }
+    read_device(model.ops(), t.as<float>(), t.numel(), compact);
     std::vector<float> stored(size_t(stored_numel(s)));
-    stored_from_compact(s, layout_for(model, s), t.as<float>(), stored.data());
+    stored_from_compact(s, layout_for(model, s), compact.data(), stored.data());
     w.add(s.name, DType::F32, s.stored_shape, stored.data());
   }
   w.write(dir + "/model.safetensors");
@@ -123,12 +126,15 @@ void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
     used.insert(s.name);
     Tensor& t = s.role == ParamRole::Param ? model.params().get(s.name) : model.buffers().get(s.name);
     if (s.is_int) {
-      st.read(it->second, DType::I32, s.stored_shape, t.data);
+      std::vector<int32_t> ints(size_t(t.numel()));
+      st.read(it->second, DType::I32, s.stored_shape, ints.data());
+      write_device(model.ops(), t.i32(), ints);
       continue;
     }
-    std::vector<float> stored(size_t(stored_numel(s)));
+    std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
     st.read(it->second, DType::F32, s.stored_shape, stored.data());
-    compact_from_stored(s, layout_for(model, s), stored.data(), t.as<float>());
+    compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
+    write_device(model.ops(), t.as<float>(), compact);
   }
   model.refresh_static_normalisers();  // log Z follows the alpha/rho just read
   if (auto it = by_canonical.find("lm_head.weight"); it != by_canonical.end()) {
@@ -136,8 +142,8 @@ void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
     const Tensor& wte = model.params().get("wte.weight");
     std::vector<float> lm(size_t(wte.numel()));
     st.read(it->second, DType::F32, wte.shape, lm.data());
-    for (size_t i = 0; i < lm.size(); ++i)
-      check(lm[i] == wte.f32()[i], st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
+    check(lm == read_device(model.ops(), wte.f32(), wte.numel()),
+          st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
   }
   for (const auto& [canon, name] : by_canonical)
     check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + name + "' for this model config");
@@ -145,14 +151,16 @@ void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
 
 void save_moments(const Model<float>& model, const Arena& m, const Arena& v, const std::string& path) {
   io::SafetensorsWriter w;
+  std::vector<float> compact;  // each moment staged through the host (the writer copies it)
   for (const auto* arena : {&m, &v}) {
     const std::string prefix = arena == &m ? "m." : "v.";
     for (const auto& s : model.specs()) {
       if (s.role != ParamRole::Param) continue;
       const Tensor* t = arena->find(s.name);
       check(t != nullptr, "internal: optimizer has no moment for '" + s.name + "'");
+      read_device(model.ops(), t->as<float>(), t->numel(), compact);
       std::vector<float> stored(size_t(stored_numel(s)));
-      stored_from_compact(s, layout_for(model, s), t->as<float>(), stored.data());
+      stored_from_compact(s, layout_for(model, s), compact.data(), stored.data());
       w.add(prefix + s.name, DType::F32, s.stored_shape, stored.data());
     }
   }
@@ -166,9 +174,11 @@ void load_moments(const Model<float>& model, Arena& m, Arena& v, const std::stri
     const std::string prefix = arena == &m ? "m." : "v.";
     for (const auto& s : model.specs()) {
       if (s.role != ParamRole::Param) continue;
-      std::vector<float> stored(size_t(stored_numel(s)));
+      Tensor& t = arena->get(s.name);
+      std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
       st.read(prefix + s.name, DType::F32, s.stored_shape, stored.data());
-      compact_from_stored(s, layout_for(model, s), stored.data(), arena->get(s.name).as<float>());
+      compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
+      write_device(model.ops(), t.as<float>(), compact);
     }
   }
 }

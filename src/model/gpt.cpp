@@ -1,12 +1,13 @@
 // The GPT forward and backward pass, written once against the Backend interface.
 #include "headwise/model/gpt.hpp"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/cpu.hpp"
+#include "headwise/model/device_copy.hpp"
 
 namespace hw {
 
@@ -54,7 +55,7 @@ struct Model<F>::Impl {
   Weights<F> w, g;  // parameters and their gradients
   std::vector<attn::LayerHeadParams<F>> head_params;
   // activations
-  int32_t* tokens = nullptr;
+  int32_t *tokens = nullptr, *targets = nullptr;
   F *encoded = nullptr, *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr,
     *losses = nullptr;
   std::vector<LayerActs<F>> layers;
@@ -64,7 +65,13 @@ struct Model<F>::Impl {
 };
 
 template <class F>
-Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras) : cfg_(cfg), ops_(ops) {
+Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras)
+    : cfg_(cfg),
+      ops_(ops),
+      params_("params", ops.device()),
+      grads_("grads", ops.device()),
+      buffers_("buffers", ops.device()),
+      acts_("activations", ops.device()) {
   cfg_.validate();
   build(extras);
 }
@@ -81,6 +88,7 @@ void Model<F>::build(const HeadExtras& extras) {
   buffers_.reset();
   acts_.reset();
   B_ = T_ = 0;
+  logits_whole_ = false;
   constexpr DType dt = dtype_of<F>();
   for (const auto& s : specs_) {
     if (s.role == ParamRole::Param) {
@@ -147,11 +155,7 @@ void Model<F>::build(const HeadExtras& extras) {
         F* alpha = find_ptr<F>(buffers_, sp + "alpha");
         F* rho = find_ptr<F>(buffers_, sp + "rho");
         F* log_z = find_ptr<F>(buffers_, sp + "log_z");
-        for (int i = 0; i < cfg_.block_size; ++i) {
-          alpha[i] = F(v.alpha[size_t(i)]);
-          rho[i] = F(v.rho[size_t(i)]);
-        }
-        attn::static_log_normalisers(log_z, alpha, rho, cfg_.block_size);
+        upload_static_head(v, alpha, rho, log_z);
         hp.statics[size_t(h)] = {alpha, rho, log_z, nullptr, nullptr};
       } else if (kind == attn::HeadKind::Linear) {
         auto it = extras.linears.find({l, h});
@@ -166,13 +170,79 @@ void Model<F>::build(const HeadExtras& extras) {
                                         "): group ids must be in 1.." + std::to_string(G));
         const std::string lp = p + "linear." + std::to_string(h) + ".";
         F* L = find_ptr<F>(params_, lp + "L");
-        for (size_t i = 0; i < v.L.size(); ++i) L[i] = F(v.L[i]);
+        write_device(ops_, L, std::vector<F>(v.L.begin(), v.L.end()));
         int32_t* groups = buffers_.get(lp + "groups").i32();
-        std::memcpy(groups, v.groups.data(), v.groups.size() * sizeof(int32_t));
+        write_device(ops_, groups, v.groups);
         hp.linears[size_t(h)] = {L, find_ptr<F>(grads_, lp + "L"), groups, G};
       }
     }
   }
+  build_grad_ranges();
+  fwd_names_.clear();
+  bwd_names_.clear();
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    fwd_names_.push_back("layer " + std::to_string(l) + " forward");
+    bwd_names_.push_back("layer " + std::to_string(l) + " backward");
+  }
+}
+
+// A static head's alpha and rho as the model stores them (F), and the row normalisers derived
+// from exactly those values, computed on the host and copied in.
+template <class F>
+void Model<F>::upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z) {
+  const std::vector<F> a(v.alpha.begin(), v.alpha.end()), r(v.rho.begin(), v.rho.end());
+  std::vector<F> lz(a.size());
+  attn::static_log_normalisers(lz.data(), a.data(), r.data(), cfg_.block_size);
+  write_device(ops_, alpha, a);
+  write_device(ops_, rho, r);
+  write_device(ops_, log_z, lz);
+}
+
+// Walk the gradient tensors (declared like the Param specs, in their order) and cut the block
+// into one range per layer plus the tensors outside the layers.
+template <class F>
+void Model<F>::build_grad_ranges() {
+  std::vector<int> layer_of;
+  for (const auto& s : specs_)
+    if (s.role == ParamRole::Param) layer_of.push_back(s.layer);
+  const auto& ts = grads_.tensors();
+  check(layer_of.size() == ts.size(), "internal: gradient tensors do not follow the parameter specs");
+  auto start = [&](size_t i) { return i < ts.size() ? grads_.offset_of(*ts[i]) : grads_.bytes(); };
+  layer_ranges_.assign(size_t(cfg_.n_layer), {});
+  outer_ranges_.clear();
+  std::vector<bool> seen(size_t(cfg_.n_layer), false);
+  int last_layer = -1;
+  for (size_t i = 0; i < ts.size();) {
+    size_t j = i;
+    while (j < ts.size() && layer_of[j] == layer_of[i]) ++j;
+    const ByteRange r{start(i), start(j)};
+    const int l = layer_of[i];
+    if (l < 0) {
+      outer_ranges_.push_back(r);
+    } else {
+      check(!seen[size_t(l)] && l > last_layer,
+            "internal: the gradient tensors of layer " + std::to_string(l) + " are not contiguous and in order");
+      seen[size_t(l)] = true;
+      last_layer = l;
+      layer_ranges_[size_t(l)] = r;
+    }
+    i = j;
+  }
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    check(seen[size_t(l)], "internal: layer " + std::to_string(l) + " has no gradient tensors");
+}
+
+template <class F>
+std::vector<typename Model<F>::ByteRange> Model<F>::grad_ready_ranges(int layer) const {
+  check(layer >= -1 && layer < cfg_.n_layer, "grad_ready_ranges: no layer " + std::to_string(layer));
+  if (layer < 0) return outer_ranges_;
+  return {layer_ranges_[size_t(layer)]};
+}
+
+template <class F>
+void Model<F>::set_classifier_chunk_rows(int64_t rows) {
+  check(rows >= 0, "classifier chunk rows must be >= 0 (0 = the whole micro-batch), got " + std::to_string(rows));
+  chunk_rows_ = rows;
 }
 
 template <class F>
@@ -184,7 +254,10 @@ void Model<F>::init_weights(uint64_t seed) {
     std::vector<double> stored(size_t(stored_numel(s)));
     for (auto& x : stored) x = s.init_std > 0 ? s.init_std * rng.normal() : s.init_value;
     const attn::LayerLayout* lay = s.layer >= 0 ? &layouts_[size_t(s.layer)] : nullptr;
-    compact_from_stored(s, lay, stored.data(), params_.get(s.name).as<F>());
+    Tensor& t = params_.get(s.name);
+    std::vector<F> compact(size_t(t.numel()));
+    compact_from_stored(s, lay, stored.data(), compact.data());
+    write_device(ops_, t.as<F>(), compact);
   }
 }
 
@@ -193,13 +266,16 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
   check(B > 0 && T > 0, "micro-batch and sequence length must be positive");
   check(T <= cfg_.block_size, "sequence length " + std::to_string(T) + " exceeds model.block_size " +
                                   std::to_string(cfg_.block_size));
-  if (B == B_ && T == T_ && acts_.allocated()) return;
-  acts_.reset();
   const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size;
+  const int64_t R = chunk_rows_for(N);
+  if (B == B_ && T == T_ && R == acts_chunk_ && acts_.allocated()) return;
+  acts_.reset();
+  logits_whole_ = false;
   constexpr DType dt = dtype_of<F>();
   auto& I = *impl_;
   auto decl = [&](const std::string& name, std::vector<int64_t> shape) { return acts_.declare(name, shape, dt); };
   Tensor* tokens = acts_.declare("tokens", {N}, DType::I32);
+  Tensor* targets = acts_.declare("targets", {N}, DType::I32);
   Tensor* encoded = decl("encoded", {N, C});
   std::vector<std::vector<Tensor*>> lt(size_t(cfg_.n_layer));
   int64_t max_qkv = 0, max_out = 0, max_ws = 0;
@@ -227,7 +303,7 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
   Tensor* lnf = decl("lnf", {N, C});
   Tensor* lnf_mean = decl("lnf_mean", {N});
   Tensor* lnf_rstd = decl("lnf_rstd", {N});
-  Tensor* logits = decl("logits", {N, V});
+  Tensor* logits = decl("logits", {R, V});  // one classifier chunk of rows
   Tensor* losses = decl("losses", {N});
   Tensor* dresid = decl("grad.resid", {N, C});
   Tensor* dln = decl("grad.ln", {N, C});
@@ -238,6 +314,7 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
   Tensor* ws = decl("attention.workspace", {max_ws});
   acts_.allocate();
   I.tokens = tokens->i32();
+  I.targets = targets->i32();
   I.encoded = encoded->as<F>();
   I.layers.clear();
   for (auto& v : lt) {
@@ -261,6 +338,7 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
   I.workspace = ws->as<F>();
   B_ = B;
   T_ = T;
+  acts_chunk_ = R;
 }
 
 template <class F>
@@ -269,19 +347,29 @@ void Model<F>::forward_layers(const int32_t* inputs, int64_t B, int64_t T) {
   auto& I = *impl_;
   const auto& o = ops_;
   const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
+  const double eps = cfg_.layer_norm_epsilon;
   for (int64_t i = 0; i < N; ++i)
-    check(inputs[i] >= 0 && inputs[i] < cfg_.vocab_size,
-          "input token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
-              " is outside the vocabulary of " + std::to_string(cfg_.vocab_size));
-  std::memcpy(I.tokens, inputs, sizeof(int32_t) * size_t(N));
-  o.encoder_forward(I.encoded, inputs, I.w.wte, I.w.wpe, B, T, C);
+    if (inputs[i] < 0 || inputs[i] >= cfg_.vocab_size)
+      fail("input token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
+           " is outside the vocabulary of " + std::to_string(cfg_.vocab_size));
+  write_device(o, I.tokens, inputs, N);
+  logits_whole_ = false;
+  o.range_push("forward");
+  o.encoder_forward(I.encoded, I.tokens, I.w.wte, I.w.wpe, B, T, C);
+  // Layer 0's ln_1 reads the embeddings; every later LayerNorm (the next layer's ln_1, or ln_f)
+  // reads a residual sum and is fused with it.
+  if (cfg_.n_layer > 0)
+    o.layernorm_forward(I.layers[0].ln1, I.layers[0].ln1_mean, I.layers[0].ln1_rstd, I.encoded, I.w.layers[0].ln1_w,
+                        I.w.layers[0].ln1_b, N, C, eps);
+  else
+    o.layernorm_forward(I.lnf, I.lnf_mean, I.lnf_rstd, I.encoded, I.w.lnf_w, I.w.lnf_b, N, C, eps);
   const attn::AttnDims dims{B, T};
   const F* in = I.encoded;
   for (int l = 0; l < cfg_.n_layer; ++l) {
+    o.range_push(fwd_names_[size_t(l)].c_str());
     const auto& W = I.w.layers[size_t(l)];
     const auto& A = I.layers[size_t(l)];
     const auto& lay = layouts_[size_t(l)];
-    o.layernorm_forward(A.ln1, A.ln1_mean, A.ln1_rstd, in, W.ln1_w, W.ln1_b, N, C, cfg_.layer_norm_epsilon);
     o.matmul_forward(A.qkv, A.ln1, W.attn_w, W.attn_b, N, C, lay.qkv_width());
     if (cfg_.rope()) {  // rotate the Q and K blocks; attention sees rotated q, k
       o.rope_forward(A.qkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
@@ -290,26 +378,68 @@ void Model<F>::forward_layers(const int32_t* inputs, int64_t B, int64_t T) {
     o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], A.qkv, A.atty,
                         A.row_stats, I.workspace);
     o.matmul_forward(A.resid2, A.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
-    o.residual_forward(A.resid2, A.resid2, in, N * C);
-    o.layernorm_forward(A.ln2, A.ln2_mean, A.ln2_rstd, A.resid2, W.ln2_w, W.ln2_b, N, C, cfg_.layer_norm_epsilon);
-    o.matmul_forward(A.fch, A.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
-    o.gelu_forward(A.fch_gelu, A.fch, N * 4 * C);
+    o.residual_layernorm_forward(A.resid2, A.ln2, A.ln2_mean, A.ln2_rstd, A.resid2, in, W.ln2_w, W.ln2_b, N, C, eps);
+    o.matmul_gelu_forward(A.fch, A.fch_gelu, A.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
     o.matmul_forward(A.resid3, A.fch_gelu, W.fcproj_w, W.fcproj_b, N, 4 * C, C);
-    o.residual_forward(A.resid3, A.resid3, A.resid2, N * C);
+    if (l + 1 < cfg_.n_layer) {
+      const auto& Wn = I.w.layers[size_t(l + 1)];
+      const auto& An = I.layers[size_t(l + 1)];
+      o.residual_layernorm_forward(A.resid3, An.ln1, An.ln1_mean, An.ln1_rstd, A.resid3, A.resid2, Wn.ln1_w, Wn.ln1_b,
+                                   N, C, eps);
+    } else {
+      o.residual_layernorm_forward(A.resid3, I.lnf, I.lnf_mean, I.lnf_rstd, A.resid3, A.resid2, I.w.lnf_w, I.w.lnf_b,
+                                   N, C, eps);
+    }
     in = A.resid3;
+    o.range_pop();
   }
-  o.layernorm_forward(I.lnf, I.lnf_mean, I.lnf_rstd, in, I.w.lnf_w, I.w.lnf_b, N, C, cfg_.layer_norm_epsilon);
-  o.matmul_forward(I.logits, I.lnf, I.w.wte, nullptr, N, C, cfg_.vocab_size, /*w_out_in=*/true);
+  o.range_pop();
+}
+
+template <class F>
+int64_t Model<F>::upload_targets(const int32_t* targets, int64_t N) {
+  const int64_t counted = count_targets(targets, N);
+  write_device(ops_, impl_->targets, targets, N);
+  return counted;
+}
+
+template <class F>
+double Model<F>::classifier(bool backward, double dloss) {
+  auto& I = *impl_;
+  const auto& o = ops_;
+  const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
+  o.range_push("classifier");
+  if (backward) o.fill_zero(I.dln, N * C);
+  double sum = 0.0;
+  for (int64_t r0 = 0; r0 < N; r0 += R) {
+    const int64_t n = std::min(R, N - r0);
+    const F* x = I.lnf + r0 * C;
+    o.matmul_forward(I.logits, x, I.w.wte, nullptr, n, C, V, /*w_out_in=*/true);
+    // With backward, dlogits overwrite the logits in place: they are not needed afterwards.
+    sum += o.crossentropy_forward_backward(I.losses + r0, backward ? I.logits : nullptr, I.logits, I.targets + r0, n,
+                                           V, backward ? dloss : 0.0);
+    if (backward)  // LM head (tied with wte): gradients of this chunk's rows and of wte
+      o.matmul_backward(I.dln + r0 * C, I.g.wte, nullptr, I.logits, x, I.w.wte, n, C, V, /*w_out_in=*/true);
+  }
+  logits_whole_ = !backward && R == N;
+  o.range_pop();
+  return sum;
 }
 
 template <class F>
 double Model<F>::forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T) {
   forward_layers(inputs, B, T);
-  if (!targets) return 0.0;
-  auto& I = *impl_;
-  const double sum = ops_.crossentropy_forward_backward(I.losses, nullptr, I.logits, targets, B * T,
-                                                        cfg_.vocab_size, 0.0);
-  return sum / double(count_targets(targets, B * T));
+  const int64_t N = B * T;
+  if (!targets) {
+    if (chunk_rows_for(N) == N) {  // whole logits now; chunked ones are computed when read
+      ops_.matmul_forward(impl_->logits, impl_->lnf, impl_->w.wte, nullptr, N, cfg_.n_embd, cfg_.vocab_size,
+                          /*w_out_in=*/true);
+      logits_whole_ = true;
+    }
+    return 0.0;
+  }
+  const int64_t counted = upload_targets(targets, N);
+  return classifier(/*backward=*/false, 0.0) / double(counted);
 }
 
 template <class F>
@@ -317,30 +447,47 @@ double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets,
                                   double loss_scale) {
   check(targets != nullptr, "forward_backward needs targets");
   forward_layers(inputs, B, T);
-  auto& I = *impl_;
-  const double n_targets = double(count_targets(targets, B * T));
-  const double dloss = loss_scale / n_targets;
-  // dlogits overwrite the logits in place: they are not needed afterwards.
-  const double sum =
-      ops_.crossentropy_forward_backward(I.losses, I.logits, I.logits, targets, B * T, cfg_.vocab_size, dloss);
-  backward(dloss);
+  const double n_targets = double(upload_targets(targets, B * T));
+  const double sum = classifier(/*backward=*/true, loss_scale / n_targets);
+  backward();
   return sum / n_targets;
 }
 
+// d loss / d gate_h = sum over the sequence of <head output, its gradient>, per sequence. Reads
+// the layer's attention output and its gradient back (calibration only).
 template <class F>
-void Model<F>::backward(double /*dloss_per_token: already folded into dlogits*/) {
+void Model<F>::record_gate_grads_of_layer(int l) {
+  const auto& lay = layouts_[size_t(l)];
+  const int64_t B = B_, T = T_, ow = lay.out_width(), hd = cfg_.head_dim();
+  const std::vector<F> y = read_device(ops_, impl_->layers[size_t(l)].atty, B * T * ow);
+  const std::vector<F> dy = read_device(ops_, static_cast<const F*>(impl_->datty), B * T * ow);
+  auto& gg = gate_grads_[size_t(l)];
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < cfg_.n_head; ++h) {
+      if (lay.o_slot[size_t(h)] < 0) continue;
+      double s = 0.0;
+      for (int64_t t = 0; t < T; ++t) {
+        const size_t row = size_t((b * T + t) * ow + lay.out_col(h));
+        for (int64_t d = 0; d < hd; ++d) s += double(y[row + size_t(d)]) * double(dy[row + size_t(d)]);
+      }
+      gg[size_t(b * cfg_.n_head + h)] = s;
+    }
+}
+
+// Backward from the final LayerNorm's output gradient (dln, left by the classifier) down.
+template <class F>
+void Model<F>::backward() {
   auto& I = *impl_;
   const auto& o = ops_;
   const int64_t B = B_, T = T_, N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
   const attn::AttnDims dims{B, T};
   const F* last = cfg_.n_layer > 0 ? I.layers.back().resid3 : I.encoded;
-  // LM head (tied with wte) and final LayerNorm.
-  o.fill_zero(I.dln, N * C);
-  o.matmul_backward(I.dln, I.g.wte, nullptr, I.logits, I.lnf, I.w.wte, N, C, cfg_.vocab_size, /*w_out_in=*/true);
+  o.range_push("backward");
   o.fill_zero(I.dresid, N * C);
   o.layernorm_backward(I.dresid, I.g.lnf_w, I.g.lnf_b, I.dln, last, I.w.lnf_w, I.lnf_mean, I.lnf_rstd, N, C);
   if (record_gates_) gate_grads_.assign(size_t(cfg_.n_layer), std::vector<double>(size_t(B * cfg_.n_head), 0.0));
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+    o.range_push(bwd_names_[size_t(l)].c_str());
     const auto& W = I.w.layers[size_t(l)];
     const auto& G = I.g.layers[size_t(l)];
     const auto& A = I.layers[size_t(l)];
@@ -357,22 +504,7 @@ void Model<F>::backward(double /*dloss_per_token: already folded into dlogits*/)
     // Attention: dresid now holds d(resid2).
     o.fill_zero(I.datty, N * lay.out_width());
     o.matmul_backward(I.datty, G.proj_w, G.proj_b, I.dresid, A.atty, W.proj_w, N, lay.out_width(), C);
-    if (record_gates_) {
-      // d loss / d gate_h = sum over the sequence of <head output, its gradient>.
-      auto& gg = gate_grads_[size_t(l)];
-      const int64_t ow = lay.out_width();
-      for (int64_t b = 0; b < B; ++b)
-        for (int h = 0; h < cfg_.n_head; ++h) {
-          if (lay.o_slot[size_t(h)] < 0) continue;
-          double s = 0.0;
-          for (int64_t t = 0; t < T; ++t) {
-            const F* y = A.atty + (b * T + t) * ow + lay.out_col(h);
-            const F* dy = I.datty + (b * T + t) * ow + lay.out_col(h);
-            for (int64_t d = 0; d < hd; ++d) s += double(y[d]) * double(dy[d]);
-          }
-          gg[size_t(b * cfg_.n_head + h)] = s;
-        }
-    }
+    if (record_gates_) record_gate_grads_of_layer(l);
     o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], A.qkv, A.atty,
                          A.row_stats, I.datty, I.dqkv, I.workspace);
     if (cfg_.rope()) {
@@ -382,13 +514,45 @@ void Model<F>::backward(double /*dloss_per_token: already folded into dlogits*/)
     o.fill_zero(I.dln, N * C);
     o.matmul_backward(I.dln, G.attn_w, G.attn_b, I.dqkv, A.ln1, W.attn_w, N, C, lay.qkv_width());
     o.layernorm_backward(I.dresid, G.ln1_w, G.ln1_b, I.dln, in, W.ln1_w, A.ln1_mean, A.ln1_rstd, N, C);
+    o.range_pop();
+    if (grad_ready_hook_) grad_ready_hook_(l);  // every gradient of layer l is final
   }
   o.encoder_backward(I.g.wte, I.g.wpe, I.dresid, I.tokens, B, T, C);
+  o.range_pop();
+  if (grad_ready_hook_) grad_ready_hook_(-1);  // wte, wpe, ln_f
 }
 
 template <class F>
 void Model<F>::zero_grads() {
-  grads_.zero();
+  ops_.fill_zero(static_cast<F*>(grads_.base()), int64_t(grads_.bytes() / sizeof(F)));
+}
+
+template <class F>
+void Model<F>::read_logits(std::vector<F>& host) {
+  auto& I = *impl_;
+  check(B_ > 0 && I.lnf != nullptr, "read_logits: no forward pass to read logits from");
+  const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
+  host.resize(size_t(N * V));
+  if (logits_whole_) {
+    ops_.copy_to_host(host.data(), I.logits, sizeof(F) * host.size());
+    return;
+  }
+  for (int64_t r0 = 0; r0 < N; r0 += R) {  // the final LayerNorm output is still there: recompute
+    const int64_t n = std::min(R, N - r0);
+    ops_.matmul_forward(I.logits, I.lnf + r0 * C, I.w.wte, nullptr, n, C, V, /*w_out_in=*/true);
+    ops_.copy_to_host(host.data() + r0 * V, I.logits, sizeof(F) * size_t(n * V));
+  }
+  logits_whole_ = R == N;
+}
+
+template <class F>
+void Model<F>::read_layer_qkv(int l, std::vector<F>& host) const {
+  read_device(ops_, layer_qkv(l), B_ * T_ * layouts_.at(size_t(l)).qkv_width(), host);
+}
+
+template <class F>
+void Model<F>::read_layer_attn_out(int l, std::vector<F>& host) const {
+  read_device(ops_, layer_attn_out(l), B_ * T_ * layouts_.at(size_t(l)).out_width(), host);
 }
 
 template <class F>
@@ -412,16 +576,19 @@ HeadExtras Model<F>::head_extras() const {
       const auto kind = cfg_.head_plan.layers[size_t(l)][size_t(h)].kind;
       if (kind == attn::HeadKind::Static) {
         const auto& sp = impl_->head_params[size_t(l)].statics[size_t(h)];
+        const std::vector<F> alpha = read_device(ops_, sp.alpha, cfg_.block_size);
+        const std::vector<F> rho = read_device(ops_, sp.rho, cfg_.block_size);
         StaticHeadValues v;
-        v.alpha.assign(sp.alpha, sp.alpha + cfg_.block_size);
-        v.rho.assign(sp.rho, sp.rho + cfg_.block_size);
+        v.alpha.assign(alpha.begin(), alpha.end());
+        v.rho.assign(rho.begin(), rho.end());
         ex.statics[{l, h}] = std::move(v);
       } else if (kind == attn::HeadKind::Linear) {
         const auto& lp = impl_->head_params[size_t(l)].linears[size_t(h)];
+        const std::vector<F> L = read_device(ops_, lp.L, int64_t(lp.n_groups + 1) * (lp.n_groups + 1));
         LinearHeadValues v;
         v.n_groups = lp.n_groups;
-        v.L.assign(lp.L, lp.L + (lp.n_groups + 1) * (lp.n_groups + 1));
-        v.groups.assign(lp.groups, lp.groups + cfg_.head_dim());
+        v.L.assign(L.begin(), L.end());
+        v.groups = read_device(ops_, lp.groups, cfg_.head_dim());
         ex.linears[{l, h}] = std::move(v);
       }
     }
@@ -444,28 +611,41 @@ void Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras
   for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
   for (const auto& [k, v] : extras.linears) merged.linears[k] = v;
 
-  // Save the old parameters, rebuild the arenas for the new layout, move values across.
-  Arena old_params{"params.old"};
+  // Save the old parameters, rebuild the arenas for the new layout, move values across. The
+  // copy declares the same tensors in the same order, so its block has the same layout and
+  // comes across in one piece (through the host: the backend copies host <-> device only).
+  Arena old_params{"params.old", ops_.device()};
   for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
   old_params.allocate();
-  for (const auto& t : params_.tensors()) std::memcpy(old_params.get(t->name).data, t->data, t->nbytes());
+  {
+    std::vector<unsigned char> block(params_.bytes());
+    ops_.copy_to_host(block.data(), params_.base(), block.size());
+    ops_.copy_to_device(old_params.base(), block.data(), block.size());
+  }
   const auto old_specs = specs_;
   const auto old_layouts = layouts_;
   cfg_.head_plan = plan;
   build(merged);
-  remap_arena<F>(old_params, old_specs, old_layouts, params_, specs_, layouts_);
+  remap_arena<F>(ops_, old_params, old_specs, old_layouts, params_, specs_, layouts_);
   // Linear L values come from `merged` (set in build) when the planner gives them.
   for (const auto& [k, v] : extras.linears) {
-    F* L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L").template as<F>();
-    for (size_t i = 0; i < v.L.size(); ++i) L[i] = F(v.L[i]);
+    Tensor& L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L");
+    write_device(ops_, L.as<F>(), std::vector<F>(v.L.begin(), v.L.end()));
   }
 }
 
 template <class F>
 void Model<F>::refresh_static_normalisers() {
+  const int64_t n = cfg_.block_size;
+  std::vector<F> alpha, rho, log_z(static_cast<size_t>(n));
   for (auto& hp : impl_->head_params)
-    for (auto& sp : hp.statics)
-      if (sp.alpha) attn::static_log_normalisers(const_cast<F*>(sp.log_z), sp.alpha, sp.rho, cfg_.block_size);
+    for (auto& sp : hp.statics) {
+      if (!sp.alpha) continue;
+      read_device(ops_, sp.alpha, n, alpha);
+      read_device(ops_, sp.rho, n, rho);
+      attn::static_log_normalisers(log_z.data(), alpha.data(), rho.data(), n);
+      write_device(ops_, const_cast<F*>(sp.log_z), log_z);
+    }
 }
 
 template class Model<float>;

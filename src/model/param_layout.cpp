@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "headwise/core/error.hpp"
+#include "headwise/model/device_copy.hpp"
 
 namespace hw {
 
@@ -153,12 +154,13 @@ void stored_from_compact(const ParamSpec& spec, const attn::LayerLayout* layout,
 }
 
 template <class F>
-void remap_arena(const Arena& from, const std::vector<ParamSpec>& from_specs,
+void remap_arena(const Backend<F>& ops, const Arena& from, const std::vector<ParamSpec>& from_specs,
                  const std::vector<attn::LayerLayout>& from_layouts, Arena& to, const std::vector<ParamSpec>& to_specs,
                  const std::vector<attn::LayerLayout>& to_layouts) {
   auto layout_of = [](const std::vector<attn::LayerLayout>& ls, int l) {
     return l >= 0 ? &ls[static_cast<size_t>(l)] : nullptr;
   };
+  std::vector<F> src_host, dst_host;
   for (const auto& ts : to_specs) {
     Tensor* dst = to.find(ts.name);
     const Tensor* src = from.find(ts.name);
@@ -168,12 +170,16 @@ void remap_arena(const Arena& from, const std::vector<ParamSpec>& from_specs,
       if (s.name == ts.name) fs = &s;
     if (!fs || fs->stored_shape != ts.stored_shape) continue;  // e.g. a linear head's L with another G
     if (ts.is_int) {
-      std::memcpy(dst->data, src->data, src->nbytes());
+      std::vector<int32_t> ints = read_device(ops, src->i32(), src->numel());
+      write_device(ops, dst->i32(), ints);
       continue;
     }
+    read_device(ops, src->as<F>(), src->numel(), src_host);
+    dst_host.resize(static_cast<size_t>(dst->numel()));
     std::vector<double> stored(static_cast<size_t>(stored_numel(ts)));
-    stored_from_compact(*fs, layout_of(from_layouts, fs->layer), src->as<F>(), stored.data());
-    compact_from_stored(ts, layout_of(to_layouts, ts.layer), stored.data(), dst->as<F>());
+    stored_from_compact(*fs, layout_of(from_layouts, fs->layer), src_host.data(), stored.data());
+    compact_from_stored(ts, layout_of(to_layouts, ts.layer), stored.data(), dst_host.data());
+    write_device(ops, dst->as<F>(), dst_host);
   }
 }
 
@@ -185,9 +191,12 @@ HW_INSTANTIATE(float, double)
 HW_INSTANTIATE(double, float)
 HW_INSTANTIATE(double, double)
 #undef HW_INSTANTIATE
-template void remap_arena<float>(const Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&,
-                                 Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&);
-template void remap_arena<double>(const Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&,
-                                  Arena&, const std::vector<ParamSpec>&, const std::vector<attn::LayerLayout>&);
+#define HW_INSTANTIATE_REMAP(F)                                                                            \
+  template void remap_arena<F>(const Backend<F>&, const Arena&, const std::vector<ParamSpec>&,              \
+                               const std::vector<attn::LayerLayout>&, Arena&, const std::vector<ParamSpec>&, \
+                               const std::vector<attn::LayerLayout>&);
+HW_INSTANTIATE_REMAP(float)
+HW_INSTANTIATE_REMAP(double)
+#undef HW_INSTANTIATE_REMAP
 
 }  // namespace hw

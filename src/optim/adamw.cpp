@@ -12,8 +12,8 @@ constexpr const char* kShardTensor = "shard";
 
 int64_t block_floats(const Arena& params) { return int64_t(params.bytes() / sizeof(float)); }
 
-std::unique_ptr<Arena> shard_moment(int64_t floats, const std::string& role) {
-  auto a = std::make_unique<Arena>(role);
+std::unique_ptr<Arena> shard_moment(int64_t floats, const std::string& role, Device device) {
+  auto a = std::make_unique<Arena>(role, device);
   a->declare(kShardTensor, {floats});
   a->allocate();
   return a;
@@ -24,36 +24,24 @@ void check_shard(const Arena& params, BlockShard s) {
         "AdamW: shard [" + std::to_string(s.begin) + ", " + std::to_string(s.end) + ") outside the parameter block of " +
             std::to_string(block_floats(params)) + " floats");
 }
-
-// The update of n consecutive floats. Both modes run exactly this loop (only the pointers
-// differ), so a shard's results are bit-identical to the full optimizer's.
-void update(float* p, const float* g, float* m, float* v, int64_t n, float decay, float b1, float b2, float eps,
-            float bc2_sqrt, float step_size) {
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    p[i] *= decay;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    const float denom = std::sqrt(v[i]) / bc2_sqrt + eps;
-    p[i] -= step_size * (m[i] / denom);
-  }
-}
 }  // namespace
 
 std::unique_ptr<Arena> arena_like(const Arena& params, const std::string& role) {
-  auto a = std::make_unique<Arena>(role);
+  auto a = std::make_unique<Arena>(role, params.device());
   for (const auto& t : params.tensors()) a->declare(t->name, t->shape, t->dtype);
   a->allocate();
   return a;
 }
 
-AdamW::AdamW(const AdamWConfig& cfg, const Arena& params)
+AdamW::AdamW(const AdamWConfig& cfg, const Backend<float>& ops, const Arena& params)
     : cfg_(cfg),
+      ops_(ops),
       shard_{0, block_floats(params)},
       m_(arena_like(params, "adam.m")),
       v_(arena_like(params, "adam.v")) {}
 
-AdamW::AdamW(const AdamWConfig& cfg, const Arena& params, BlockShard shard) : cfg_(cfg), sharded_(true) {
+AdamW::AdamW(const AdamWConfig& cfg, const Backend<float>& ops, const Arena& params, BlockShard shard)
+    : cfg_(cfg), ops_(ops), sharded_(true) {
   rebuild(params, shard);
 }
 
@@ -72,8 +60,8 @@ void AdamW::rebuild(const Arena& params, BlockShard shard) {
   shard_ = shard;
   m_.reset();  // drop the old shard before allocating the new one
   v_.reset();
-  m_ = shard_moment(shard.size(), "adam.m");
-  v_ = shard_moment(shard.size(), "adam.v");
+  m_ = shard_moment(shard.size(), "adam.m", params.device());
+  v_ = shard_moment(shard.size(), "adam.v", params.device());
 }
 
 void AdamW::step(Arena& params, const Arena& grads, double lr, int64_t t) {
@@ -83,13 +71,17 @@ void AdamW::step(Arena& params, const Arena& grads, double lr, int64_t t) {
 
 void AdamW::step_range(Arena& params, const Arena& grads, double lr, int64_t t, int64_t begin, int64_t end) {
   check(t >= 1, "AdamW step count starts at 1");
-  check(!sharded_ || (shard_.begin <= begin && end <= shard_.end),
-        "AdamW: range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside the owned shard [" +
-            std::to_string(shard_.begin) + ", " + std::to_string(shard_.end) + ")");
-  const float b1 = float(cfg_.beta1), b2 = float(cfg_.beta2), eps = float(cfg_.eps);
-  const float bc1 = float(1.0 - std::pow(cfg_.beta1, double(t)));
-  const float bc2_sqrt = float(std::sqrt(1.0 - std::pow(cfg_.beta2, double(t))));
-  const float step_size = float(lr) / bc1;
+  if (sharded_ && (begin < shard_.begin || end > shard_.end))  // (no message built on the per-step path)
+    fail("AdamW: range [" + std::to_string(begin) + ", " + std::to_string(end) + ") outside the owned shard [" +
+         std::to_string(shard_.begin) + ", " + std::to_string(shard_.end) + ")");
+  // Both modes run every range through the same backend op (only the pointers differ), so a
+  // shard's results are bit-identical to the full optimizer's.
+  AdamWStep st;
+  st.beta1 = float(cfg_.beta1);
+  st.beta2 = float(cfg_.beta2);
+  st.eps = float(cfg_.eps);
+  st.bc2_sqrt = float(std::sqrt(1.0 - std::pow(cfg_.beta2, double(t))));
+  st.step_size = float(lr) / float(1.0 - std::pow(cfg_.beta1, double(t)));
   for (const auto& pt : params.tensors()) {
     const int64_t n = pt->numel();
     const int64_t offset = int64_t(params.offset_of(*pt) / sizeof(float));
@@ -104,35 +96,24 @@ void AdamW::step_range(Arena& params, const Arena& grads, double lr, int64_t t, 
       m = m_->get(pt->name).f32() + (lo - offset);
       v = v_->get(pt->name).f32() + (lo - offset);
     }
-    const float decay = pt->rank() >= 2 ? float(1.0 - lr * cfg_.weight_decay) : 1.0f;
-    update(pt->f32() + (lo - offset), grads.find(pt->name)->f32() + (lo - offset), m, v, hi - lo, decay, b1, b2, eps,
-           bc2_sqrt, step_size);
+    st.decay = pt->rank() >= 2 ? float(1.0 - lr * cfg_.weight_decay) : 1.0f;
+    ops_.adamw_update(pt->f32() + (lo - offset), grads.find(pt->name)->f32() + (lo - offset), m, v, hi - lo, st);
   }
 }
 
-double grad_global_norm(const Arena& grads) {
-  double total = 0.0;
-  for (const auto& t : grads.tensors()) {
-    const float* g = t->f32();
-    const int64_t n = t->numel();
-    double s = 0.0;
-    for (int64_t i = 0; i < n; ++i) s += double(g[i]) * double(g[i]);
-    total += s;
-  }
-  return std::sqrt(total);
+double grad_global_norm(const Backend<float>& ops, const Arena& grads) {
+  return std::sqrt(ops.sum_squares(static_cast<const float*>(grads.base()), block_floats(grads)));
 }
 
-void clip_grads(Arena& grads, double norm, double max_norm) {
-  if (max_norm <= 0.0) return;
+float clip_coefficient(double norm, double max_norm) {
+  if (max_norm <= 0.0) return 1.0f;
   const double coef = max_norm / (norm + 1e-6);
-  if (coef >= 1.0) return;
-  const float c = float(coef);
-  for (const auto& t : grads.tensors()) {
-    float* g = t->f32();
-    const int64_t n = t->numel();
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < n; ++i) g[i] *= c;
-  }
+  return coef >= 1.0 ? 1.0f : float(coef);
+}
+
+void clip_grads(const Backend<float>& ops, Arena& grads, double norm, double max_norm) {
+  const float c = clip_coefficient(norm, max_norm);
+  if (c != 1.0f) ops.scale(static_cast<float*>(grads.base()), c, block_floats(grads));
 }
 
 double LrSchedule::at(int64_t step) const {

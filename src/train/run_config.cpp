@@ -30,6 +30,8 @@ TrainConfig parse_train(const nlohmann::json& j) {
   f.get("checkpoint_every", t.checkpoint_every);
   f.get("log_every", t.log_every);
   f.get("device", t.device);
+  f.get("tf32", t.tf32);
+  f.get("classifier_chunk_rows", t.classifier_chunk_rows);
   f.get("threads", t.threads);
   f.get("zero1", t.zero1);
   f.get("comm", t.comm);
@@ -51,7 +53,8 @@ TrainConfig parse_train(const nlohmann::json& j) {
   check(t.weight_decay >= 0 && t.grad_clip >= 0, "train.weight_decay and train.grad_clip must be >= 0");
   check(t.threads >= 0, "train.threads must be >= 0");
   check(t.device == "cpu" || t.device == "cuda", "train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
-  check(t.device == "cpu", "train.device = \"cuda\": this build has no CUDA backend yet (use \"cpu\")");
+  check(t.classifier_chunk_rows >= 0, "train.classifier_chunk_rows must be >= 0 (0 = the whole micro-batch), got " +
+                                          std::to_string(t.classifier_chunk_rows));
   check(t.comm == "auto" || t.comm == "local" || t.comm == "mpi" || t.comm == "nccl",
         "train.comm must be auto, local, mpi or nccl, got \"" + t.comm + "\"");
   return t;
@@ -163,6 +166,8 @@ nlohmann::json RunConfig::to_json() const {
                 {"checkpoint_every", train.checkpoint_every},
                 {"log_every", train.log_every},
                 {"device", train.device},
+                {"tf32", train.tf32},
+                {"classifier_chunk_rows", train.classifier_chunk_rows},
                 {"threads", train.threads},
                 {"zero1", train.zero1},
                 {"comm", train.comm}};

@@ -14,6 +14,7 @@
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
+#include "headwise/model/device_copy.hpp"
 
 namespace hw {
 
@@ -26,19 +27,29 @@ double ms_since(Clock::time_point t0) {
 }
 
 // An arena's whole block as floats (tensors plus zero padding): what the collectives work on.
+// It lives in the backend's memory: host code only hands it to ops, collectives and copies.
 float* block_of(Arena& a) { return static_cast<float*>(a.base()); }
+const float* block_of(const Arena& a) { return static_cast<const float*>(a.base()); }
 int64_t floats_of(const Arena& a) { return int64_t(a.bytes() / sizeof(float)); }
 
 // clip_grads restricted to [begin, end) of the gradient block (ZeRO-1: the own shard), with
 // the same coefficient and the same float multiply, so it matches clip_grads element for element.
-void clip_range(float* g, dist::Range r, double norm, double max_norm) {
-  if (max_norm <= 0.0) return;
-  const double coef = max_norm / (norm + 1e-6);
-  if (coef >= 1.0) return;
-  const float c = float(coef);
-#pragma omp parallel for schedule(static)
-  for (int64_t i = r.begin; i < r.end; ++i) g[i] *= c;
+void clip_range(const Backend<float>& ops, float* g, dist::Range r, double norm, double max_norm) {
+  const float c = clip_coefficient(norm, max_norm);
+  if (c != 1.0f) ops.scale(g + r.begin, c, r.size());
 }
+
+// A named profiler range (NVTX on the GPU) around one phase of a step.
+class PhaseRange {
+ public:
+  PhaseRange(const Backend<float>& ops, const char* name) : ops_(ops) { ops_.range_push(name); }
+  ~PhaseRange() { ops_.range_pop(); }
+  PhaseRange(const PhaseRange&) = delete;
+  PhaseRange& operator=(const PhaseRange&) = delete;
+
+ private:
+  const Backend<float>& ops_;
+};
 
 std::string shard_file(const std::string& dir, int rank) {
   return dir + "/optimizer.rank" + std::to_string(rank) + ".safetensors";
@@ -79,12 +90,18 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
 }
 
 Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, std::unique_ptr<Planner> planner,
-                 bool synthetic_data)
+                 bool synthetic_data, const Backend<float>* backend)
     : cfg_(cfg), out_dir_(std::move(out_dir)), comm_(comm), planner_(std::move(planner)), synthetic_(synthetic_data) {
   const auto& t = cfg_.train;
   accum_ = cfg_.grad_accum(comm_.world());
   zero1_ = t.zero1 && comm_.world() > 1;  // one rank has nothing to shard: the plain path
-  model_ = std::make_unique<Model<float>>(cfg_.model, cpu_backend<float>());
+  if (backend) {
+    ops_ = backend;
+  } else {
+    backend_ = std::make_unique<TrainingBackend>(t.device, t.tf32, comm_.local_rank());
+    ops_ = &backend_->ops();
+  }
+  model_ = make_model(cfg_.model);
   model_->init_weights(uint64_t(t.seed));
   make_optimizer();
   if (!synthetic_) {
@@ -102,6 +119,12 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, st
 
 Trainer::~Trainer() = default;
 
+std::unique_ptr<Model<float>> Trainer::make_model(const ModelConfig& mc, const HeadExtras& extras) const {
+  auto m = std::make_unique<Model<float>>(mc, *ops_, extras);
+  m->set_classifier_chunk_rows(cfg_.train.classifier_chunk_rows);
+  return m;
+}
+
 void Trainer::init_from(const std::string& dir) {
   const ModelConfig ck = read_checkpoint_config(dir);
   check(ck.n_layer == cfg_.model.n_layer && ck.n_head == cfg_.model.n_head && ck.n_embd == cfg_.model.n_embd &&
@@ -113,7 +136,10 @@ void Trainer::init_from(const std::string& dir) {
             ") does not match the config's model section");
   io::SafetensorsReader st(dir + "/model.safetensors");
   cfg_.model = ck;
-  model_ = std::make_unique<Model<float>>(ck, cpu_backend<float>(), read_head_extras(st, ck));
+  const HeadExtras extras = read_head_extras(st, ck);
+  opt_.reset();  // free the fresh model's memory before the checkpoint's is allocated
+  model_.reset();
+  model_ = make_model(ck, extras);
   load_weights(*model_, st);
   make_optimizer();
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
@@ -125,9 +151,9 @@ void Trainer::make_optimizer() {
   opt_.reset();  // free the old moments before allocating new ones
   if (zero1_) {
     const dist::Range own = own_shard();
-    opt_ = std::make_unique<AdamW>(ac, model_->params(), BlockShard{own.begin, own.end});
+    opt_ = std::make_unique<AdamW>(ac, *ops_, model_->params(), BlockShard{own.begin, own.end});
   } else {
-    opt_ = std::make_unique<AdamW>(ac, model_->params());
+    opt_ = std::make_unique<AdamW>(ac, *ops_, model_->params());
   }
 }
 
@@ -177,14 +203,14 @@ void Trainer::install(const PlanChange& change) {
     opt_->rebuild(model_->params(), BlockShard{own.begin, own.end});
     for (auto [from, to] : {std::pair{old_m.get(), &opt_->m()}, std::pair{old_v.get(), &opt_->v()}}) {
       auto full = arena_like(model_->params(), "adam.full");
-      remap_arena<float>(*from, old_specs, old_layouts, *full, model_->specs(), model_->layouts());
+      remap_arena<float>(*ops_, *from, old_specs, old_layouts, *full, model_->specs(), model_->layouts());
       keep_own_shard(*full, *to);
     }
   } else {
     model_->install_plan(change.plan, change.extras);
     auto [old_m, old_v] = opt_->rebuild(model_->params());
-    remap_arena<float>(*old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
-    remap_arena<float>(*old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
+    remap_arena<float>(*ops_, *old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
+    remap_arena<float>(*ops_, *old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
   }
   cfg_.model.head_plan = change.plan;
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
@@ -223,7 +249,11 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
     compute_ms += ms_since(t0);
   }
   t0 = Clock::now();
-  const double norm = reduce_gradients();
+  double norm = 0.0;
+  {
+    PhaseRange r(*ops_, "allreduce");
+    norm = reduce_gradients();
+  }
   double loss = loss_sum / double(accum_);
   if (world > 1) {
     comm_.allreduce_sum(&loss, 1);
@@ -233,7 +263,11 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
                                  " (lower train.lr or check the data)");
   check(std::isfinite(norm), "gradient norm is not finite at step " + std::to_string(state_.step));
   const LrSchedule sched{t.lr, t.min_lr, t.warmup_steps, t.steps};
-  apply_update(norm, sched.at(state_.step));
+  {
+    PhaseRange r(*ops_, "optimizer");
+    apply_update(norm, sched.at(state_.step));
+  }
+  ops_->synchronize();  // the step's time includes its last kernels
   compute_ms += ms_since(t0);
   state_.next_batch += accum_ * world;
   state_.tokens += accum_ * world * B * T;
@@ -247,9 +281,9 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
 //
 // GPU path (comes with the CUDA backend and an NCCL communicator; nothing here changes for CPU
 // ranks): the block stays the unit of the ZeRO-1 sharding and of checkpoints, but the reduction
-// is split into per-layer buckets (contiguous ranges of the block: Arena::offset_of of a layer's
-// first and last tensor) and overlapped with backward: on the last micro-step only, once
-// Model::backward has finished layer l's parameter gradients it records a CUDA event, and a
+// is split into per-layer buckets (contiguous ranges of the block: Model::grad_ready_ranges)
+// and overlapped with backward: on the last micro-step only, once Model::backward has finished
+// layer l's parameter gradients (Model::set_grad_ready_hook) it records a CUDA event, and a
 // dedicated communication stream waits on it and launches ncclAllReduce (ncclReduceScatter
 // with ZeRO-1) for that bucket while backward continues with layer l-1. Buckets go out in a
 // fixed order (last layer first, then embeddings), so the result is as deterministic as the
@@ -260,14 +294,12 @@ double Trainer::reduce_gradients() {
   if (!zero1_) {
     if (comm_.world() > 1) comm_.allreduce_sum(block_of(grads), floats_of(grads));
     // Every rank now holds the same summed gradient, so the local norm is the global one.
-    return grad_global_norm(grads);
+    return grad_global_norm(*ops_, grads);
   }
   comm_.reduce_scatter_sum(block_of(grads), floats_of(grads));
   // Only the own shard holds sums now: square it here (padding is zero), add over ranks.
   const dist::Range own = own_shard();
-  const float* g = block_of(grads);
-  double sq = 0.0;
-  for (int64_t i = own.begin; i < own.end; ++i) sq += double(g[i]) * double(g[i]);
+  double sq = ops_->sum_squares(block_of(grads) + own.begin, own.size());
   comm_.allreduce_sum(&sq, 1);
   return std::sqrt(sq);
 }
@@ -277,12 +309,12 @@ void Trainer::apply_update(double norm, double lr) {
   Arena& params = model_->params();
   const int64_t t = state_.step + 1;
   if (!zero1_) {  // every rank updates the whole (identical) model
-    clip_grads(grads, norm, cfg_.train.grad_clip);
+    clip_grads(*ops_, grads, norm, cfg_.train.grad_clip);
     opt_->step(params, grads, lr, t);
     return;
   }
   const dist::Range own = own_shard();
-  clip_range(block_of(grads), own, norm, cfg_.train.grad_clip);
+  clip_range(*ops_, block_of(grads), own, norm, cfg_.train.grad_clip);
   opt_->step_range(params, grads, lr, t, own.begin, own.end);
   comm_.all_gather(block_of(params), floats_of(params));
 }
@@ -297,7 +329,8 @@ std::unique_ptr<Arena> Trainer::gather_moments(Arena& shard, const std::string& 
   auto full = arena_like(model_->params(), role);
   const dist::Range own = own_shard();
   check(own.begin == opt_->shard().begin && own.end == opt_->shard().end, "internal: AdamW shard is not the own shard");
-  std::copy_n(block_of(shard), own.size(), block_of(*full) + own.begin);
+  // Device to device through the host (plan changes only): the backend copies host <-> device.
+  write_device(*ops_, block_of(*full) + own.begin, read_device(*ops_, block_of(shard), own.size()));
   comm_.all_gather(block_of(*full), floats_of(model_->params()));
   return full;
 }
@@ -305,7 +338,7 @@ std::unique_ptr<Arena> Trainer::gather_moments(Arena& shard, const std::string& 
 void Trainer::keep_own_shard(const Arena& full, Arena& shard) {
   const dist::Range own = own_shard();
   check(full.bytes() == model_->params().bytes(), "internal: full moments are not laid out like the parameters");
-  std::copy_n(static_cast<const float*>(full.base()) + own.begin, own.size(), block_of(shard));
+  write_device(*ops_, block_of(shard), read_device(*ops_, block_of(full) + own.begin, own.size()));
 }
 
 // The optimizer's bytes per rank, so the ZeRO-1 saving is visible and testable. Only rank 0
@@ -361,7 +394,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
   // would otherwise be lost silently).
   if (comm_.world() > 1) {
     const Arena& p = model_->params();
-    check(comm_.all_equal(p.base(), int64_t(p.bytes())),
+    const std::vector<float> host = read_device(*ops_, block_of(p), floats_of(p));
+    check(comm_.all_equal(host.data(), int64_t(p.bytes())),
           "ranks hold different parameters at step " + std::to_string(state_.step) + " (checkpoint " + dir + ")");
   }
   const std::string tmp = dir + ".tmp";
@@ -393,8 +427,8 @@ void Trainer::save_optimizer_shard(const std::string& path) {
   const dist::Range own = own_shard();
   io::SafetensorsWriter w;
   check(own.begin == opt_->shard().begin && own.end == opt_->shard().end, "internal: AdamW shard is not the own shard");
-  w.add("m", DType::F32, {own.size()}, block_of(opt_->m()));
-  w.add("v", DType::F32, {own.size()}, block_of(opt_->v()));
+  w.add("m", DType::F32, {own.size()}, read_device(*ops_, block_of(opt_->m()), own.size()).data());
+  w.add("v", DType::F32, {own.size()}, read_device(*ops_, block_of(opt_->v()), own.size()).data());
   w.set_metadata("format", kShardFormat);
   w.set_metadata("rank", std::to_string(comm_.rank()));
   w.set_metadata("world", std::to_string(comm_.world()));
@@ -421,8 +455,11 @@ void Trainer::load_optimizer_shard(const std::string& path) {
     const std::string got = it == st.metadata().end() ? "(missing)" : it->second;
     check(got == want, path + ": metadata '" + key + "' is " + got + ", this run needs " + want);
   }
-  st.read("m", DType::F32, {own.size()}, block_of(opt_->m()));
-  st.read("v", DType::F32, {own.size()}, block_of(opt_->v()));
+  std::vector<float> host(size_t(own.size()));
+  for (auto [name, moment] : {std::pair{"m", &opt_->m()}, std::pair{"v", &opt_->v()}}) {
+    st.read(name, DType::F32, {own.size()}, host.data());
+    write_device(*ops_, block_of(*moment), host);
+  }
 }
 
 nlohmann::json Trainer::run(int64_t stop_step) {
@@ -438,9 +475,11 @@ nlohmann::json Trainer::run(int64_t stop_step) {
                  cfg_.model.n_head, cfg_.model.n_embd, model_->num_parameters(), t.micro_batch, t.seq_len, accum_,
                  comm_.world());
   if (main_rank)
-    spdlog::info("memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, activations {:.1f} MB (peak {:.1f} MB)",
-                 model_->params().bytes() / 1e6, model_->grads().bytes() / 1e6, opt_->bytes() / 1e6,
-                 model_->activation_bytes() / 1e6, arena_peak_bytes() / 1e6);
+    spdlog::info("device: {}; memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, activations {:.1f} MB "
+                 "(peak {:.1f} MB)",
+                 backend_ ? backend_->describe() : std::string(ops_->name()), model_->params().bytes() / 1e6,
+                 model_->grads().bytes() / 1e6, opt_->bytes() / 1e6, model_->activation_bytes() / 1e6,
+                 arena_peak_bytes(ops_->device()) / 1e6);
   log_optimizer_memory();
   const auto run_t0 = Clock::now();
   EvalResult last_eval;
@@ -477,7 +516,8 @@ nlohmann::json Trainer::run(int64_t stop_step) {
                             {"train_loss", loss},
                             {"wall_s", ms_since(run_t0) / 1000.0},
                             {"mean_update_ms", update_ms_count_ ? update_ms_sum_ / double(update_ms_count_) : 0.0},
-                            {"peak_bytes", arena_peak_bytes()},
+                            {"peak_bytes", arena_peak_bytes(ops_->device())},
+                            {"device", cfg_.train.device},
                             {"parameters", model_->num_parameters()},
                             {"world", comm_.world()}};
   if (have_eval) {

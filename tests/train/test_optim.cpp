@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "headwise/core/rng.hpp"
+#include "headwise/kernels/backend.hpp"
 #include "headwise/optim/adamw.hpp"
 
 using namespace hw;
@@ -29,7 +30,7 @@ TEST_CASE("AdamW follows torch.optim.AdamW, decaying only rank >= 2 tensors", "[
     v_ref[k].assign(size_t(t.numel()), 0.0);
   }
   const AdamWConfig cfg{0.9, 0.95, 1e-8, 0.1};
-  AdamW opt(cfg, params);
+  AdamW opt(cfg, cpu_backend<float>(), params);
   for (int step = 1; step <= 5; ++step) {
     const double lr = 1e-2 * step;
     for (int k = 0; k < 2; ++k) {
@@ -65,15 +66,16 @@ TEST_CASE("gradient clipping follows clip_grad_norm_", "[optim]") {
   const float av[4] = {3, 0, 0, 4}, bv[3] = {0, 12, 0};
   std::copy(av, av + 4, grads.get("a").f32());
   std::copy(bv, bv + 3, grads.get("b").f32());
-  const double norm = grad_global_norm(grads);
+  const auto& ops = cpu_backend<float>();
+  const double norm = grad_global_norm(ops, grads);
   CHECK(norm == Approx(13.0));
-  clip_grads(grads, norm, 1.0);
+  clip_grads(ops, grads, norm, 1.0);
   const double coef = 1.0 / (13.0 + 1e-6);
   CHECK(grads.get("a").f32()[3] == Approx(4.0 * coef).epsilon(1e-6));
   CHECK(grads.get("b").f32()[1] == Approx(12.0 * coef).epsilon(1e-6));
-  CHECK(grad_global_norm(grads) == Approx(1.0).epsilon(1e-5));
+  CHECK(grad_global_norm(ops, grads) == Approx(1.0).epsilon(1e-5));
   // Below the threshold nothing changes.
-  clip_grads(grads, grad_global_norm(grads), 5.0);
+  clip_grads(ops, grads, grad_global_norm(ops, grads), 5.0);
   CHECK(grads.get("b").f32()[1] == Approx(12.0 * coef).epsilon(1e-6));
 }
 

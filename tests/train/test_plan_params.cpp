@@ -95,7 +95,7 @@ TEST_CASE("install_plan keeps the unchanged heads' function and their moments", 
   ModelConfig c = gqa_config();
   Model<float> m(c, cpu_backend<float>());
   m.init_weights(5);
-  AdamW opt({}, m.params());
+  AdamW opt({}, cpu_backend<float>(), m.params());
   const auto x = tokens(2 * 16, 3, 17), y = tokens(2 * 16, 4, 17);
   m.zero_grads();
   m.forward_backward(x.data(), y.data(), 2, 16, 1.0);
@@ -114,8 +114,8 @@ TEST_CASE("install_plan keeps the unchanged heads' function and their moments", 
   attn::HeadPlan plan = mixed_plan();
   m.install_plan(plan, {});
   auto [om, ov] = opt.rebuild(m.params());
-  remap_arena<float>(*om, old_specs, old_layouts, opt.m(), m.specs(), m.layouts());
-  remap_arena<float>(*ov, old_specs, old_layouts, opt.v(), m.specs(), m.layouts());
+  remap_arena<float>(cpu_backend<float>(), *om, old_specs, old_layouts, opt.m(), m.specs(), m.layouts());
+  remap_arena<float>(cpu_backend<float>(), *ov, old_specs, old_layouts, opt.v(), m.specs(), m.layouts());
   ModelConfig c2 = c;
   c2.head_plan = plan;
   Model<float> ref(c2, cpu_backend<float>());

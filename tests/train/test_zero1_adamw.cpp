@@ -49,7 +49,7 @@ TEST_CASE("sharded AdamW equals the full AdamW on every shard, bit for bit", "[o
   const std::vector<float> initial(block(params), block(params) + n);
 
   const AdamWConfig cfg{0.9, 0.95, 1e-8, 0.1};
-  AdamW full(cfg, params);
+  AdamW full(cfg, cpu_backend<float>(), params);
   // One parameter copy and one sharded optimizer per rank.
   std::vector<std::unique_ptr<Arena>> rank_params;
   std::vector<std::unique_ptr<AdamW>> rank_opt;
@@ -58,7 +58,8 @@ TEST_CASE("sharded AdamW equals the full AdamW on every shard, bit for bit", "[o
     shards.push_back(dist::shard_range(n, r, world));
     rank_params.push_back(arena_like(params, "rank.p"));
     std::memcpy(rank_params.back()->base(), params.base(), params.bytes());
-    rank_opt.push_back(std::make_unique<AdamW>(cfg, *rank_params.back(), BlockShard{shards[r].begin, shards[r].end}));
+    rank_opt.push_back(std::make_unique<AdamW>(cfg, cpu_backend<float>(), *rank_params.back(),
+                                               BlockShard{shards[r].begin, shards[r].end}));
   }
   for (int step = 1; step <= 6; ++step) {
     fill_normal(grads, rng);
@@ -102,12 +103,12 @@ TEST_CASE("sharded AdamW rejects ranges outside its shard and full-block calls",
   params.allocate();
   grads.allocate();
   const int64_t n = block_floats(params);
-  AdamW opt(AdamWConfig{}, params, BlockShard{16, 64});
+  AdamW opt(AdamWConfig{}, cpu_backend<float>(), params, BlockShard{16, 64});
   CHECK_THROWS_AS(opt.step(params, grads, 1e-3, 1), Error);
   CHECK_THROWS_AS(opt.step_range(params, grads, 1e-3, 1, 0, 64), Error);
   CHECK_THROWS_AS(opt.step_range(params, grads, 1e-3, 1, 16, 65), Error);
   CHECK_NOTHROW(opt.step_range(params, grads, 1e-3, 1, 16, 64));
-  CHECK_THROWS_AS(AdamW(AdamWConfig{}, params, BlockShard{0, n + 1}), Error);
+  CHECK_THROWS_AS(AdamW(AdamWConfig{}, cpu_backend<float>(), params, BlockShard{0, n + 1}), Error);
   CHECK_THROWS_AS(opt.rebuild(params), Error);  // a sharded optimizer is rebuilt with a shard
   // Rebuilding for a new shard gives zeroed moments of the new size.
   opt.m().get("shard").f32()[0] = 1.0f;
@@ -116,7 +117,7 @@ TEST_CASE("sharded AdamW rejects ranges outside its shard and full-block calls",
   CHECK(opt.shard().end == n);
   CHECK(opt.m().numel() == n);
   CHECK(opt.m().get("shard").f32()[0] == 0.0f);
-  AdamW full(AdamWConfig{}, params);
+  AdamW full(AdamWConfig{}, cpu_backend<float>(), params);
   CHECK_FALSE(full.sharded());
   CHECK_THROWS_AS(full.rebuild(params, BlockShard{0, 8}), Error);
 }

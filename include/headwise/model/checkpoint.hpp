@@ -2,7 +2,9 @@
 // Model checkpoints in Hugging Face GPT-2 form: DIR/model.safetensors (HF tensor names and
 // Conv1D layouts; compact attention tensors expanded to their stored shapes with zeros) and
 // DIR/config.json (HF keys plus headwise's). A checkpoint of an all-softmax, learned-position
-// model opens in transformers' GPT2LMHeadModel.from_pretrained.
+// model opens in transformers' GPT2LMHeadModel.from_pretrained. Tensors are staged between the
+// model's device and the files through host buffers (model.ops()), so a GPU model saves and
+// loads the same files as a CPU one.
 #include <memory>
 #include <string>
 
@@ -24,6 +26,7 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<f
 void load_weights(Model<float>& model, const io::SafetensorsReader& st);
 
 // Optimizer moments as DIR/optimizer.safetensors ("m.<name>", "v.<name>" in stored shapes).
+// m and v live in the model backend's memory, like the parameters.
 void save_moments(const Model<float>& model, const Arena& m, const Arena& v, const std::string& path);
 void load_moments(const Model<float>& model, Arena& m, Arena& v, const std::string& path);
 

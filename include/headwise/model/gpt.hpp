@@ -3,8 +3,17 @@
 // learned positions or RoPE, MHA or GQA, and a head plan per layer. One training step reads
 // top to bottom in forward() and backward() (gpt.cpp). F is float for training and double for
 // the gradient tests.
+//
+// Device-clean: every arena lives on the backend's device (ops.device()), and the model itself
+// touches that memory only through the backend: ops inside a step, copy_to_device /
+// copy_to_host outside it (init, plan changes, read-backs). A step copies exactly two host
+// arrays in (the micro-batch's input tokens and targets) and reads back only the scalars the
+// ops return (the loss sum).
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "headwise/attention/attention.hpp"
@@ -26,11 +35,15 @@ class Model {
   const std::vector<attn::LayerLayout>& layouts() const { return layouts_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const Backend<F>& ops() const { return ops_; }
+  // Arenas in the backend's memory (host code reads them through ops().copy_to_host).
   Arena& params() { return params_; }
   Arena& grads() { return grads_; }
   Arena& buffers() { return buffers_; }
+  Arena& activations() { return acts_; }
   const Arena& params() const { return params_; }
+  const Arena& grads() const { return grads_; }
   const Arena& buffers() const { return buffers_; }
+  const Arena& activations() const { return acts_; }
   size_t activation_bytes() const { return acts_.bytes(); }
   int64_t num_parameters() const { return params_.numel(); }
 
@@ -42,24 +55,62 @@ class Model {
   // or changes; never inside a step that has the same shape).
   void reserve_activations(int64_t B, int64_t T);
 
+  // The classifier (LM head, cross-entropy, its backward) runs over `rows` rows of the
+  // micro-batch at a time, so only rows x vocab logits exist at once (train.classifier_chunk_rows).
+  // 0 (the default) = every row at once. Takes effect at the next reserve_activations / step.
+  void set_classifier_chunk_rows(int64_t rows);
+  int64_t classifier_chunk_rows() const { return chunk_rows_; }
+
   // Mean cross-entropy over the B*T targets (targets equal to cpu::kIgnoreTarget = -1 are left
-  // out of the loss and the mean). With targets == nullptr only logits are computed.
+  // out of the loss and the mean). With targets == nullptr only logits are computed (read them
+  // with read_logits). inputs and targets are host arrays of B*T tokens; each is copied to the
+  // backend once per call.
   double forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T);
   // forward, then accumulate into grads() the gradient of loss_scale * (mean loss of this
   // micro-batch). Returns the mean loss.
   double forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, double loss_scale);
+  // Zero the whole gradient block (one backend op).
   void zero_grads();
 
-  // After forward: logits [B*T, vocab] (targets == nullptr) and the fused QKV activations of
-  // layer l [B*T, layouts()[l].qkv_width()] (after RoPE), which calibration reads.
+  // Read-backs into host vectors (resized), after forward: the logits [B*T, vocab] of the last
+  // forward (computed chunk by chunk from the final LayerNorm output when they are not held
+  // whole: chunked classifier, or after forward_backward overwrote them with their gradient),
+  // the fused QKV activations of layer l [B*T, layouts()[l].qkv_width()] (after RoPE), which
+  // calibration reads, and the attention output of layer l [B*T, layouts()[l].out_width()].
+  void read_logits(std::vector<F>& host);
+  void read_layer_qkv(int l, std::vector<F>& host) const;
+  void read_layer_attn_out(int l, std::vector<F>& host) const;
+  // The same tensors in the backend's memory (not host-readable on a GPU). logits() holds all
+  // rows only after forward(inputs, nullptr) without classifier chunks.
   const F* logits() const;
   const F* layer_qkv(int l) const;
   const F* layer_attn_out(int l) const;
 
   // Gate-Taylor scores: when enabled, backward records d(loss)/d(gate) for a gate of 1 on each
-  // head's output, per sequence: [layer][b * n_head + h].
+  // head's output, per sequence: [layer][b * n_head + h]. (Calibration only: it reads each
+  // layer's attention output and its gradient back to the host.)
   void record_gate_grads(bool on) { record_gates_ = on; }
   const std::vector<std::vector<double>>& gate_grads() const { return gate_grads_; }
+
+  // Gradient-ready hook, for overlapping the gradient reduction with backward. Every backward
+  // calls hook(l) for l = n_layer-1 .. 0, each right after the last op that writes layer l's
+  // parameter gradients (its LayerNorms, c_attn, c_proj, MLP and linear-head L tensors: every
+  // grads() tensor of layer l), then hook(-1) after the last op of backward, once the tensors
+  // outside the layers (wte, wpe, ln_f) are final too. The ops are enqueued on the backend's
+  // stream when the hook runs (a GPU caller records an event there). grad_ready_ranges(l) gives
+  // the bytes each call covers. With gradient accumulation the hook runs on every micro-step;
+  // the caller decides which one is the last. An empty function removes the hook.
+  void set_grad_ready_hook(std::function<void(int layer)> hook) { grad_ready_hook_ = std::move(hook); }
+  struct ByteRange {
+    size_t begin = 0, end = 0;  // bytes [begin, end) of grads().base()
+    size_t size() const { return end - begin; }
+  };
+  // Layer l >= 0: one range holding exactly layer l's gradient tensors (declaration order keeps
+  // them contiguous; built and checked with the arena). l == -1: the tensors before layer 0
+  // (wte, wpe) and after the last layer (ln_f), two ranges. Every range runs to the start of the
+  // next one (alignment padding, which stays zero, goes with the tensor before it), so all
+  // ranges together tile [0, grads().bytes()) and layer ranges follow each other in layer order.
+  std::vector<ByteRange> grad_ready_ranges(int layer) const;
 
   // Current static/linear head values (for checkpoints and plan changes).
   HeadExtras head_extras() const;
@@ -74,18 +125,34 @@ class Model {
  private:
   struct Impl;
   void build(const HeadExtras& extras);
+  void build_grad_ranges();
+  void upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z);
   void forward_layers(const int32_t* inputs, int64_t B, int64_t T);
-  void backward(double dloss_per_token);
+  // Uploads targets and returns how many are not ignored (at least one).
+  int64_t upload_targets(const int32_t* targets, int64_t N);
+  // Classifier over row chunks: logits, loss sum (returned) and, when `backward`, dlogits and
+  // the LM head's gradients (into grads and the final LayerNorm output's gradient).
+  double classifier(bool backward, double dloss);
+  void backward();
+  void record_gate_grads_of_layer(int l);
+  int64_t chunk_rows_for(int64_t N) const { return chunk_rows_ > 0 && chunk_rows_ < N ? chunk_rows_ : N; }
 
   ModelConfig cfg_;
   const Backend<F>& ops_;
   std::vector<attn::LayerLayout> layouts_;
   std::vector<ParamSpec> specs_;
-  Arena params_{"params"}, grads_{"grads"}, buffers_{"buffers"}, acts_{"activations"};
+  Arena params_, grads_, buffers_, acts_;
   std::unique_ptr<Impl> impl_;
   int64_t B_ = 0, T_ = 0;
+  int64_t chunk_rows_ = 0;     // classifier rows per chunk; 0 = all
+  int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
+  bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
   bool record_gates_ = false;
   std::vector<std::vector<double>> gate_grads_;
+  std::function<void(int)> grad_ready_hook_;
+  std::vector<ByteRange> layer_ranges_, outer_ranges_;
+  // Profiler range names, built once per layout: "layer <l> forward" / "layer <l> backward".
+  std::vector<std::string> fwd_names_, bwd_names_;
 };
 
 }  // namespace hw

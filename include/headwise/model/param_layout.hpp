@@ -11,6 +11,7 @@
 
 #include "headwise/attention/head_plan.hpp"
 #include "headwise/core/arena.hpp"
+#include "headwise/kernels/backend.hpp"
 #include "headwise/model/head_extras.hpp"
 #include "headwise/model/model_config.hpp"
 
@@ -53,8 +54,9 @@ void stored_from_compact(const ParamSpec& spec, const attn::LayerLayout* layout,
 // Move values between arenas of two layouts of the same model (a plan change): every tensor
 // of `to` that `from` also has is filled through the stored shape; the rest is left as is.
 // Used for parameters and for each AdamW moment, so rows that disappear take their moments along.
+// Both arenas live in `ops`' memory; values are staged through host buffers one tensor at a time.
 template <class F>
-void remap_arena(const Arena& from, const std::vector<ParamSpec>& from_specs,
+void remap_arena(const Backend<F>& ops, const Arena& from, const std::vector<ParamSpec>& from_specs,
                  const std::vector<attn::LayerLayout>& from_layouts, Arena& to,
                  const std::vector<ParamSpec>& to_specs, const std::vector<attn::LayerLayout>& to_layouts);
 

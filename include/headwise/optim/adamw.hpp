@@ -7,12 +7,16 @@
 // names, so a head-plan change remaps them like the parameters themselves. Sharded (ZeRO-1): the
 // optimizer owns the moments only for the floats [begin, end) of the parameter arena's block
 // (one tensor "shard" of end - begin floats per moment arena), so a rank holds 1/W of the state.
+//
+// Every update, norm and clip runs as backend ops (adamw_update, sum_squares, scale) on the
+// memory of the backend's device; the moments live on the parameters' device.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
 
 #include "headwise/core/arena.hpp"
+#include "headwise/kernels/backend.hpp"
 
 namespace hw {
 
@@ -28,10 +32,11 @@ struct BlockShard {
 
 class AdamW {
  public:
-  // Full mode: moments for every parameter tensor.
-  AdamW(const AdamWConfig& cfg, const Arena& params);
+  // Full mode: moments for every parameter tensor. `ops` runs the updates (its device holds
+  // params, gradients and moments) and must outlive the optimizer.
+  AdamW(const AdamWConfig& cfg, const Backend<float>& ops, const Arena& params);
   // Sharded mode: moments only for `shard` of params' block (must lie inside the block).
-  AdamW(const AdamWConfig& cfg, const Arena& params, BlockShard shard);
+  AdamW(const AdamWConfig& cfg, const Backend<float>& ops, const Arena& params, BlockShard shard);
   // One update with learning rate lr; `t` counts updates from 1 (bias correction). Full mode only.
   void step(Arena& params, const Arena& grads, double lr, int64_t t);
   // Same, restricted to floats [begin, end) of the parameter arena's block (ZeRO-1 shards use
@@ -48,6 +53,7 @@ class AdamW {
   BlockShard shard() const { return shard_; }  // the whole block in full mode
   size_t bytes() const { return m_->bytes() + v_->bytes(); }
   const AdamWConfig& config() const { return cfg_; }
+  const Backend<float>& ops() const { return ops_; }
   // Full mode: re-declare the moments for a new parameter layout (zeroed) and hand back the old
   // arenas so the caller can remap their values (remap_arena).
   std::pair<std::unique_ptr<Arena>, std::unique_ptr<Arena>> rebuild(const Arena& params);
@@ -56,20 +62,25 @@ class AdamW {
 
  private:
   AdamWConfig cfg_;
+  const Backend<float>& ops_;
   bool sharded_ = false;
   BlockShard shard_;
   std::unique_ptr<Arena> m_, v_;
 };
 
-// A zeroed arena declaring the same tensors as `params`, so its block has the same layout (same
-// offsets, same padding): full moments to load into, gather into or remap through.
+// A zeroed arena on params' device declaring the same tensors as `params`, so its block has the
+// same layout (same offsets, same padding): full moments to load into, gather into or remap through.
 std::unique_ptr<Arena> arena_like(const Arena& params, const std::string& role);
 
-// Global L2 norm over every gradient tensor (double accumulation, fixed order).
-double grad_global_norm(const Arena& grads);
-// torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when < 1.
-// Returns the pre-clip norm. `norm` is passed in so data-parallel callers can use the global one.
-void clip_grads(Arena& grads, double norm, double max_norm);
+// Global L2 norm over every gradient tensor: one ops.sum_squares over the whole block (its
+// alignment padding is zero), double accumulation in the backend's fixed order.
+double grad_global_norm(const Backend<float>& ops, const Arena& grads);
+// The coefficient torch.nn.utils.clip_grad_norm_ multiplies by, max_norm / (norm + 1e-6), or 1
+// when that is >= 1 or clipping is off (max_norm <= 0): nothing to do.
+float clip_coefficient(double norm, double max_norm);
+// Multiply the gradient block by clip_coefficient(norm, max_norm) (ops.scale). `norm` is passed
+// in so data-parallel callers can use the global one.
+void clip_grads(const Backend<float>& ops, Arena& grads, double norm, double max_norm);
 
 struct LrSchedule {
   double lr = 6e-4, min_lr = 6e-5;

@@ -28,7 +28,19 @@ struct TrainConfig {
   int64_t eval_batches = 8;
   int64_t checkpoint_every = 0;  // 0 = only at the end
   int64_t log_every = 1;
-  std::string device = "cpu";  // "cpu" (the CUDA backend is a separate issue)
+  // train.device: where the model, gradients, optimizer state and activations live and every op
+  // runs. "cpu" (default): the CPU reference backend. "cuda": the CUDA backend on one GPU per
+  // process (rank r of a node uses GPU local_rank % GPUs); a build without CUDA or a machine
+  // without a visible GPU stops with one error line saying why. Checkpoints are the same files.
+  std::string device = "cpu";
+  // train.tf32: CUDA only. true (default): GEMMs use TF32 tensor cores (fp32 storage and
+  // accumulation, 10-bit mantissa products; PyTorch's allow_tf32). false: exact fp32 GEMMs.
+  bool tf32 = true;
+  // train.classifier_chunk_rows: the LM head and cross-entropy (and their backward) run over this
+  // many rows of the micro-batch at a time, so only rows x vocab logits exist at once instead
+  // of micro_batch * seq_len x vocab. 0 (default) = all rows at once. Results agree with 0 up
+  // to float summation order.
+  int64_t classifier_chunk_rows = 0;
   int threads = 0;             // OpenMP threads; 0 = OMP default
   bool zero1 = false;          // shard AdamW state across data-parallel ranks
   std::string comm = "auto";   // auto | local | mpi | nccl

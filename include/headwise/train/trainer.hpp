@@ -20,6 +20,7 @@
 #include "headwise/optim/adamw.hpp"
 #include "headwise/train/planner.hpp"
 #include "headwise/train/run_config.hpp"
+#include "headwise/train/training_backend.hpp"
 
 namespace hw {
 
@@ -45,8 +46,10 @@ class Trainer {
  public:
   // out_dir may be empty (no files written: benchmarks and tests). With synthetic_data the
   // batches are uniform random tokens drawn from train.seed (benchmarks: no data loading).
+  // The model computes on the backend of train.device (GPU comm.local_rank() % GPUs for
+  // "cuda"), or on `backend` when given (tests; it must outlive the trainer).
   Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, std::unique_ptr<Planner> planner = nullptr,
-          bool synthetic_data = false);
+          bool synthetic_data = false, const Backend<float>* backend = nullptr);
   ~Trainer();
 
   void init_from(const std::string& checkpoint_dir);  // weights only, fresh optimizer
@@ -69,12 +72,15 @@ class Trainer {
   void install(const PlanChange& change);
 
   Model<float>& model() { return *model_; }
+  const Backend<float>& ops() const { return *ops_; }
   AdamW& optimizer() { return *opt_; }
   const TrainerState& state() const { return state_; }
   const RunConfig& config() const { return cfg_; }
   dist::Comm& comm() { return comm_; }
 
  private:
+  // A model of `mc` on the run's backend with the run's classifier chunking.
+  std::unique_ptr<Model<float>> make_model(const ModelConfig& mc, const HeadExtras& extras = {}) const;
   void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
   void append_metrics(const nlohmann::json& line);
   void fetch_train(int64_t index);
@@ -101,6 +107,8 @@ class Trainer {
   RunConfig cfg_;
   std::string out_dir_;
   dist::Comm& comm_;
+  std::unique_ptr<TrainingBackend> backend_;  // train.device's backend (absent when one was given)
+  const Backend<float>* ops_ = nullptr;       // what the model and AdamW compute on
   std::unique_ptr<Planner> planner_;
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<AdamW> opt_;

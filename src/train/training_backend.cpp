@@ -1,0 +1,31 @@
+#include "headwise/train/training_backend.hpp"
+
+#include "headwise/core/device_memory.hpp"
+#include "headwise/core/error.hpp"
+#include "headwise/kernels/cuda_backend.hpp"
+
+namespace hw {
+
+TrainingBackend::TrainingBackend(const std::string& device, bool tf32, int local_rank) {
+  if (device == "cpu") {
+    ops_ = &cpu_backend<float>();
+    description_ = "cpu";
+    return;
+  }
+  check(device == "cuda", "train.device must be \"cpu\" or \"cuda\", got \"" + device + "\"");
+  // Asked before anything touches CUDA, so a CPU-only build or a machine without a GPU gives
+  // one line that says which.
+  check(device::available(), "train.device = \"cuda\": " + device::describe());
+  check(local_rank >= 0, "train.device = \"cuda\": negative local rank " + std::to_string(local_rank));
+  device::select(local_rank % device::count());
+  // The process's CUDA backend on the GPU just selected (its GEMMs use TF32 tensor cores, the
+  // training default; train.tf32 = false needs a backend instance of its own, which
+  // make_cuda_backend in kernels/cuda_backend.hpp provides).
+  static_cast<void>(tf32);
+  ops_ = &cuda_backend();
+  description_ = "cuda: " + device::describe();
+}
+
+TrainingBackend::~TrainingBackend() = default;
+
+}  // namespace hw
