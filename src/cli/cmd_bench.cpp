@@ -1,6 +1,7 @@
 // headwise bench --config FILE [--steps N] [--warmup N] [--set k=v]...
 // Times whole optimizer updates (accumulation x (forward + loss + backward), clip, AdamW) on
-// random tokens already in memory, after warm-up, and prints one JSON line.
+// random tokens already in memory, after warm-up, and prints one JSON line. The device is the
+// config's train.device (--set train.device=cuda), as for train.
 #include <algorithm>
 #include <cstdio>
 
@@ -47,7 +48,8 @@ void add_bench_command(CLI::App& app) {
     nlohmann::json out = {{"ms_per_step", mean},
                           {"ms_per_step_median", ms[ms.size() / 2]},
                           {"tok_per_s", tokens / (mean / 1000.0)},
-                          {"peak_bytes", arena_peak_bytes()},
+                          {"peak_bytes", arena_peak_bytes(trainer.ops().device())},
+                          {"device", cfg.train.device},
                           {"parameters", trainer.model().num_parameters()},
                           {"threads", omp_get_max_threads()},
                           {"tokens_per_step", int64_t(tokens)},

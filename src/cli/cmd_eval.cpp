@@ -1,4 +1,5 @@
 // headwise eval --checkpoint CKPT --data GLOB [--batches N] [--micro-batch B] [--seq-len T]
+//               [--device cpu|cuda] [--tf32 true|false]
 #include <cstdio>
 
 #include "cli/commands.hpp"
@@ -9,14 +10,16 @@
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/train/trainer.hpp"
+#include "headwise/train/training_backend.hpp"
 
 namespace hw::cli {
 
 namespace {
 struct EvalArgs {
-  std::string checkpoint, data;
+  std::string checkpoint, data, device = "cpu";
   int64_t batches = 8, micro_batch = 4, seq_len = 0;
   int threads = 0;
+  bool tf32 = true;
 };
 }  // namespace
 
@@ -29,10 +32,13 @@ void add_eval_command(CLI::App& app) {
   cmd->add_option("--micro-batch", a->micro_batch, "Sequences per batch (default 4)");
   cmd->add_option("--seq-len", a->seq_len, "Sequence length (default: the model's block size)");
   cmd->add_option("--threads", a->threads, "OpenMP threads (default: all)");
+  cmd->add_option("--device", a->device, "cpu or cuda, as train.device (default cpu)");
+  cmd->add_option("--tf32", a->tf32, "CUDA GEMMs on TF32 tensor cores, as train.tf32 (default true)");
   cmd->callback([a] {
     set_threads(a->threads);
     check(a->batches > 0 && a->micro_batch > 0 && a->seq_len >= 0, "--batches and --micro-batch must be positive");
-    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    const TrainingBackend backend(a->device, a->tf32, /*local_rank=*/0);
+    auto model = load_model(a->checkpoint, backend.ops());
     const int64_t T = a->seq_len > 0 ? a->seq_len : model->config().block_size;
     check(T <= model->config().block_size, "--seq-len exceeds the model's block size");
     data::TokenLoader loader(a->data, a->micro_batch, T, false, 0);
@@ -41,7 +47,11 @@ void add_eval_command(CLI::App& app) {
                                                         " batches in " + a->data);
     dist::LocalComm comm;
     const EvalResult r = evaluate(*model, loader, a->batches, a->micro_batch, T, comm);
-    nlohmann::json out = {{"loss", r.loss}, {"ppl", r.ppl}, {"tokens", r.tokens}, {"checkpoint", a->checkpoint}};
+    nlohmann::json out = {{"loss", r.loss},
+                          {"ppl", r.ppl},
+                          {"tokens", r.tokens},
+                          {"checkpoint", a->checkpoint},
+                          {"device", a->device}};
     std::printf("%s\n", out.dump().c_str());
   });
 }
