@@ -1,0 +1,461 @@
+#pragma once
+// Device code of the linear (OAL) head items, called per work item (b, head) from the
+// mixed-head kernels (contract: attention_params.hpp). Exact chunked evaluation of the
+// grouped quadratic kernel in feature space (math, feature layout and the serial chunk
+// functions: headwise/kernels/tiles/linear_chunk.hpp, CPU-tested in
+// tests/attention/test_linear_chunk.cpp): per chunk of kLinChunk tokens the block streams the
+// prefix state S (one block of FB feature slots at a time, [FB][D+1] in shared memory) and
+// runs every product through attn_tile::tile_gemm_acc (SIMT fp32 now; tensor cores by swapping
+// that one function). Same-chunk pairs use the chunk kernel matrix Kap = Psi^T Phi, which the
+// same feature blocks accumulate.
+//
+// Global scratch of an item (linear_scratch(p, b, h), private to the (b, head)):
+//   [S or R: NF x (D+1)] [W: NF query-side weights] [Tt: NF per-feature totals for dL].
+//
+// Thread mappings (256 threads): tile products as attn_tile (16 x 16 grid, rows ty + 16a,
+// columns tx + 16c); chunk rows in row sums: row tid / 8, lanes tid % 8; feature rows in
+// feature sums: slot tid / (256 / FB); feature tiles: slot tid % FB, chunk rows tid / FB + k
+// (256 / FB); the Jacobian: warp w owns chunk rows w + 8u, lane l owns columns l + 32v, so the
+// row sums of the pair Jacobian are warp reductions.
+#include <cstdint>
+
+#include "headwise/kernels/tiles/attention_tiles.hpp"
+#include "headwise/kernels/tiles/linear_chunk.hpp"
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/attention_tile_gemm.cuh"
+
+namespace hw::cuda::attn_dev {
+
+template <int HD>
+struct LinCfg {
+  static constexpr int C = tiles::kLinChunk;
+  static constexpr int FB = tiles::linear_feature_block(HD);
+  static constexpr int NF = tiles::linear_feature_slots(HD);
+  static constexpr int LDU = HD + 1;  // rows [v, 1], [G, G_den], [S, z]: odd, conflict-free B views
+  static constexpr int LDP = C + 1;   // feature tiles [FB][LDP] and chunk matrices [C][LDP]
+  static constexpr int LPR = tiles::kAttnThreads / C;   // lanes per chunk row in row sums
+  static constexpr int LPF = tiles::kAttnThreads / FB;  // lanes per feature slot in slot sums
+  static constexpr int JU = C / 8, JV = HD / 32;        // Jacobian rows / columns per thread
+  static_assert(HD % 32 == 0 && C % 16 == 0 && FB % 16 == 0 && FB >= C, "linear head tile shapes");
+  static_assert(tiles::kAttnThreads == 256 && LPR <= 32 && LPF <= 32, "linear head thread mapping");
+
+  static constexpr int r4(int n) { return (n + 3) / 4 * 4; }
+  // shared memory carve (floats)
+  static constexpr int q_off = 0;                   // [C][HD] query rows
+  static constexpr int k_off = q_off + C * HD;      // [C][HD] key rows
+  static constexpr int u_off = k_off + C * HD;      // [C][LDU] U rows [v, 1]
+  static constexpr int pa_off = u_off + r4(C * LDU);  // [FB][LDP] Psi (or X(q)); later dX or Kap
+  static constexpr int pb_off = pa_off + r4(FB * LDP);  // [FB][LDP] Phi; later dX or Kap
+  static constexpr int s_off = pb_off + r4(FB * LDP);   // [FB][LDU] state block
+  static constexpr int w_off = s_off + r4(FB * LDU);    // [FB] weights of the block
+  static constexpr int den_off = w_off + FB;            // [C] row denominators
+  static constexpr int forward_floats = den_off + C;
+  static constexpr int g_off = forward_floats;          // [C][LDU] G rows (backward)
+  static constexpr int dk_off = g_off + r4(C * LDU);    // [C][LDP] dKT[j][i] (backward)
+  static constexpr int backward_floats = dk_off + r4(C * LDP);
+  static_assert(HD * (HD + 1) <= backward_floats, "dL's row sums reuse the backward's shared memory");
+
+  static constexpr int64_t scratch_floats = int64_t(NF) * LDU + 2 * int64_t(NF);
+};
+
+template <int HD>
+constexpr int linear_forward_smem_bytes() {
+  return static_cast<int>(sizeof(float)) * LinCfg<HD>::forward_floats;
+}
+template <int HD>
+constexpr int linear_backward_smem_bytes() {
+  return static_cast<int>(sizeof(float)) * LinCfg<HD>::backward_floats;
+}
+
+namespace linear_detail {
+
+// Sum over each aligned group of LANES consecutive lanes (power of two <= 32) in a fixed
+// butterfly order: every lane of a group gets the same bits. All 32 lanes must call it.
+template <int LANES>
+__device__ __forceinline__ float group_sum(float v) {
+  static_assert(LANES >= 1 && LANES <= 32 && (LANES & (LANES - 1)) == 0, "LANES: a power of two <= 32");
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Zeroes the state, fills the query-side weights W (and zeroes the totals Tt when given).
+template <int HD>
+__device__ void init_scratch(const AttnLaunchParams& p, const AttnHeadDesc& d, float* S, float* W, float* Tt) {
+  using Cfg = LinCfg<HD>;
+  const int tid = static_cast<int>(threadIdx.x);
+  for (int e = tid; e < Cfg::NF * Cfg::LDU; e += tiles::kAttnThreads) S[e] = 0.f;
+  for (int f = tid; f < Cfg::NF; f += tiles::kAttnThreads) {
+    W[f] = tiles::linear_weight(tiles::linear_feature(HD, f), d.L, d.n_groups + 1, d.groups, p.linear_eps, p.scale);
+    if (Tt) Tt[f] = 0.f;
+  }
+  __syncthreads();
+}
+
+// Chunk rows [t0, t0 + n) of a head block: dst[r * ldd + c] (c < HD), zero rows n..C-1.
+template <int HD>
+__device__ __forceinline__ void load_chunk_rows(float* dst, int ldd, ConstRows src, int64_t t0, int n) {
+  for (int e = static_cast<int>(threadIdx.x); e < LinCfg<HD>::C * HD; e += tiles::kAttnThreads) {
+    const int r = e / HD, c = e % HD;
+    dst[r * ldd + c] = r < n ? src.ptr[(t0 + r) * src.stride + c] : 0.f;
+  }
+}
+
+// U rows [v_j, 1] (zero past n).
+template <int HD>
+__device__ __forceinline__ void load_u(float* sU, ConstRows v, int64_t t0, int n) {
+  using Cfg = LinCfg<HD>;
+  load_chunk_rows<HD>(sU, Cfg::LDU, v, t0, n);
+  for (int r = static_cast<int>(threadIdx.x); r < Cfg::C; r += tiles::kAttnThreads)
+    sU[r * Cfg::LDU + HD] = r < n ? 1.f : 0.f;
+}
+
+// Feature tiles of slots [f0, f0 + FB): Psi[s][i] = w_s X_s(q_i) (W null: X_s(q_i)), Phi[s][i] =
+// X_s(k_i); zero for i >= n (the rows of sq, sk past n are zero too).
+template <int HD>
+__device__ __forceinline__ void fill_features(float* Psi, float* Phi, int f0, const float* sW, const float* sq,
+                                              const float* sk, int n) {
+  using Cfg = LinCfg<HD>;
+  const int tid = static_cast<int>(threadIdx.x), s = tid % Cfg::FB;
+  const tiles::LinFeature ft = tiles::linear_feature(HD, f0 + s);
+  const float w = sW ? sW[s] : 1.f;
+  for (int i = tid / Cfg::FB; i < Cfg::C; i += Cfg::LPF) {
+    const bool in = i < n;
+    Psi[s * Cfg::LDP + i] = in ? w * tiles::linear_x(ft, sq + i * HD) : 0.f;
+    Phi[s * Cfg::LDP + i] = in ? tiles::linear_x(ft, sk + i * HD) : 0.f;
+  }
+}
+
+// Loads the state block [f0, f0 + FB) and its weights into shared memory.
+template <int HD>
+__device__ __forceinline__ void load_state_block(float* sS, float* sW, const float* S, const float* W, int f0) {
+  using Cfg = LinCfg<HD>;
+  const float* src = S + int64_t(f0) * Cfg::LDU;
+  for (int e = static_cast<int>(threadIdx.x); e < Cfg::FB * Cfg::LDU; e += tiles::kAttnThreads) sS[e] = src[e];
+  if (threadIdx.x < Cfg::FB) sW[threadIdx.x] = W[f0 + static_cast<int>(threadIdx.x)];
+}
+
+// State step of one block (global rows Sg): Sg[s][e] = sS[s][e] + sum_j A[s][j] B[j][e] for e <= HD,
+// with A a feature tile [FB][LDP] and B chunk rows [C][LDU] (prefix: Phi and U; suffix: Psi and G).
+template <int HD>
+__device__ __forceinline__ void state_step(float* Sg, const float* sS, const float* A, const float* B) {
+  using Cfg = LinCfg<HD>;
+  constexpr int FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP;
+  const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+  attn_tile::Acc<FB, HD> up;
+#pragma unroll
+  for (int a = 0; a < FB / 16; ++a)
+#pragma unroll
+    for (int c = 0; c < HD / 16; ++c) up.v[a][c] = sS[(ty + 16 * a) * LDU + tx + 16 * c];
+  attn_tile::tile_gemm_acc<FB, HD, Cfg::C, LDP, 1, LDU, 1>(up, A, B);
+#pragma unroll
+  for (int a = 0; a < FB / 16; ++a)
+#pragma unroll
+    for (int c = 0; c < HD / 16; ++c) Sg[(ty + 16 * a) * LDU + tx + 16 * c] = up.v[a][c];
+  // column HD (denominator side): slot tid / LPF, its lanes split the chunk rows
+  const int tid = static_cast<int>(threadIdx.x), s = tid / Cfg::LPF, l = tid % Cfg::LPF;
+  float z = 0.f;
+  for (int j = l; j < Cfg::C; j += Cfg::LPF) z = fmaf(A[s * LDP + j], B[j * LDU + HD], z);
+  z = group_sum<Cfg::LPF>(z);
+  if (l == 0) Sg[s * LDU + HD] = sS[s * LDU + HD] + z;
+}
+
+// Stores a chunk matrix accumulator [C][C] into M[i * LDP + j], keeping j <= i < n (the causal
+// pairs of the chunk) and zeroing the rest. `key_major` stores M[j * LDP + i] instead.
+template <int HD>
+__device__ __forceinline__ void store_causal(float* M, const attn_tile::Acc<LinCfg<HD>::C, LinCfg<HD>::C>& acc, int n,
+                                             bool key_major) {
+  using Cfg = LinCfg<HD>;
+  const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+#pragma unroll
+  for (int a = 0; a < Cfg::C / 16; ++a)
+#pragma unroll
+    for (int c = 0; c < Cfg::C / 16; ++c) {
+      const int r = ty + 16 * a, col = tx + 16 * c;  // r: query row for key_major == false
+      const int i = key_major ? col : r, j = key_major ? r : col;
+      M[r * Cfg::LDP + col] = (j <= i && i < n) ? acc.v[a][c] : 0.f;
+    }
+}
+
+// Backward chunk setup: q, k, U and G rows, then dKT[j][i] = G_i . U_j for j <= i < n.
+template <int HD>
+__device__ void load_backward_chunk(const AttnLaunchParams& p, int b, int h, float* smem, int64_t t0, int n) {
+  using Cfg = LinCfg<HD>;
+  constexpr int C = Cfg::C, LDU = Cfg::LDU;
+  float* sG = smem + Cfg::g_off;
+  load_chunk_rows<HD>(smem + Cfg::q_off, HD, q_rows(p, b, h), t0, n);
+  load_chunk_rows<HD>(smem + Cfg::k_off, HD, k_rows(p, b, h), t0, n);
+  load_u<HD>(smem + Cfg::u_off, v_rows(p, b, h), t0, n);
+  // G rows: row tid / LPR, lanes split the columns; G = [dO, -(dO . O)] / den
+  const ConstRows o = out_in_rows(p, b, h), go = dout_rows(p, b, h);
+  const float* den = row_stats_in(p, b, h);
+  const int tid = static_cast<int>(threadIdx.x), i = tid / Cfg::LPR, l = tid % Cfg::LPR;
+  const bool in = i < n;
+  const float inv = in ? 1.f / den[t0 + i] : 0.f;
+  float od = 0.f;
+  for (int e = l; e < HD; e += Cfg::LPR) {
+    const float g = in ? go.ptr[(t0 + i) * go.stride + e] : 0.f;
+    if (in) od = fmaf(g, o.ptr[(t0 + i) * o.stride + e], od);
+    sG[i * LDU + e] = g * inv;
+  }
+  od = group_sum<Cfg::LPR>(od);
+  if (l == 0) sG[i * LDU + HD] = -od * inv;
+  __syncthreads();
+  attn_tile::Acc<C, C> kt;  // kt[j][i]
+  kt.zero();
+  attn_tile::tile_gemm_acc<C, C, HD + 1, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sG);
+  store_causal<HD>(smem + Cfg::dk_off, kt, n, true);
+  __syncthreads();
+}
+
+// dx[u][v] (row w + 8u, column l + 32v) += Jacobian of slots [f0, f0 + FB) applied to
+// dX[s * LDP + i]; w: the block's query-side weights, or null on the key side.
+template <int HD>
+__device__ __forceinline__ void jacobian_block(float (&dx)[LinCfg<HD>::JU][LinCfg<HD>::JV], int f0, const float* dX,
+                                               const float* sW, const float* sx) {
+  using Cfg = LinCfg<HD>;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  const bool pair_block = f0 >= tiles::linear_head_slots(HD);  // the same for the whole block
+  const tiles::LinPairRows pr = tiles::linear_pair_rows(HD, f0);
+#pragma unroll
+  for (int u = 0; u < Cfg::JU; ++u) {
+    const int i = warp + 8 * u;
+    float rb = 0.f, rbp = 0.f;
+#pragma unroll
+    for (int v = 0; v < Cfg::JV; ++v) {
+      const tiles::LinJacTerms<float> t =
+          tiles::linear_jacobian_terms(HD, f0, Cfg::FB, lane + 32 * v, dX + i, Cfg::LDP, sW, sx + i * HD);
+      dx[u][v] += t.own;
+      rb += t.red_b;
+      rbp += t.red_bp;
+    }
+    if (pair_block) {
+      rb = group_sum<32>(rb);
+      rbp = group_sum<32>(rbp);
+#pragma unroll
+      for (int v = 0; v < Cfg::JV; ++v) {
+        if (lane + 32 * v == pr.b) dx[u][v] += rb;
+        if (lane + 32 * v == pr.bp) dx[u][v] += rbp;
+      }
+    }
+  }
+}
+
+// Writes Jacobian-mapped rows (row w + 8u < n, column l + 32v) to dst rows t0 + row (overwrite).
+template <int HD>
+__device__ __forceinline__ void store_jacobian_rows(Rows dst, const float (&dx)[LinCfg<HD>::JU][LinCfg<HD>::JV],
+                                                    int64_t t0, int n) {
+  using Cfg = LinCfg<HD>;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+#pragma unroll
+  for (int u = 0; u < Cfg::JU; ++u) {
+    const int i = warp + 8 * u;
+    if (i >= n) continue;
+#pragma unroll
+    for (int v = 0; v < Cfg::JV; ++v) dst.ptr[(t0 + i) * dst.stride + lane + 32 * v] = dx[u][v];
+  }
+}
+
+}  // namespace linear_detail
+
+// Whole head h of sequence b: overwrites out rows [0, T) and row_stats (the denominators).
+template <int HD>
+__device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, float* smem) {
+  using Cfg = LinCfg<HD>;
+  namespace ld = linear_detail;
+  constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
+  __syncthreads();
+  const AttnHeadDesc& d = p.heads[h];
+  float* S = linear_scratch(p, b, h);
+  float* W = S + int64_t(NF) * LDU;
+  ld::init_scratch<HD>(p, d, S, W, nullptr);
+  float* sq = smem + Cfg::q_off;
+  float* sk = smem + Cfg::k_off;
+  float* sU = smem + Cfg::u_off;
+  float* sPsi = smem + Cfg::pa_off;
+  float* sPhi = smem + Cfg::pb_off;
+  float* sS = smem + Cfg::s_off;
+  float* sW = smem + Cfg::w_off;
+  float* sDen = smem + Cfg::den_off;
+  const int tid = static_cast<int>(threadIdx.x), drow = tid / LPR, dlane = tid % LPR;
+  const int64_t T = p.T;
+  const Rows out = out_rows(p, b, h);
+  float* stats = row_stats_out(p, b, h);
+  for (int64_t t0 = 0; t0 < T; t0 += C) {
+    const int n = static_cast<int>(tiles::min64(C, T - t0));
+    __syncthreads();  // the previous chunk is done with every shared buffer
+    ld::load_chunk_rows<HD>(sq, HD, q_rows(p, b, h), t0, n);
+    ld::load_chunk_rows<HD>(sk, HD, k_rows(p, b, h), t0, n);
+    ld::load_u<HD>(sU, v_rows(p, b, h), t0, n);
+    attn_tile::Acc<C, HD> acc;  // numerators acc[i][e]
+    attn_tile::Acc<C, C> kap;   // chunk kernel matrix kap[i][j]
+    acc.zero();
+    kap.zero();
+    float den = 0.f;  // partial of row drow
+    for (int f0 = 0; f0 < NF; f0 += FB) {
+      __syncthreads();  // feature tiles and the state block are free
+      ld::load_state_block<HD>(sS, sW, S, W, f0);
+      __syncthreads();
+      ld::fill_features<HD>(sPsi, sPhi, f0, sW, sq, sk, n);
+      __syncthreads();
+      attn_tile::tile_gemm_acc<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sS);  // earlier chunks
+      attn_tile::tile_gemm_acc<C, C, FB, 1, LDP, LDP, 1>(kap, sPsi, sPhi);
+      for (int s = dlane; s < FB; s += LPR) den = fmaf(sPsi[s * LDP + drow], sS[s * LDU + HD], den);
+      ld::state_step<HD>(S + int64_t(f0) * LDU, sS, sPhi, sU);  // S += Phi^T [v, 1]
+    }
+    __syncthreads();  // done with sPsi: it takes the masked chunk kernel
+    ld::store_causal<HD>(sPsi, kap, n, false);
+    __syncthreads();
+    attn_tile::tile_gemm_acc<C, HD, C, LDP, 1, LDU, 1>(acc, sPsi, sU);  // same chunk
+    for (int j = dlane; j < C; j += LPR) den += sPsi[drow * LDP + j];
+    den = ld::group_sum<LPR>(den);
+    if (dlane == 0) {
+      sDen[drow] = den;
+      if (drow < n) stats[t0 + drow] = den;
+    }
+    __syncthreads();
+    const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+#pragma unroll
+    for (int a = 0; a < C / 16; ++a) {
+      const int i = ty + 16 * a;
+      if (i >= n) continue;
+      const float inv = 1.f / sDen[i];
+#pragma unroll
+      for (int c = 0; c < HD / 16; ++c) out.ptr[(t0 + i) * out.stride + tx + 16 * c] = acc.v[a][c] * inv;
+    }
+  }
+  __syncthreads();
+}
+
+// Whole head h of sequence b: overwrites dQ rows [0, T), this head's dK / dV partial rows and
+// its A matrix (row stride n_groups + 1) in the workspace slot.
+template <int HD>
+__device__ void linear_item_backward(const AttnLaunchParams& p, int b, int h, float* smem) {
+  using Cfg = LinCfg<HD>;
+  namespace ld = linear_detail;
+  constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPF = Cfg::LPF;
+  constexpr int JU = Cfg::JU, JV = Cfg::JV;
+  __syncthreads();
+  const AttnHeadDesc& d = p.heads[h];
+  float* S = linear_scratch(p, b, h);
+  float* W = S + int64_t(NF) * LDU;
+  float* Tt = W + NF;
+  ld::init_scratch<HD>(p, d, S, W, Tt);
+  float* sq = smem + Cfg::q_off;
+  float* sk = smem + Cfg::k_off;
+  float* sU = smem + Cfg::u_off;
+  float* sPA = smem + Cfg::pa_off;
+  float* sPB = smem + Cfg::pb_off;
+  float* sS = smem + Cfg::s_off;
+  float* sW = smem + Cfg::w_off;
+  float* sG = smem + Cfg::g_off;
+  float* sDK = smem + Cfg::dk_off;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t T = p.T;
+
+  // Pass 1, chunks forward: dPsi = S_excl G + Phi dKappa -> dq (Jacobian) and the totals Tt.
+  for (int64_t t0 = 0; t0 < T; t0 += C) {
+    const int n = static_cast<int>(tiles::min64(C, T - t0));
+    __syncthreads();
+    ld::load_backward_chunk<HD>(p, b, h, smem, t0, n);
+    float dq[JU][JV] = {};
+    for (int f0 = 0; f0 < NF; f0 += FB) {
+      __syncthreads();
+      ld::load_state_block<HD>(sS, sW, S, W, f0);
+      __syncthreads();
+      ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, sk, n);  // sPA: unweighted X(q)
+      __syncthreads();
+      attn_tile::Acc<FB, C> dX;  // dX[s][i]
+      dX.zero();
+      attn_tile::tile_gemm_acc<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sG);
+      attn_tile::tile_gemm_acc<FB, C, C, LDP, 1, LDP, 1>(dX, sPB, sDK);
+      ld::state_step<HD>(S + int64_t(f0) * LDU, sS, sPB, sU);
+      __syncthreads();  // done with Phi: sPB takes dX
+      const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+#pragma unroll
+      for (int a = 0; a < FB / 16; ++a)
+#pragma unroll
+        for (int c = 0; c < C / 16; ++c) sPB[(ty + 16 * a) * LDP + tx + 16 * c] = dX.v[a][c];
+      __syncthreads();
+      {  // Tt[s] += sum_i dX[s][i] X_s(q_i)
+        const int s = tid / LPF, l = tid % LPF;
+        float t = 0.f;
+        for (int i = l; i < C; i += LPF) t = fmaf(sPB[s * LDP + i], sPA[s * LDP + i], t);
+        t = ld::group_sum<LPF>(t);
+        if (l == 0) Tt[f0 + s] += t;
+      }
+      ld::jacobian_block<HD>(dq, f0, sPB, sW, sq);
+    }
+    ld::store_jacobian_rows<HD>(dq_rows(p, b, h), dq, t0, n);
+  }
+
+  // Pass 2, chunks backward with the suffix state R (reusing S): dPhi = R_excl U + Psi dKappa
+  // -> dk; dv = Phi R_excl + Kap^T G.
+  __syncthreads();
+  for (int e = tid; e < NF * LDU; e += tiles::kAttnThreads) S[e] = 0.f;
+  const int64_t n_chunks = tiles::ceil_div(T, C);
+  for (int64_t ci = n_chunks - 1; ci >= 0; --ci) {
+    const int64_t t0 = ci * C;
+    const int n = static_cast<int>(tiles::min64(C, T - t0));
+    __syncthreads();
+    ld::load_backward_chunk<HD>(p, b, h, smem, t0, n);
+    float dk[JU][JV] = {};
+    attn_tile::Acc<C, HD> dv;  // dv[j][e]
+    attn_tile::Acc<C, C> kap;  // kap[i][j]
+    dv.zero();
+    kap.zero();
+    for (int f0 = 0; f0 < NF; f0 += FB) {
+      __syncthreads();
+      ld::load_state_block<HD>(sS, sW, S, W, f0);
+      __syncthreads();
+      ld::fill_features<HD>(sPA, sPB, f0, sW, sq, sk, n);  // sPA: Psi, sPB: Phi
+      __syncthreads();
+      attn_tile::Acc<FB, C> dX;  // dX[s][j]
+      dX.zero();
+      attn_tile::tile_gemm_acc<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sU);
+      attn_tile::tile_gemm_acc<FB, C, C, LDP, 1, 1, LDP>(dX, sPA, sDK);
+      attn_tile::tile_gemm_acc<C, HD, FB, 1, LDP, LDU, 1>(dv, sPB, sS);
+      attn_tile::tile_gemm_acc<C, C, FB, 1, LDP, LDP, 1>(kap, sPA, sPB);
+      ld::state_step<HD>(S + int64_t(f0) * LDU, sS, sPA, sG);  // R += Psi^T G
+      __syncthreads();  // done with Psi: sPA takes dX
+      const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+#pragma unroll
+      for (int a = 0; a < FB / 16; ++a)
+#pragma unroll
+        for (int c = 0; c < C / 16; ++c) sPA[(ty + 16 * a) * LDP + tx + 16 * c] = dX.v[a][c];
+      __syncthreads();
+      ld::jacobian_block<HD>(dk, f0, sPA, nullptr, sk);
+    }
+    __syncthreads();  // done with Phi: sPB takes the masked chunk kernel
+    ld::store_causal<HD>(sPB, kap, n, false);
+    __syncthreads();
+    attn_tile::tile_gemm_acc<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
+    ld::store_jacobian_rows<HD>(linear_dk_rows(p, b, h), dk, t0, n);
+    const Rows dvr = linear_dv_rows(p, b, h);
+    const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+#pragma unroll
+    for (int a = 0; a < C / 16; ++a) {
+      const int j = ty + 16 * a;
+      if (j >= n) continue;
+#pragma unroll
+      for (int c = 0; c < HD / 16; ++c) dvr.ptr[(t0 + j) * dvr.stride + tx + 16 * c] = dv.v[a][c];
+    }
+  }
+
+  // A = sum over pairs of dkappa s s^T from the totals: row sums by group, then entries.
+  __syncthreads();
+  const int G1 = d.n_groups + 1;
+  float* Brow = smem;  // [HD][G1]
+  for (int e = tid; e < HD * (G1 - 1); e += tiles::kAttnThreads) {
+    const int r = e / (G1 - 1), y = 1 + e % (G1 - 1);
+    Brow[r * G1 + y] = tiles::linear_A_rowsum(HD, static_cast<const float*>(Tt), d.groups, r, y);
+  }
+  __syncthreads();
+  float* dA = linear_dA(p, b, h);
+  for (int e = tid; e < G1 * G1; e += tiles::kAttnThreads)
+    dA[e] = tiles::linear_A_entry(HD, static_cast<const float*>(Tt), static_cast<const float*>(Brow), G1, d.groups,
+                                  p.scale, e / G1, e % G1);
+  __syncthreads();
+}
+
+}  // namespace hw::cuda::attn_dev
