@@ -6,17 +6,17 @@
 
 namespace hw {
 
-TrainingBackend::TrainingBackend(const std::string& device, bool tf32, int local_rank) {
+TrainingBackend::TrainingBackend(const std::string& device, bool tf32, int local_rank, const std::string& option) {
   if (device == "cpu") {
     ops_ = &cpu_backend<float>();
     description_ = "cpu";
     return;
   }
-  check(device == "cuda", "train.device must be \"cpu\" or \"cuda\", got \"" + device + "\"");
+  check(device == "cuda", option + " must be \"cpu\" or \"cuda\", got \"" + device + "\"");
   // Asked before anything touches CUDA, so a CPU-only build or a machine without a GPU gives
   // one line that says which.
-  check(device::available(), "train.device = \"cuda\": " + device::describe());
-  check(local_rank >= 0, "train.device = \"cuda\": negative local rank " + std::to_string(local_rank));
+  check(device::available(), option + " = \"cuda\": " + device::describe());
+  check(local_rank >= 0, option + " = \"cuda\": negative local rank " + std::to_string(local_rank));
   device::select(local_rank % device::count());
   // The process's CUDA backend on the GPU just selected (its GEMMs use TF32 tensor cores, the
   // training default; train.tf32 = false needs a backend instance of its own, which

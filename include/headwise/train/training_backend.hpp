@@ -13,9 +13,9 @@ class TrainingBackend {
  public:
   // device: "cpu" or "cuda". For "cuda" GPU local_rank % (visible GPUs) becomes this thread's
   // current GPU first (several ranks per node share the node's GPUs round robin); tf32 picks
-  // the GEMM precision. Throws hw::Error with one line naming train.device and the reason when
-  // there is no usable GPU or this build has no CUDA.
-  TrainingBackend(const std::string& device, bool tf32, int local_rank);
+  // the GEMM precision. Throws hw::Error with one line naming `option` (the key or flag the
+  // device came from) and the reason when there is no usable GPU or this build has no CUDA.
+  TrainingBackend(const std::string& device, bool tf32, int local_rank, const std::string& option = "train.device");
   ~TrainingBackend();
   TrainingBackend(const TrainingBackend&) = delete;
   TrainingBackend& operator=(const TrainingBackend&) = delete;
