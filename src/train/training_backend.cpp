@@ -18,11 +18,12 @@ TrainingBackend::TrainingBackend(const std::string& device, bool tf32, int local
   check(device::available(), option + " = \"cuda\": " + device::describe());
   check(local_rank >= 0, option + " = \"cuda\": negative local rank " + std::to_string(local_rank));
   device::select(local_rank % device::count());
-  // The process's CUDA backend on the GPU just selected (its GEMMs use TF32 tensor cores, the
-  // training default; train.tf32 = false needs a backend instance of its own, which
-  // make_cuda_backend in kernels/cuda_backend.hpp provides).
-  static_cast<void>(tf32);
-  ops_ = &cuda_backend();
+  // A backend of its own on the GPU just selected (stream, cuBLASLt handle, scratch), owned
+  // here so its lifetime is the run's.
+  CudaBackendOptions opts;
+  opts.tf32 = tf32;
+  owned_ = make_cuda_backend(opts);
+  ops_ = owned_.get();
   description_ = "cuda: " + device::describe();
 }
 
