@@ -54,12 +54,19 @@ void free(void* ptr) noexcept {
   if (ptr) (void)cudaFree(ptr);
 }
 
+// cudaMemset and a pageable host-to-device cudaMemcpy may return before the device has
+// finished, and they run on the legacy default stream, which backends' non-blocking streams do
+// not wait for. Both are rare (allocation, init, checkpoints), so finish them here.
 void zero(void* ptr, size_t bytes) {
-  if (bytes) ok(cudaMemset(ptr, 0, bytes), "cudaMemset");
+  if (!bytes) return;
+  ok(cudaMemset(ptr, 0, bytes), "cudaMemset");
+  ok(cudaDeviceSynchronize(), "cudaMemset (synchronise)");
 }
 
 void copy_to_device(void* dst, const void* host_src, size_t bytes) {
-  if (bytes) ok(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy to the GPU");
+  if (!bytes) return;
+  ok(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice), "copy to the GPU");
+  ok(cudaDeviceSynchronize(), "copy to the GPU (synchronise)");
 }
 
 void copy_to_host(void* host_dst, const void* src, size_t bytes) {
