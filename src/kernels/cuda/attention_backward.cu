@@ -1,0 +1,114 @@
+// Backward of a whole layer in one main launch, deterministic without float atomics: every
+// output element has exactly one owner item that sums its terms in a fixed order.
+//   kBwdDq  (b, head, query tile): rebuilds P from the saved log-sum-exp over the head's key
+//           tiles and accumulates dQ in registers; writes the head's dQ rows.
+//   kBwdDkv (b, KV group, key tile): owns the group's dK/dV rows of that key tile. Adds, in
+//           this order, the static heads' dV (helper D's static_kv_tile_backward, into shared
+//           memory), then for each softmax-family head of the group (head order) the query
+//           tiles that see the key tile: dV += P^T dO, dK += dS^T Q, in registers.
+//   kBwdLinear (b, head): helper D's whole-head linear backward; writes dQ directly and its
+//           dK/dV contributions and dA into its workspace slot.
+// Two small kernels follow when the layer has linear heads: the combine adds the linear heads'
+// dK/dV partials to dQKV in head order (or writes them where the group has no other head),
+// and the dL reduction sums dA over the batch in b order and adds dL += 2 A L_lower, as the
+// CPU reference. Determinism costs recomputing P in both item kinds (as FlashAttention-2)
+// plus delta = rowsum(dO * O) per (key tile, query tile) visit, and one extra read of the
+// linear heads' dK/dV.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "headwise/core/error.hpp"
+#include "headwise/kernels/tiles/attention_tiles.hpp"
+#include "headwise/kernels/tiles/online_softmax.hpp"
+#include "headwise/kernels/tiles/work_schedule.hpp"
+#include "kernels/cuda/attention_kernels.hpp"
+#include "kernels/cuda/attention_linear.cuh"
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/attention_softmax_backward.cuh"
+#include "kernels/cuda/attention_static.cuh"
+#include "kernels/cuda/attention_tile_gemm.cuh"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace hw::cuda {
+namespace {
+
+using tiles::kAttnThreads;
+
+template <int HD>
+__global__ void __launch_bounds__(tiles::kAttnThreads)
+    attention_backward_kernel(const __grid_constant__ AttnLaunchParams p) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
+  switch (w.kind) {
+    case tiles::kBwdDq: attn_items::dq_item<HD>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kBwdDkv: attn_items::dkv_item<HD>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kBwdLinear: attn_dev::linear_item_backward<HD>(p, w.b, w.unit, smem); break;
+    default: break;
+  }
+}
+
+// The post-launch reductions of linear heads (bodies in attention_softmax_backward.cuh).
+__global__ void __launch_bounds__(tiles::kAttnThreads)
+    combine_linear_dkv_kernel(const __grid_constant__ AttnLaunchParams p) {
+  attn_items::combine_linear_dkv_block(p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
+                                       static_cast<int>(blockIdx.z));
+}
+
+__global__ void __launch_bounds__(tiles::kAttnThreads) linear_dL_kernel(const __grid_constant__ AttnLaunchParams p) {
+  attn_items::linear_dL_block(p, static_cast<int>(blockIdx.x));
+}
+
+template <int HD>
+int backward_smem_bytes(const AttnLaunchParams& p) {
+  bool any_static = false;
+  for (int h = 0; h < p.n_head; ++h) any_static = any_static || p.heads[h].kind == kStatic;
+  const tiles::WorkSchedule& s = p.schedule;
+  int bytes = 0;
+  for (int g = 0; g < s.n_segments; ++g) {
+    int need = 0;
+    switch (s.seg[g].kind) {
+      case tiles::kBwdDq: need = attn_items::softmax_backward_smem_floats<HD>() * int(sizeof(float)); break;
+      case tiles::kBwdDkv: {
+        need = attn_items::softmax_backward_smem_floats<HD>() * int(sizeof(float));
+        const int static_need = 64 * HD * int(sizeof(float)) + attn_dev::static_backward_smem_bytes<HD>();
+        if (any_static && static_need > need) need = static_need;
+        break;
+      }
+      case tiles::kBwdLinear: need = attn_dev::linear_backward_smem_bytes<HD>(); break;
+      default: break;
+    }
+    bytes = need > bytes ? need : bytes;
+  }
+  return bytes;
+}
+
+template <int HD>
+void enqueue_main(cudaStream_t stream, const AttnLaunchParams& p) {
+  const int smem = backward_smem_bytes<HD>(p);
+  HW_CUDA_CHECK(
+      cudaFuncSetAttribute(attention_backward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  attention_backward_kernel<HD><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
+  check_launch("attention_backward_kernel");
+}
+
+}  // namespace
+
+void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParams& p) {
+  if (p.schedule.n_items == 0) return;
+  switch (p.head_dim) {
+    case 64: enqueue_main<64>(stream, p); break;
+    case 128: enqueue_main<128>(stream, p); break;
+    default: fail("attention (CUDA): head_dim " + std::to_string(p.head_dim) + " is not supported (64 or 128)");
+  }
+  if (p.n_linear == 0) return;
+  const dim3 grid(static_cast<unsigned>(tiles::ceil_div(int64_t(p.T) * p.head_dim, kAttnThreads)),
+                  static_cast<unsigned>(p.n_kv_head), static_cast<unsigned>(p.B));
+  combine_linear_dkv_kernel<<<grid, kAttnThreads, 0, stream>>>(p);
+  check_launch("combine_linear_dkv_kernel");
+  linear_dL_kernel<<<static_cast<unsigned>(p.n_head), kAttnThreads, 0, stream>>>(p);
+  check_launch("linear_dL_kernel");
+}
+
+}  // namespace hw::cuda

@@ -1,0 +1,83 @@
+// Forward of a whole layer in one launch: block i runs item i of the schedule, whatever its
+// head kind. Softmax-family items follow FlashAttention-2: a query tile stays in shared
+// memory while the block walks only the key tiles that intersect the head's key set (tiles
+// outside a window are never loaded), with an online softmax; O is written once. Static and
+// linear items run helper D's device code (attention_static.cuh, attention_linear.cuh).
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "headwise/core/error.hpp"
+#include "headwise/kernels/tiles/attention_tiles.hpp"
+#include "headwise/kernels/tiles/online_softmax.hpp"
+#include "headwise/kernels/tiles/work_schedule.hpp"
+#include "kernels/cuda/attention_kernels.hpp"
+#include "kernels/cuda/attention_linear.cuh"
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/attention_softmax_forward.cuh"
+#include "kernels/cuda/attention_static.cuh"
+#include "kernels/cuda/attention_tile_gemm.cuh"
+#include "kernels/cuda/cuda_check.hpp"
+
+namespace hw::cuda {
+namespace {
+
+using tiles::kAttnThreads;
+
+template <int HD>
+__global__ void __launch_bounds__(tiles::kAttnThreads) attention_forward_kernel(const __grid_constant__ AttnLaunchParams p) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
+  switch (w.kind) {
+    case tiles::kFwdSoftmax: attn_items::softmax_forward_item<HD>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kFwdStatic: {
+      // Static heads save no row statistics; the CPU reference writes zeros.
+      const int64_t i = int64_t(w.tile) * tiles::kBr + threadIdx.x;
+      if (threadIdx.x < tiles::kBr && i < p.T) row_stats_out(p, w.b, w.unit)[i] = 0.f;
+      attn_dev::static_item_forward<HD>(p, w.b, w.unit, w.tile, smem);
+      break;
+    }
+    case tiles::kFwdLinear: attn_dev::linear_item_forward<HD>(p, w.b, w.unit, smem); break;
+    default: break;
+  }
+}
+
+template <int HD>
+int forward_smem_bytes(const tiles::WorkSchedule& s) {
+  int bytes = 0;
+  for (int g = 0; g < s.n_segments; ++g) {
+    int need = 0;
+    switch (s.seg[g].kind) {
+      case tiles::kFwdSoftmax: need = attn_items::softmax_forward_smem_floats<HD>() * int(sizeof(float)); break;
+      case tiles::kFwdStatic: need = attn_dev::static_forward_smem_bytes<HD>(); break;
+      case tiles::kFwdLinear: need = attn_dev::linear_forward_smem_bytes<HD>(); break;
+      default: break;
+    }
+    bytes = need > bytes ? need : bytes;
+  }
+  return bytes;
+}
+
+template <int HD>
+void enqueue_forward(cudaStream_t stream, const AttnLaunchParams& p) {
+  const int smem = forward_smem_bytes<HD>(p.schedule);
+  HW_CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  attention_forward_kernel<HD><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
+  check_launch("attention_forward_kernel");
+}
+
+}  // namespace
+
+static_assert(sizeof(AttnLaunchParams) <= 32764, "kernel parameter block over CUDA's 32 KiB limit");
+
+void enqueue_attention_forward(cudaStream_t stream, const AttnLaunchParams& p) {
+  if (p.schedule.n_items == 0) return;
+  switch (p.head_dim) {
+    case 64: enqueue_forward<64>(stream, p); break;
+    case 128: enqueue_forward<128>(stream, p); break;
+    default: fail("attention (CUDA): head_dim " + std::to_string(p.head_dim) + " is not supported (64 or 128)");
+  }
+}
+
+}  // namespace hw::cuda
