@@ -101,8 +101,14 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, st
     backend_ = std::make_unique<TrainingBackend>(t.device, t.tf32, comm_.local_rank());
     ops_ = &backend_->ops();
   }
+  // Collectives see the gradient block where the model keeps it.
+  check(comm_.world() == 1 || comm_.device_buffers() == (ops_->device() == Device::CUDA),
+        "train.device = \"" + t.device + "\" with " + std::to_string(comm_.world()) + " ranks needs a " +
+            (ops_->device() == Device::CUDA ? "GPU communicator (train.comm = nccl)" : "CPU communicator") +
+            ", not " + comm_.name());
   model_ = make_model(cfg_.model);
   model_->init_weights(uint64_t(t.seed));
+  make_buckets();
   make_optimizer();
   if (!synthetic_) {
     check(!cfg_.data.train.empty(), "data.train is not set (a glob of token shards, e.g. data/kjv/train_*.bin)");
@@ -125,6 +131,26 @@ std::unique_ptr<Model<float>> Trainer::make_model(const ModelConfig& mc, const H
   return m;
 }
 
+// A GPU communicator would also need the backend's compute stream to follow (Comm::bind_stream)
+// before collectives may start from the hook, so GPU ranks keep the one all-reduce after
+// backward for now. ZeRO-1 keeps its one reduce-scatter.
+void Trainer::make_buckets() {
+  buckets_.reset();
+  reduce_in_backward_ = false;
+  model_->set_grad_ready_hook({});
+  if (zero1_ || comm_.world() == 1 || comm_.device_buffers()) return;
+  std::vector<dist::Range> layers;
+  for (int l = 0; l < model_->config().n_layer; ++l) {
+    const auto r = model_->grad_ready_ranges(l).front();
+    layers.push_back({int64_t(r.begin / sizeof(float)), int64_t(r.end / sizeof(float))});
+  }
+  Arena& grads = model_->grads();
+  buckets_ = std::make_unique<dist::GradBuckets>(comm_, block_of(grads), floats_of(grads), std::move(layers));
+  model_->set_grad_ready_hook([this](int layer) {
+    if (reduce_in_backward_) buckets_->on_ready(layer);
+  });
+}
+
 void Trainer::init_from(const std::string& dir) {
   const ModelConfig ck = read_checkpoint_config(dir);
   check(ck.n_layer == cfg_.model.n_layer && ck.n_head == cfg_.model.n_head && ck.n_embd == cfg_.model.n_embd &&
@@ -141,6 +167,7 @@ void Trainer::init_from(const std::string& dir) {
   model_.reset();
   model_ = make_model(ck, extras);
   load_weights(*model_, st);
+  make_buckets();
   make_optimizer();
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
 }
@@ -213,6 +240,7 @@ void Trainer::install(const PlanChange& change) {
     remap_arena<float>(*ops_, *old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
   }
   cfg_.model.head_plan = change.plan;
+  make_buckets();  // the gradient block moved
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
 }
 
@@ -245,7 +273,10 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   for (int64_t micro = 0; micro < accum_; ++micro) {
     fetch_train(state_.next_batch + micro * world + rank);
     t0 = Clock::now();
+    // Earlier micro-steps accumulate locally; the last one's backward starts the buckets.
+    reduce_in_backward_ = buckets_ != nullptr && micro + 1 == accum_;
     loss_sum += model_->forward_backward(inputs_.data(), targets_.data(), B, T, loss_scale);
+    reduce_in_backward_ = false;
     compute_ms += ms_since(t0);
   }
   t0 = Clock::now();
@@ -277,22 +308,24 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   return loss;
 }
 
-// Gradient reduction, after the last micro-step, on the whole gradient block in one call.
+// Gradient reduction. The block stays the unit of the ZeRO-1 sharding and of checkpoints.
 //
-// GPU path (comes with the CUDA backend and an NCCL communicator; nothing here changes for CPU
-// ranks): the block stays the unit of the ZeRO-1 sharding and of checkpoints, but the reduction
-// is split into per-layer buckets (contiguous ranges of the block: Model::grad_ready_ranges)
-// and overlapped with backward: on the last micro-step only, once Model::backward has finished
-// layer l's parameter gradients (Model::set_grad_ready_hook) it records a CUDA event, and a
-// dedicated communication stream waits on it and launches ncclAllReduce (ncclReduceScatter
-// with ZeRO-1) for that bucket while backward continues with layer l-1. Buckets go out in a
-// fixed order (last layer first, then embeddings), so the result is as deterministic as the
-// one-call path; reduce_gradients then only waits for the stream before the norm. Earlier
-// micro-steps accumulate locally without communication, as here.
+// Plain data parallelism on CPU ranks: the sum is split into per-layer buckets (contiguous
+// ranges of the block: Model::grad_ready_ranges, see dist/grad_buckets.hpp) started from
+// backward's grad-ready hook on the last micro-step, last layer first, then the embeddings, so
+// communication overlaps the rest of backward; here only finish() remains. Earlier micro-steps
+// accumulate locally without communication. The result equals one all-reduce of the block.
+//
+// GPU ranks (NCCL): the same buckets once the communicator can follow the backend's compute
+// stream (Comm::bind_stream needs the backend to hand out its stream); until then one
+// all-reduce of the whole block after backward. ZeRO-1: one reduce-scatter of the block.
 double Trainer::reduce_gradients() {
   Arena& grads = model_->grads();
   if (!zero1_) {
-    if (comm_.world() > 1) comm_.allreduce_sum(block_of(grads), floats_of(grads));
+    if (buckets_)
+      buckets_->finish();  // started during the last backward
+    else if (comm_.world() > 1)
+      comm_.allreduce_sum(block_of(grads), floats_of(grads));
     // Every rank now holds the same summed gradient, so the local norm is the global one.
     return grad_global_norm(*ops_, grads);
   }

@@ -16,6 +16,7 @@
 
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/comm.hpp"
+#include "headwise/dist/grad_buckets.hpp"
 #include "headwise/model/gpt.hpp"
 #include "headwise/optim/adamw.hpp"
 #include "headwise/train/planner.hpp"
@@ -81,6 +82,10 @@ class Trainer {
  private:
   // A model of `mc` on the run's backend with the run's classifier chunking.
   std::unique_ptr<Model<float>> make_model(const ModelConfig& mc, const HeadExtras& extras = {}) const;
+  // Plain data parallelism on a CPU communicator: the gradient all-reduce in per-layer buckets,
+  // started from backward's grad-ready hook on the last micro-step. Rebuilt whenever the
+  // gradient block moves (new model, plan change).
+  void make_buckets();
   void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
   void append_metrics(const nlohmann::json& line);
   void fetch_train(int64_t index);
@@ -113,6 +118,8 @@ class Trainer {
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
+  std::unique_ptr<dist::GradBuckets> buckets_;  // absent: one blocking all-reduce of the block
+  bool reduce_in_backward_ = false;             // the hook feeds buckets_ (last micro-step only)
   TrainerState state_;
   bool synthetic_ = false;
   bool zero1_ = false;  // train.zero1 with more than one rank: AdamW holds only own_shard()
