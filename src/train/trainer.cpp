@@ -321,6 +321,8 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
 // all-reduce of the whole block after backward. ZeRO-1: one reduce-scatter of the block.
 double Trainer::reduce_gradients() {
   Arena& grads = model_->grads();
+  // A GPU communicator not bound to the compute stream cannot wait for backward's kernels itself.
+  if (comm_.device_buffers()) ops_->synchronize();
   if (!zero1_) {
     if (buckets_)
       buckets_->finish();  // started during the last backward
@@ -349,6 +351,7 @@ void Trainer::apply_update(double norm, double lr) {
   const dist::Range own = own_shard();
   clip_range(*ops_, block_of(grads), own, norm, cfg_.train.grad_clip);
   opt_->step_range(params, grads, lr, t, own.begin, own.end);
+  if (comm_.device_buffers()) ops_->synchronize();  // the shard's update is complete before it is sent
   comm_.all_gather(block_of(params), floats_of(params));
 }
 
