@@ -119,6 +119,7 @@ void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
         for (int64_t t = 0; t < T; ++t)
           for (int d = 0; d < D; ++d) cpu.dout_at(b, h, t, d) = float(dout_r[size_t(b)][size_t(h)][size_t(t * D + d)]);
 
+  const std::vector<std::vector<float>> dL_init = cpu.dL;
   DeviceParams gp(cpu);  // copies dL before the CPU backward changes it
   const int64_t N = B * T, W = lay.qkv_width(), O = lay.out_width(), H = layer.H;
   auto qkv = to_device(cpu.qkv);
@@ -151,7 +152,15 @@ void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
     if (plan[size_t(h)].kind == hw::attn::HeadKind::Linear) {
       std::vector<float> dL(cpu.dL[size_t(h)].size());
       hw::device::copy_to_host(dL.data(), gp.dL[size_t(h)], dL.size() * sizeof(float));
-      CHECK(block_err(dL, cpu.dL[size_t(h)], 1, int64_t(dL.size()), 0, int64_t(dL.size())) <= kTol);
+      if (T > 1) {
+        CHECK(block_err(dL, cpu.dL[size_t(h)], 1, int64_t(dL.size()), 0, int64_t(dL.size())) <= kTol);
+      } else {
+        // One position: out = v_0 whatever L is, so the exact dL increment is 0 and both sides
+        // hold only rounding noise (amplified by 1 / denominator): it must stay small.
+        double worst = 0;
+        for (size_t i = 0; i < dL.size(); ++i) worst = std::max(worst, std::fabs(double(dL[i]) - dL_init[size_t(h)][i]));
+        CHECK(worst <= 1e-3);
+      }
     }
   }
   for (int g = 0; g < layer.KV; ++g) {
