@@ -251,7 +251,7 @@ TEST_CASE("attention schedule: decode is a bijection onto the plan's items, long
   }
 }
 
-TEST_CASE("attention schedule: identical heads share segments; long sequences still fit") {
+TEST_CASE("attention schedule: identical heads share segments, and long sequences still fit") {
   ScheduleInput in;
   in.n_kv_head = 4;
   in.B = 2;

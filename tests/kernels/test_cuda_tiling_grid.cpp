@@ -86,7 +86,7 @@ TEST_CASE("cuda tiling: cross-entropy block width") {
   }
 }
 
-TEST_CASE("cuda tiling: reduction partials cover [0, n) in contiguous aligned ranges") {
+TEST_CASE("cuda tiling: reduction partials cover 0..n-1 in contiguous aligned ranges") {
   for (int64_t n : {1, 3, 4, 100, 4095, 4096, 4097, 1000000, 123456789}) {
     for (int64_t max_blocks : {1, 7, 1024}) {
       const PartialsPlan p = plan_partials(n, max_blocks, 4096);
