@@ -35,7 +35,7 @@ void add_experiment_command(CLI::App& app) {
     const std::string out =
         args->out.empty() ? "runs/" + std::filesystem::path(args->config).stem().string() : args->out;
     set_threads(setup.base.train.threads);
-    auto comm = dist::make_comm(setup.base.train.comm);
+    auto comm = dist::make_comm(dist::resolve_comm_kind(setup.base.train.comm, setup.base.train.device == "cuda"));
     if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);
     try {
       const nlohmann::json results = run_experiment(setup, out, *comm);

@@ -33,7 +33,7 @@ void add_train_command(CLI::App& app) {
     check(args->init_from.empty() || args->resume.empty(), "--init-from and --resume are exclusive");
     RunConfig cfg = RunConfig::load(args->config, args->sets);
     set_threads(cfg.train.threads);
-    auto comm = dist::make_comm(cfg.train.comm);
+    auto comm = dist::make_comm(dist::resolve_comm_kind(cfg.train.comm, cfg.train.device == "cuda"));
     if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 logs for all
     if (comm->world() > 1 && comm->rank() == 0) {
       spdlog::info("data parallel: {} ranks over {}{}", comm->world(), comm->name(),

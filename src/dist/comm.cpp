@@ -82,6 +82,11 @@ bool Comm::all_equal(const void* data, std::int64_t bytes) {
   return allreduce_max(root == mine ? 0.0 : 1.0) == 0.0;
 }
 
+std::string resolve_comm_kind(const std::string& kind, bool gpu_training) {
+  if (kind == "auto" && gpu_training && read_launch_info().world > 1) return "nccl";
+  return kind;
+}
+
 std::unique_ptr<Comm> make_comm(const std::string& kind) {
   if (kind == "local") return std::make_unique<LocalComm>();
   if (kind == "nccl") return make_nccl_comm();

@@ -106,6 +106,9 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, st
         "train.device = \"" + t.device + "\" with " + std::to_string(comm_.world()) + " ranks needs a " +
             (ops_->device() == Device::CUDA ? "GPU communicator (train.comm = nccl)" : "CPU communicator") +
             ", not " + comm_.name());
+  // A GPU communicator enqueues its collectives after the compute stream's work up to the call,
+  // so buckets can start from backward's hook without the host waiting for the GPU.
+  if (comm_.device_buffers()) comm_.bind_stream(ops_->native_stream());
   model_ = make_model(cfg_.model);
   model_->init_weights(uint64_t(t.seed));
   make_buckets();
@@ -128,17 +131,18 @@ Trainer::~Trainer() = default;
 std::unique_ptr<Model<float>> Trainer::make_model(const ModelConfig& mc, const HeadExtras& extras) const {
   auto m = std::make_unique<Model<float>>(mc, *ops_, extras);
   m->set_classifier_chunk_rows(cfg_.train.classifier_chunk_rows);
+  m->set_recompute_gelu(cfg_.train.recompute_gelu);
   return m;
 }
 
-// A GPU communicator would also need the backend's compute stream to follow (Comm::bind_stream)
-// before collectives may start from the hook, so GPU ranks keep the one all-reduce after
-// backward for now. ZeRO-1 keeps its one reduce-scatter.
+// Per-layer gradient buckets for plain data parallelism on CPU and GPU ranks (a GPU
+// communicator is bound to the compute stream, so a bucket started from the hook waits for
+// exactly the kernels enqueued before it). ZeRO-1 keeps its one reduce-scatter.
 void Trainer::make_buckets() {
   buckets_.reset();
   reduce_in_backward_ = false;
   model_->set_grad_ready_hook({});
-  if (zero1_ || comm_.world() == 1 || comm_.device_buffers()) return;
+  if (zero1_ || comm_.world() == 1) return;
   std::vector<dist::Range> layers;
   for (int l = 0; l < model_->config().n_layer; ++l) {
     const auto r = model_->grad_ready_ranges(l).front();
@@ -316,13 +320,11 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
 // communication overlaps the rest of backward; here only finish() remains. Earlier micro-steps
 // accumulate locally without communication. The result equals one all-reduce of the block.
 //
-// GPU ranks (NCCL): the same buckets once the communicator can follow the backend's compute
-// stream (Comm::bind_stream needs the backend to hand out its stream); until then one
-// all-reduce of the whole block after backward. ZeRO-1: one reduce-scatter of the block.
+// GPU ranks (NCCL): the same buckets; the communicator is bound to the backend's compute
+// stream, so its collectives follow backward's kernels and the optimizer's kernels follow the
+// collectives without the host waiting. ZeRO-1: one reduce-scatter of the block.
 double Trainer::reduce_gradients() {
   Arena& grads = model_->grads();
-  // A GPU communicator not bound to the compute stream cannot wait for backward's kernels itself.
-  if (comm_.device_buffers()) ops_->synchronize();
   if (!zero1_) {
     if (buckets_)
       buckets_->finish();  // started during the last backward
@@ -351,7 +353,7 @@ void Trainer::apply_update(double norm, double lr) {
   const dist::Range own = own_shard();
   clip_range(*ops_, block_of(grads), own, norm, cfg_.train.grad_clip);
   opt_->step_range(params, grads, lr, t, own.begin, own.end);
-  if (comm_.device_buffers()) ops_->synchronize();  // the shard's update is complete before it is sent
+  // The bound GPU communicator's all_gather waits for the shard's update on the compute stream.
   comm_.all_gather(block_of(params), floats_of(params));
 }
 

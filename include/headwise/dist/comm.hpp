@@ -132,10 +132,13 @@ class Comm {
 // headwise was built with MPI, otherwise local; a multi-task launch without a way to talk is an
 // error), "local", "mpi", "nccl" (GPU ranks: one NCCL communicator over every rank of the
 // launch, see nccl_comm.hpp; needs the CUDA build and a GPU). Throws hw::Error otherwise.
-// "auto" never picks NCCL: GPU training asks for "nccl" itself (the trainer does when
-// train.device is "cuda" and the launch has more than one rank; one GPU rank needs no
-// communicator beyond "local").
+// make_comm("auto") never picks NCCL: GPU training resolves its kind first with
+// resolve_comm_kind (train/experiment commands do), which asks for "nccl" when train.device is
+// "cuda" and the launch has more than one rank; one GPU rank needs no communicator beyond "local".
 std::unique_ptr<Comm> make_comm(const std::string& kind);
+// The communicator a training run uses for train.comm = `kind`: "auto" becomes "nccl" for GPU
+// training launched as several ranks (gradients live on the GPUs); anything else is kept.
+std::string resolve_comm_kind(const std::string& kind, bool gpu_training);
 
 // 64-bit FNV-1a of the bytes, then of the length (so "" and "\0" differ). Used by all_equal.
 std::uint64_t bytes_hash(const void* data, std::int64_t bytes);

@@ -55,6 +55,9 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) const = 0;
   // Wait until every op issued so far has finished (the CPU backend is synchronous).
   virtual void synchronize() const {}
+  // The CUDA stream (cudaStream_t) every op is enqueued on, or nullptr for a synchronous
+  // backend: a GPU communicator orders its collectives after this stream's work (Comm::bind_stream).
+  virtual void* native_stream() const { return nullptr; }
   // Named phase markers for profilers (NVTX on CUDA); ranges nest. No-ops on the CPU.
   virtual void range_push(const char* /*name*/) const {}
   virtual void range_pop() const {}

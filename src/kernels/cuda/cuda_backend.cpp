@@ -46,6 +46,7 @@ class CudaBackend final : public Backend<float>, public cuda::StreamOwner {
   Device device() const override { return Device::CUDA; }
   const char* name() const override { return opts_.tf32 ? "cuda-tf32" : "cuda-fp32"; }
   cudaStream_t stream() const override { return stream_.get(); }
+  void* native_stream() const override { return stream_.get(); }
 
   void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t I,
                       int64_t O, bool w_out_in) const override {
