@@ -246,6 +246,12 @@ void Model<F>::set_classifier_chunk_rows(int64_t rows) {
 }
 
 template <class F>
+void Model<F>::set_recompute_gelu(bool on) {
+  if (on != recompute_gelu_) acts_.reset();  // the next reserve_activations re-declares
+  recompute_gelu_ = on;
+}
+
+template <class F>
 void Model<F>::init_weights(uint64_t seed) {
   Rng rng(seed);
   for (const auto& s : specs_) {
@@ -268,7 +274,7 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
                                   std::to_string(cfg_.block_size));
   const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size;
   const int64_t R = chunk_rows_for(N);
-  if (B == B_ && T == T_ && R == acts_chunk_ && acts_.allocated()) return;
+  if (B == B_ && T == T_ && R == acts_chunk_ && acts_.allocated()) return;  // (set_recompute_gelu resets acts_)
   acts_.reset();
   logits_whole_ = false;
   constexpr DType dt = dtype_of<F>();
@@ -278,6 +284,9 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
   Tensor* targets = acts_.declare("targets", {N}, DType::I32);
   Tensor* encoded = decl("encoded", {N, C});
   std::vector<std::vector<Tensor*>> lt(size_t(cfg_.n_layer));
+  // With GELU recomputation every layer's GELU output lives in this one buffer: forward writes
+  // it right before the projection reads it, backward recomputes it right before use.
+  Tensor* shared_gelu = recompute_gelu_ ? decl("recompute.fch_gelu", {N, 4 * C}) : nullptr;
   int64_t max_qkv = 0, max_out = 0, max_ws = 0;
   const attn::AttnDims dims{B, T};
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -294,7 +303,7 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
                      decl(p + "ln2_mean", {N}),
                      decl(p + "ln2_rstd", {N}),
                      decl(p + "fch", {N, 4 * C}),
-                     decl(p + "fch_gelu", {N, 4 * C}),
+                     shared_gelu ? shared_gelu : decl(p + "fch_gelu", {N, 4 * C}),
                      decl(p + "resid3", {N, C})};
     max_qkv = std::max(max_qkv, lay.qkv_width());
     max_out = std::max(max_out, lay.out_width());
@@ -494,6 +503,7 @@ void Model<F>::backward() {
     const auto& lay = layouts_[size_t(l)];
     const F* in = l == 0 ? I.encoded : I.layers[size_t(l - 1)].resid3;
     // MLP: dresid holds d(resid3); the residual passes it through unchanged.
+    if (recompute_gelu_) o.gelu_forward(A.fch_gelu, A.fch, N * 4 * C);  // the shared buffer holds another layer's
     o.fill_zero(I.dfch_gelu, N * 4 * C);
     o.matmul_backward(I.dfch_gelu, G.fcproj_w, G.fcproj_b, I.dresid, A.fch_gelu, W.fcproj_w, N, 4 * C, C);
     o.fill_zero(I.dfch, N * 4 * C);

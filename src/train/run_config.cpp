@@ -32,6 +32,7 @@ TrainConfig parse_train(const nlohmann::json& j) {
   f.get("device", t.device);
   f.get("tf32", t.tf32);
   f.get("classifier_chunk_rows", t.classifier_chunk_rows);
+  f.get("recompute_gelu", t.recompute_gelu);
   f.get("threads", t.threads);
   f.get("zero1", t.zero1);
   f.get("comm", t.comm);
@@ -168,6 +169,7 @@ nlohmann::json RunConfig::to_json() const {
                 {"device", train.device},
                 {"tf32", train.tf32},
                 {"classifier_chunk_rows", train.classifier_chunk_rows},
+                {"recompute_gelu", train.recompute_gelu},
                 {"threads", train.threads},
                 {"zero1", train.zero1},
                 {"comm", train.comm}};

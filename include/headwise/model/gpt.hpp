@@ -61,6 +61,13 @@ class Model {
   void set_classifier_chunk_rows(int64_t rows);
   int64_t classifier_chunk_rows() const { return chunk_rows_; }
 
+  // Activation recomputation (train.recompute_gelu): keep one shared GELU-output buffer instead
+  // of one per layer and recompute GELU from the saved pre-activation in backward; saves
+  // n_layer - 1 buffers of B x T x 4 n_embd floats for one extra GELU per layer. Results are
+  // bit-identical. Takes effect at the next reserve_activations / step.
+  void set_recompute_gelu(bool on);
+  bool recompute_gelu() const { return recompute_gelu_; }
+
   // Mean cross-entropy over the B*T targets (targets equal to cpu::kIgnoreTarget = -1 are left
   // out of the loss and the mean). With targets == nullptr only logits are computed (read them
   // with read_logits). inputs and targets are host arrays of B*T tokens; each is copied to the
@@ -145,6 +152,7 @@ class Model {
   std::unique_ptr<Impl> impl_;
   int64_t B_ = 0, T_ = 0;
   int64_t chunk_rows_ = 0;     // classifier rows per chunk; 0 = all
+  bool recompute_gelu_ = false;
   int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
   bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
   bool record_gates_ = false;

@@ -41,6 +41,9 @@ struct TrainConfig {
   // of micro_batch * seq_len x vocab. 0 (default) = all rows at once. Results agree with 0 up
   // to float summation order.
   int64_t classifier_chunk_rows = 0;
+  // train.recompute_gelu: recompute each layer's GELU output in backward instead of keeping it
+  // (one shared buffer; saves (n_layer - 1) x B x T x 4 n_embd floats; results unchanged).
+  bool recompute_gelu = false;
   int threads = 0;             // OpenMP threads; 0 = OMP default
   bool zero1 = false;          // shard AdamW state across data-parallel ranks
   std::string comm = "auto";   // auto | local | mpi | nccl
