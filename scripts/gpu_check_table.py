@@ -42,7 +42,7 @@ def main():
         hw, pt = load(f"{logs}/hw_t{T}.json"), load(f"{logs}/pt_t{T}.json")
         base[T] = hw.get("tok_per_s")
         ratio = hw["tok_per_s"] / pt["tok_per_s"] if hw.get("tok_per_s") and pt.get("tok_per_s") else None
-        peak = hw.get("peak_device_bytes")
+        peak = hw.get("peak_bytes")
         print(f"| 124M T={T} | {fmt(hw.get('ms_per_step'), '.2f')} | {fmt(hw.get('tok_per_s'), '.0f')} |"
               f" {fmt(hw.get('mfu'), '.3f')} | {fmt(peak / 2**30 if peak else None, '.2f')} |"
               f" {fmt(pt.get('ms_per_step'), '.2f')} | {fmt(pt.get('tok_per_s'), '.0f')} | {fmt(pt.get('mfu'), '.3f')} |"

@@ -11,11 +11,30 @@
 #include "headwise/attention/cost.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/dist/local_comm.hpp"
+#include "headwise/kernels/cuda_backend.hpp"
+#include "headwise/model/param_layout.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw::cli {
 
 namespace {
+// Training FLOPs per token of the config's model shape with every head softmax, as llm.c and
+// PaLM count them: 6 per parameter (forward + backward) plus causal attention's QK^T and PV,
+// 6 * n_layer * T * n_embd. Plans that skip work get the same count, so their MFU reads as
+// dense-equivalent and compares directly with the all-softmax run and with PyTorch.
+double dense_flops_per_token(const ModelConfig& mc, int64_t T) {
+  ModelConfig dense = mc;
+  dense.head_plan = attn::HeadPlan::uniform(mc.n_layer, mc.n_head);
+  double params = 0.0;
+  for (const ParamSpec& s : param_specs(dense, {})) {
+    if (s.role != ParamRole::Param) continue;
+    double n = 1.0;
+    for (int64_t d : s.shape) n *= double(d);
+    params += n;
+  }
+  return 6.0 * params + 6.0 * double(mc.n_layer) * double(T) * double(mc.n_embd);
+}
+
 struct BenchArgs {
   std::string config;
   std::vector<std::string> sets;
@@ -55,6 +74,17 @@ void add_bench_command(CLI::App& app) {
                           {"tokens_per_step", int64_t(tokens)},
                           {"acr", cost.acr},
                           {"attn_flops_relative", cost.relative()}};
+    if (trainer.ops().device() == Device::CUDA) {
+      // MFU against the card's measured bf16 GEMM rate (printed alongside), as the PyTorch
+      // baseline (scripts/bench_pytorch_gpu.py) reports it.
+      const double bf16 = measure_bf16_gemm_tflops(), tf32 = measure_tf32_gemm_tflops();
+      const double achieved = dense_flops_per_token(cfg.model, cfg.train.seq_len) * tokens / (mean / 1000.0) / 1e12;
+      out["achieved_tflops"] = achieved;
+      out["bf16_gemm_tflops"] = bf16;
+      out["tf32_gemm_tflops"] = tf32;
+      out["mfu"] = bf16 > 0 ? achieved / bf16 : 0.0;
+      out["tf32"] = cfg.train.tf32;
+    }
     std::printf("%s\n", out.dump().c_str());
   });
 }
