@@ -6,6 +6,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUN_DIR=${1:-runs/default}
+# The default job runs on the CPU. Without a GPU, skip compiling the CUDA backend (most of the
+# build time on a small machine; scripts/test.sh still compiles and checks it).
+if ! nvidia-smi >/dev/null 2>&1; then
+  echo "run_default: no GPU here: building the CPU-only binary (the CUDA build is covered by scripts/test.sh)"
+  export HEADWISE_CMAKE_ARGS="-DHEADWISE_CUDA=OFF ${HEADWISE_CMAKE_ARGS:-}"
+fi
 bash scripts/setup.sh build
 bash scripts/prepare_default_corpus.sh build/headwise data/kjv
 # OpenMP threads that spin-wait steal the cores OpenBLAS needs between parallel regions.

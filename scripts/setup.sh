@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs headwise's build dependencies from Debian packages and builds it (CPU backend).
-# Usage: bash scripts/setup.sh [build-dir]   (default: build)
+# Installs headwise's build dependencies from Debian packages and builds it: the CPU backend,
+# and the CUDA backend when nvcc is found (/usr/local/cuda; it compiles without a GPU).
+# Usage: bash scripts/setup.sh [build-dir]   (default: build); extra CMake options in
+# HEADWISE_CMAKE_ARGS, e.g. "-DHEADWISE_CUDA=OFF" or "-DCMAKE_CUDA_ARCHITECTURES=90".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
