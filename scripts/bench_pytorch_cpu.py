@@ -8,56 +8,15 @@ Random tokens. Prints ONE JSON line: {"impl":"pytorch","ms_per_step":...,"tok_pe
 """
 import argparse
 import json
-import math
 import os
 import sys
 import time
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
+
+from pytorch_gpt import GPT
 
 VOCAB, BLOCK, N_EMBD, N_HEAD, N_LAYER = 256, 256, 256, 4, 4
-
-
-class Block(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.ln_1 = nn.LayerNorm(N_EMBD, eps=1e-5)
-        self.c_attn = nn.Linear(N_EMBD, 3 * N_EMBD)
-        self.attn_proj = nn.Linear(N_EMBD, N_EMBD)
-        self.ln_2 = nn.LayerNorm(N_EMBD, eps=1e-5)
-        self.c_fc = nn.Linear(N_EMBD, 4 * N_EMBD)
-        self.mlp_proj = nn.Linear(4 * N_EMBD, N_EMBD)
-
-    def forward(self, x):
-        B, T, C = x.shape
-        q, k, v = self.c_attn(self.ln_1(x)).split(C, dim=2)
-        q, k, v = (t.view(B, T, N_HEAD, C // N_HEAD).transpose(1, 2) for t in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.attn_proj(y.transpose(1, 2).reshape(B, T, C))
-        return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.wte = nn.Embedding(VOCAB, N_EMBD)
-        self.wpe = nn.Embedding(BLOCK, N_EMBD)
-        self.blocks = nn.ModuleList(Block() for _ in range(N_LAYER))
-        self.ln_f = nn.LayerNorm(N_EMBD, eps=1e-5)
-        for name, p in self.named_parameters():
-            if p.dim() >= 2:
-                std = 0.02 / math.sqrt(2 * N_LAYER) if name.endswith("proj.weight") else 0.02
-                nn.init.normal_(p, 0.0, std)
-
-    def forward(self, idx, targets):
-        T = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(T, device=idx.device))
-        for b in self.blocks:
-            x = b(x)
-        logits = self.ln_f(x) @ self.wte.weight.T  # tied lm_head
-        return F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
 
 
 def main():
@@ -72,7 +31,7 @@ def main():
 
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    model = GPT()
+    model = GPT(VOCAB, BLOCK, N_LAYER, N_EMBD, N_HEAD)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],

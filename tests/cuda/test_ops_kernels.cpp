@@ -11,6 +11,7 @@
 #include <memory>
 #include <vector>
 
+#include "cuda_test_util.hpp"
 #include "headwise/core/device_memory.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/cpu.hpp"
@@ -22,23 +23,7 @@ namespace {
 // Launchers run on the legacy default stream here, which the blocking device copies follow.
 constexpr cudaStream_t kStream = nullptr;
 
-// n elements of T on the GPU, freed on destruction (one element at least, so n may be 0).
-template <class T>
-class DeviceArray {
- public:
-  explicit DeviceArray(int64_t n)
-      : n_(n), ptr_(static_cast<T*>(hw::device::alloc(bytes() > 0 ? bytes() : sizeof(T), "test_ops_kernels"))) {}
-  ~DeviceArray() { hw::device::free(ptr_); }
-  DeviceArray(const DeviceArray&) = delete;
-  DeviceArray& operator=(const DeviceArray&) = delete;
-  T* get() const { return ptr_; }
-  int64_t size() const { return n_; }
-  size_t bytes() const { return sizeof(T) * static_cast<size_t>(n_); }
-
- private:
-  int64_t n_;
-  T* ptr_;
-};
+using hw::cudatest::DeviceArray;
 
 template <class T>
 std::unique_ptr<DeviceArray<T>> to_device(const std::vector<T>& host) {

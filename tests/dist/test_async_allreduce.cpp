@@ -8,45 +8,18 @@
 #include <vector>
 
 #include "dist/process_comm.hpp"
+#include "dist/rank_floats.hpp"
 #include "headwise/core/error.hpp"
 
 using namespace hw::dist;
 using test::all_comms;
+using test::max_rel_diff;
+using test::naive_sum;
 using test::on_comm_memory;
+using test::rank_floats;
+using test::same_bits;
 
 namespace {
-
-// Rank r's floats: random signs, mantissas and exponents over 2^-12..2^12, so that sums round.
-std::vector<float> rank_floats(int rank, std::int64_t n, unsigned salt) {
-  std::mt19937 gen(1000u * static_cast<unsigned>(rank) + salt);
-  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
-  std::uniform_int_distribution<int> expo(-12, 12);
-  std::vector<float> v(static_cast<std::size_t>(n));
-  for (float& x : v) x = std::ldexp(mant(gen), expo(gen));
-  return v;
-}
-
-// The sum over ranks added in rank order, in float.
-std::vector<float> naive_sum(int world, std::int64_t n, unsigned salt) {
-  std::vector<float> s(static_cast<std::size_t>(n), 0.0f);
-  for (int r = 0; r < world; ++r) {
-    const std::vector<float> v = rank_floats(r, n, salt);
-    for (std::size_t i = 0; i < s.size(); ++i) s[i] += v[i];
-  }
-  return s;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Largest |a - b| relative to max(|b|, 1e-3).
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    m = std::max(m, std::abs(double(a[i]) - double(b[i])) / std::max(std::abs(double(b[i])), 1e-3));
-  return m;
-}
 
 }  // namespace
 

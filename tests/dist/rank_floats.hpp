@@ -1,0 +1,45 @@
+#pragma once
+// Test data for sums across ranks: each rank's floats come from its own seed, so every rank can
+// regenerate the others' data and form the naive sum over ranks independently of any collective.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace hw::dist::test {
+
+// Rank r's floats: random signs, mantissas and exponents over 2^-12..2^12, so that sums round.
+inline std::vector<float> rank_floats(int rank, std::int64_t n, unsigned salt) {
+  std::mt19937 gen(1000u * static_cast<unsigned>(rank) + salt);
+  std::uniform_real_distribution<float> mant(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> expo(-12, 12);
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (float& x : v) x = std::ldexp(mant(gen), expo(gen));
+  return v;
+}
+
+// The sum over ranks added in rank order, in float.
+inline std::vector<float> naive_sum(int world, std::int64_t n, unsigned salt) {
+  std::vector<float> s(static_cast<std::size_t>(n), 0.0f);
+  for (int r = 0; r < world; ++r) {
+    const std::vector<float> v = rank_floats(r, n, salt);
+    for (std::size_t i = 0; i < s.size(); ++i) s[i] += v[i];
+  }
+  return s;
+}
+
+inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Largest |a - b| relative to max(|b|, 1e-3).
+inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    m = std::max(m, std::abs(double(a[i]) - double(b[i])) / std::max(std::abs(double(b[i])), 1e-3));
+  return m;
+}
+
+}  // namespace hw::dist::test
