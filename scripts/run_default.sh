@@ -12,7 +12,7 @@ if ! nvidia-smi >/dev/null 2>&1; then
   echo "run_default: no GPU here: building the CPU-only binary (the CUDA build is covered by scripts/test.sh)"
   export HEADWISE_CMAKE_ARGS="-DHEADWISE_CUDA=OFF ${HEADWISE_CMAKE_ARGS:-}"
 fi
-bash scripts/setup.sh build
+HEADWISE_BUILD_TARGET=headwise bash scripts/setup.sh build
 bash scripts/prepare_default_corpus.sh build/headwise data/kjv
 # OpenMP threads that spin-wait steal the cores OpenBLAS needs between parallel regions.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}

@@ -2,7 +2,8 @@
 # Installs headwise's build dependencies from Debian packages and builds it: the CPU backend,
 # and the CUDA backend when nvcc is found (/usr/local/cuda; it compiles without a GPU).
 # Usage: bash scripts/setup.sh [build-dir]   (default: build); extra CMake options in
-# HEADWISE_CMAKE_ARGS, e.g. "-DHEADWISE_CUDA=OFF" or "-DCMAKE_CUDA_ARCHITECTURES=90".
+# HEADWISE_CMAKE_ARGS, e.g. "-DHEADWISE_CUDA=OFF" or "-DCMAKE_CUDA_ARCHITECTURES=90";
+# HEADWISE_BUILD_TARGET=headwise builds the binary alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
@@ -17,5 +18,5 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release ${HEADWISE_CMAKE_ARGS:-} >/dev/null
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+cmake --build "$BUILD_DIR" -j "$(nproc)" ${HEADWISE_BUILD_TARGET:+--target "$HEADWISE_BUILD_TARGET"}
 echo "setup: built $BUILD_DIR/headwise"
