@@ -3,10 +3,10 @@
 //   kBwdDq  (b, head, query tile): rebuilds P from the saved log-sum-exp over the head's key
 //           tiles and accumulates dQ in registers; writes the head's dQ rows.
 //   kBwdDkv (b, KV group, key tile): owns the group's dK/dV rows of that key tile. Adds, in
-//           this order, the static heads' dV (helper D's static_kv_tile_backward, into shared
+//           this order, the static heads' dV (static_kv_tile_backward, into shared
 //           memory), then for each softmax-family head of the group (head order) the query
 //           tiles that see the key tile: dV += P^T dO, dK += dS^T Q, in registers.
-//   kBwdLinear (b, head): helper D's whole-head linear backward; writes dQ directly and its
+//   kBwdLinear (b, head): the whole-head linear backward; writes dQ directly and its
 //           dK/dV contributions and dA into its workspace slot.
 // Two small kernels follow when the layer has linear heads: the combine adds the linear heads'
 // dK/dV partials to dQKV in head order (or writes them where the group has no other head),

@@ -2,7 +2,7 @@
 // head kind. Softmax-family items follow FlashAttention-2: a query tile stays in shared
 // memory while the block walks only the key tiles that intersect the head's key set (tiles
 // outside a window are never loaded), with an online softmax; O is written once. Static and
-// linear items run helper D's device code (attention_static.cuh, attention_linear.cuh).
+// linear items run the device code in attention_static.cuh and attention_linear.cuh.
 #include <cuda_runtime.h>
 
 #include <string>

@@ -1,13 +1,10 @@
 #pragma once
 // What one attention launch knows: the POD parameter block passed BY VALUE to the forward and
 // backward kernels (__grid_constant__; CUDA 12.1+ allows up to 32 KiB of kernel parameters),
-// and the contract between the launcher/scheduler (helper C: softmax family, pruned, launch,
-// schedule) and the device code of the static and linear head kinds (helper D).
+// and the contract between the launcher/scheduler (softmax family, pruned, launch, schedule)
+// and the device code of the static and linear head kinds.
 //
-// CHANGE LOG (additive changes only; dated with `date`):
-//   Mon Nov 30 11:20 UTC 2026  first version.
-//
-// ---- Contract for helper D (device functions my kernels call from their per-item dispatch) ----
+// ---- Contract for the static/linear device code (called from the kernels' per-item dispatch) ----
 // Files: src/kernels/cuda/attention_static.cuh and src/kernels/cuda/attention_linear.cuh
 // (header-only device code: hw_gpu is built without separable compilation, so device
 // functions must be visible in attention_forward.cu / attention_backward.cu, which include them),
@@ -43,8 +40,8 @@
 //       launch); OVERWRITES the (G+1)x(G+1) matrix A = sum_i dkappa_i s_i s_i^T at
 //       linear_dA(p, b, h) (as detail::linear_backward's A, row stride n_groups + 1); the
 //       launcher reduces A over b in order and adds dL += 2 A L_lower.
-//   int64_t linear_scratch_floats(int head_dim, int64_t T);  // HOST function (D defines it in a
-//       .cu/.cpp of its own; declared below): global scratch per (b, linear head), may be 0.
+//   int64_t linear_scratch_floats(int head_dim, int64_t T);  // HOST function (defined in
+//       attention_linear_scratch.cpp; declared below): global scratch per (b, linear head), may be 0.
 //
 // Row pointers below address row 0 of sequence b at a head's column block; rows are strided
 // by the returned stride.
@@ -165,7 +162,7 @@ HW_HOST_DEVICE float* linear_scratch(const AttnLaunchParams& p, int b, int h) {
 }
 
 namespace attn_dev {
-// Defined by helper D (host): global scratch floats one linear item (b, h) needs, beyond the
+// Defined in attention_linear_scratch.cpp (host): global scratch floats one linear item (b, h) needs, beyond the
 // slot's dA/dK/dV parts. The launcher sizes the workspace with it.
 int64_t linear_scratch_floats(int head_dim, int64_t T);
 }  // namespace attn_dev

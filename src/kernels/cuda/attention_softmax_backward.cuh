@@ -2,7 +2,7 @@
 // Device code of the softmax-family backward items (see attention_backward.cu for the split):
 //   dq_item  (b, head, query tile): dQ in registers over the head's key tiles;
 //   dkv_item (b, KV group, key tile): the group's dK/dV rows of the key tile: static heads'
-//            dV first (helper D's static_kv_tile_backward), then every softmax-family head of
+//            dV first (static_kv_tile_backward), then every softmax-family head of
 //            the group over the query tiles that see the key tile, in head order.
 // P is rebuilt from the saved log-sum-exp in both; delta = dO . O is recomputed per visit.
 #include "headwise/kernels/tiles/attention_tiles.hpp"
