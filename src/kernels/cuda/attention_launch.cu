@@ -13,19 +13,28 @@
 
 namespace hw::cuda {
 
+namespace {
+// The checks and parameter block both directions share; false when there is nothing to do.
+bool prepare(AttnLaunchParams& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+             const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, float* workspace, bool backward) {
+  check_attention_layer(plan, layout, dims, params, backward);
+  if (dims.B == 0 || dims.T == 0) return false;
+  check(workspace || attention_workspace_floats(plan, layout, dims) == 0,
+        "attention (CUDA): the layer has linear heads but no workspace");
+  fill_attention_params(p, plan, layout, dims, params, backward);
+  p.workspace = workspace;
+  return true;
+}
+}  // namespace
+
 void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
                               const float* qkv, float* out, float* row_stats, float* workspace) {
-  check_attention_layer(plan, layout, dims, params, false);
-  if (dims.B == 0 || dims.T == 0) return;
-  check(workspace || attention_workspace_floats(plan, layout, dims) == 0,
-        "attention (CUDA): the layer has linear heads but no workspace");
   AttnLaunchParams p;
-  fill_attention_params(p, plan, layout, dims, params, false);
+  if (!prepare(p, plan, layout, dims, params, workspace, false)) return;
   p.qkv = qkv;
   p.out = out;
   p.row_stats = row_stats;
-  p.workspace = workspace;
   // Pruned heads do no work; their row statistics are zero, as the CPU reference's.
   const size_t row_bytes = sizeof(float) * static_cast<size_t>(dims.T);
   for (int h = 0; h < layout.n_head; ++h)
@@ -39,18 +48,13 @@ void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan,
                                const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
                                const float* qkv, const float* out, const float* row_stats, const float* dout,
                                float* dqkv, float* workspace) {
-  check_attention_layer(plan, layout, dims, params, true);
-  if (dims.B == 0 || dims.T == 0) return;
-  check(workspace || attention_workspace_floats(plan, layout, dims) == 0,
-        "attention (CUDA): the layer has linear heads but no workspace");
   AttnLaunchParams p;
-  fill_attention_params(p, plan, layout, dims, params, true);
+  if (!prepare(p, plan, layout, dims, params, workspace, true)) return;
   p.qkv = qkv;
   p.out_in = out;
   p.row_stats_in = row_stats;
   p.dout = dout;
   p.dqkv = dqkv;
-  p.workspace = workspace;
   enqueue_attention_backward(stream, p);
 }
 
