@@ -12,10 +12,10 @@ enum class Device : uint8_t { CPU, CUDA };
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // safetensors spelling: F32, BF16, I32, U16, F64
-// The dtype that stores F (float -> F32, double -> F64).
+// The dtype that stores F (float -> F32, double -> F64, hw::bf16 (core/bf16.hpp) -> BF16).
 template <class F>
 constexpr DType dtype_of() {
-  return sizeof(F) == 8 ? DType::F64 : DType::F32;
+  return sizeof(F) == 8 ? DType::F64 : sizeof(F) == 2 ? DType::BF16 : DType::F32;
 }
 
 struct Tensor {

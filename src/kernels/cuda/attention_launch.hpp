@@ -19,6 +19,7 @@
 
 #include "headwise/attention/attention.hpp"
 #include "headwise/attention/head_plan.hpp"
+#include "headwise/core/bf16.hpp"
 
 namespace hw::cuda {
 
@@ -39,5 +40,15 @@ void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan,
                                const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
                                const float* qkv, const float* out, const float* row_stats, const float* dout,
                                float* dqkv, float* workspace);
+
+// Mixed precision: bf16 qkv, out, dout and dqkv; fp32 row statistics, head parameters,
+// workspace and every accumulation (tiles hold fp32 after loading). Same semantics.
+void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                              const bf16* qkv, bf16* out, float* row_stats, float* workspace);
+void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                               const bf16* qkv, const bf16* out, const float* row_stats, const bf16* dout,
+                               bf16* dqkv, float* workspace);
 
 }  // namespace hw::cuda

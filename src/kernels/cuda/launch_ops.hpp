@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "headwise/core/bf16.hpp"
 #include "headwise/kernels/adamw_step.hpp"
 
 namespace hw::cuda {
@@ -62,6 +63,38 @@ void launch_sum_squares(cudaStream_t stream, const float* x, int64_t n, const Re
 
 // dbias[o] += sum over n of dout[n, o] (double accumulation, fixed order): matmul_backward's dbias.
 void launch_bias_column_sum(cudaStream_t stream, float* dbias, const float* dout, int64_t N, int64_t O);
+
+// Mixed precision (ComputeOps<bf16, float>): the same ops with bf16 activations and weight
+// copies, fp32 LayerNorm weights, statistics and parameter gradients. Arithmetic and every
+// reduction stay in fp32 (or double, as above); each bf16 output is rounded once, to nearest
+// even, when stored. hw::bf16 has __nv_bfloat16's bits, so kernels may reinterpret the pointers.
+void launch_fill_zero(cudaStream_t stream, bf16* x, int64_t n);
+void launch_accumulate(cudaStream_t stream, bf16* dst, const bf16* src, int64_t n);
+void launch_residual_forward(cudaStream_t stream, bf16* out, const bf16* a, const bf16* b, int64_t n);
+void launch_gelu_forward(cudaStream_t stream, bf16* out, const bf16* inp, int64_t n);
+void launch_gelu_backward(cudaStream_t stream, bf16* dinp, const bf16* inp, const bf16* dout, int64_t n);
+void launch_layernorm_forward(cudaStream_t stream, bf16* out, float* mean, float* rstd, const bf16* inp,
+                              const float* weight, const float* bias, int64_t N, int64_t C, double eps);
+void launch_layernorm_backward(cudaStream_t stream, bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                               const bf16* inp, const float* weight, const float* mean, const float* rstd,
+                               int64_t N, int64_t C);
+void launch_residual_layernorm_forward(cudaStream_t stream, bf16* resid_out, bf16* ln_out, float* mean, float* rstd,
+                                       const bf16* a, const bf16* b, const float* weight, const float* bias,
+                                       int64_t N, int64_t C, double eps);
+void launch_encoder_forward(cudaStream_t stream, bf16* out, const int32_t* tokens, const bf16* wte, const bf16* wpe,
+                            int64_t B, int64_t T, int64_t C);
+void launch_encoder_backward(cudaStream_t stream, float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens,
+                             int64_t B, int64_t T, int64_t C);
+void launch_rope_forward(cudaStream_t stream, bf16* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0,
+                         int64_t n_heads, int64_t hd, double theta);
+void launch_rope_backward(cudaStream_t stream, bf16* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0,
+                          int64_t n_heads, int64_t hd, double theta);
+void launch_crossentropy_forward_backward(cudaStream_t stream, float* losses, bf16* dlogits, const bf16* logits,
+                                          const int32_t* targets, int64_t N, int64_t V, double dloss,
+                                          const ReductionScratch& scratch);
+void launch_bias_column_sum(cudaStream_t stream, float* dbias, const bf16* dout, int64_t N, int64_t O);
+// dst[i] = src[i] rounded to nearest even (ComputeOps::round_weights).
+void launch_round_to_bf16(cudaStream_t stream, bf16* dst, const float* src, int64_t n);
 
 void launch_adamw_update(cudaStream_t stream, float* p, const float* g, float* m, float* v, int64_t n,
                          const AdamWStep& s);
