@@ -15,6 +15,13 @@
 // do not accumulate with beta; cublasLt.h on CUBLASLT_EPILOGUE_BGRADB: "Stores Bias gradient"),
 // while the Backend accumulates; the backend adds it with launch_bias_column_sum instead.
 //
+// Mixed precision: bf16 A and B with a bf16 D (forward, dinp) or an fp32 D (weight
+// gradients), compute CUBLAS_COMPUTE_32F and fp32 alpha/beta, are cublasLtMatmul's documented
+// "CUBLAS_COMPUTE_32F / CUDA_R_32F scale / CUDA_R_16BF A,B / CUDA_R_16BF or CUDA_R_32F C,D"
+// combinations. With beta = 1 cuBLASLt reads C (= D) in its own type, adds in fp32 and rounds
+// once when it stores D, which is the ComputeOps accumulation rule. The bias and the GELU aux
+// take D's type (cuBLASLt's default for both), so the bf16 forward's bias and pre are bf16.
+//
 // Determinism: the algorithm is chosen once per plan and reused, and every cuBLASLt
 // reduction scheme is ordered (in-place split-K uses counters "to guarantee the
 // sequentiality"), so equal inputs give equal bits.
@@ -32,11 +39,12 @@ namespace hw::cuda {
 namespace {
 
 // The largest power of two (at most 256, cuBLASLt's default requirement) dividing the
-// address; a null pointer counts as fully aligned.
+// address; a null pointer counts as fully aligned. The floor of 2 is a bf16 element's own
+// alignment (an fp32 pointer is always at least 4-aligned, so its result is unchanged).
 uint32_t alignment_of(const void* p) {
   const auto addr = reinterpret_cast<uintptr_t>(p);
   uint32_t a = 256;
-  while (a > 4 && addr % a != 0) a /= 2;
+  while (a > 2 && addr % a != 0) a /= 2;
   return a;
 }
 
@@ -49,12 +57,14 @@ cublasComputeType_t compute_type_of(GemmPrecision p) {
   return p == GemmPrecision::Tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
+const char* type_name(cudaDataType_t t) { return t == CUDA_R_16BF ? "bf16" : t == CUDA_R_32F ? "fp32" : "other"; }
+
 std::string describe(const GemmLt::PlanKey& k) {
   return "m=" + std::to_string(k.m) + " n=" + std::to_string(k.n) + " k=" + std::to_string(k.k) +
          " transa=" + (k.trans_a ? "T" : "N") + " transb=" + (k.trans_b ? "T" : "N") +
          " lda=" + std::to_string(k.lda) + " ldb=" + std::to_string(k.ldb) + " ldc=" + std::to_string(k.ldc) +
-         " epilogue=" + std::to_string(k.epilogue) +
-         (k.precision == GemmPrecision::Tf32 ? " tf32" : " fp32");
+         " epilogue=" + std::to_string(k.epilogue) + (k.precision == GemmPrecision::Tf32 ? " tf32" : " fp32") +
+         " ab=" + type_name(k.ab_type) + " cd=" + type_name(k.cd_type);
 }
 
 // The cuBLASLt (column-major) description of a row-major GEMM; see the top of this file.
@@ -70,6 +80,8 @@ GemmLt::PlanKey key_of(const RowMajorGemm& g, GemmPrecision precision) {
   k.ldc = g.ldd;
   k.epilogue = static_cast<uint32_t>(epilogue_of(g));
   k.precision = precision;
+  k.ab_type = g.ab_type;
+  k.cd_type = g.cd_type;
   k.align_a = alignment_of(g.B);
   k.align_b = alignment_of(g.A);
   k.align_c = alignment_of(g.D);
@@ -122,15 +134,15 @@ const GemmLt::Plan& GemmLt::plan_for(const PlanKey& key, const RowMajorGemm& g) 
   set_desc_attr(desc, CUBLASLT_MATMUL_DESC_TRANSB, static_cast<int32_t>(key.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N));
   set_desc_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, key.epilogue);
   // The heuristic reads these pointers' alignment (it does not dereference them).
-  if (g.bias) set_desc_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bias));
+  if (g.bias) set_desc_attr(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
   if (g.gelu_pre) {
-    set_desc_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(g.gelu_pre));
+    set_desc_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.gelu_pre);
     set_desc_attr(desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, key.ldc);
   }
   // Stored shapes (before transposition), column-major.
-  plan->a = make_layout(CUDA_R_32F, key.trans_a ? key.k : key.m, key.trans_a ? key.m : key.k, key.lda);
-  plan->b = make_layout(CUDA_R_32F, key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n, key.ldb);
-  plan->c = make_layout(CUDA_R_32F, key.m, key.n, key.ldc);
+  plan->a = make_layout(key.ab_type, key.trans_a ? key.k : key.m, key.trans_a ? key.m : key.k, key.lda);
+  plan->b = make_layout(key.ab_type, key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n, key.ldb);
+  plan->c = make_layout(key.cd_type, key.m, key.n, key.ldc);
 
   LtPreference pref = make_preference(workspace_bytes_);
   set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
@@ -155,9 +167,8 @@ bool GemmLt::try_run(const RowMajorGemm& g, GemmPrecision precision) const {
   const Plan& plan = plan_for(key, g);
   if (!plan.has_algo) return false;
   // The descriptor is shared by every call of this shape; only the epilogue pointers change.
-  if (g.bias) set_desc_attr(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<const void*>(g.bias));
-  if (g.gelu_pre)
-    set_desc_attr(plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, static_cast<void*>(g.gelu_pre));
+  if (g.bias) set_desc_attr(plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  if (g.gelu_pre) set_desc_attr(plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.gelu_pre);
   const float alpha = 1.0f;
   const float beta = g.beta;
   // cuBLASLt's A is our B and its B is our A (column-major view, see the top of the file).
@@ -171,30 +182,79 @@ void GemmLt::run(const RowMajorGemm& g, GemmPrecision precision) const {
   if (!try_run(g, precision)) fail("cuBLASLt has no algorithm for the GEMM " + describe(key_of(g, precision)));
 }
 
-void GemmLt::matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t I,
-                            int64_t O, bool w_out_in) const {
-  if (N == 0 || O == 0) return;
-  check(I > 0, "matmul_forward on CUDA: the input width I is 0 (N=" + std::to_string(N) + ", O=" +
-                   std::to_string(O) + ")");
+namespace {
+
+// The three dense layers as row-major GEMMs, whatever the element types (set by the caller).
+RowMajorGemm forward_gemm(void* out, const void* inp, const void* w, const void* bias, int64_t N, int64_t I, int64_t O,
+                          bool w_out_in) {
   RowMajorGemm g;
   g.M = N, g.N = O, g.K = I;
   g.A = inp, g.lda = I;
   g.B = w, g.trans_b = w_out_in, g.ldb = w_out_in ? I : O;  // W [O,I] is used transposed
   g.D = out, g.ldd = O;
   g.bias = bias;
-  run(g, precision_);
+  return g;
+}
+
+// dinp[N,I] += dout[N,O] @ W^T  (W^T is W[I,O] transposed, or W[O,I] as stored)
+RowMajorGemm backward_input_gemm(void* dinp, const void* dout, const void* w, int64_t N, int64_t I, int64_t O,
+                                 bool w_out_in) {
+  RowMajorGemm g;
+  g.M = N, g.N = I, g.K = O;
+  g.A = dout, g.lda = O;
+  g.B = w, g.trans_b = !w_out_in, g.ldb = w_out_in ? I : O;
+  g.D = dinp, g.ldd = I, g.beta = 1.0f;
+  return g;
+}
+
+RowMajorGemm backward_weight_gemm(void* dw, const void* dout, const void* inp, int64_t N, int64_t I, int64_t O,
+                                  bool w_out_in) {
+  RowMajorGemm g;
+  g.K = N, g.trans_a = true, g.beta = 1.0f;
+  if (w_out_in) {  // dW[O,I] += dout^T @ inp
+    g.M = O, g.N = I;
+    g.A = dout, g.lda = O;
+    g.B = inp, g.ldb = I;
+    g.D = dw, g.ldd = I;
+  } else {  // dW[I,O] += inp^T @ dout
+    g.M = I, g.N = O;
+    g.A = inp, g.lda = I;
+    g.B = dout, g.ldb = O;
+    g.D = dw, g.ldd = O;
+  }
+  return g;
+}
+
+RowMajorGemm with_types(RowMajorGemm g, cudaDataType_t ab, cudaDataType_t cd) {
+  g.ab_type = ab;
+  g.cd_type = cd;
+  return g;
+}
+
+// An empty output is nothing to do; an empty inner dimension under a non-empty output is a
+// caller's bug (cuBLASLt takes no k = 0), refused with the sizes.
+bool skip_forward(int64_t N, int64_t I, int64_t O) {
+  if (N == 0 || O == 0) return true;
+  check(I > 0, "matmul_forward on CUDA: the input width I is 0 (N=" + std::to_string(N) + ", O=" + std::to_string(O) +
+                   ")");
+  return false;
+}
+
+// cublasLt.h: the GELU aux leading dimension "must be divisible by 8".
+bool gelu_epilogue_fits(int64_t N, int64_t I, int64_t O) { return N > 0 && O > 0 && I > 0 && O % 8 == 0; }
+
+}  // namespace
+
+void GemmLt::matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t I,
+                            int64_t O, bool w_out_in) const {
+  if (skip_forward(N, I, O)) return;
+  run(forward_gemm(out, inp, w, bias, N, I, O, w_out_in), precision_);
 }
 
 bool GemmLt::matmul_gelu_forward(float* pre, float* out, const float* inp, const float* w, const float* bias,
                                  int64_t N, int64_t I, int64_t O, bool w_out_in) const {
-  // cublasLt.h: the GELU aux leading dimension "must be divisible by 8".
-  if (N == 0 || O == 0 || I == 0 || O % 8 != 0) return false;
-  RowMajorGemm g;
-  g.M = N, g.N = O, g.K = I;
-  g.A = inp, g.lda = I;
-  g.B = w, g.trans_b = w_out_in, g.ldb = w_out_in ? I : O;
-  g.D = out, g.ldd = O;
-  g.bias = bias;
+  if (!gelu_epilogue_fits(N, I, O)) return false;
+  RowMajorGemm g = forward_gemm(out, inp, w, bias, N, I, O, w_out_in);
   g.gelu_pre = pre;
   return try_run(g, precision_);
 }
@@ -202,30 +262,33 @@ bool GemmLt::matmul_gelu_forward(float* pre, float* out, const float* inp, const
 void GemmLt::matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, int64_t N,
                              int64_t I, int64_t O, bool w_out_in) const {
   if (N == 0 || O == 0 || I == 0) return;
-  if (dinp) {  // dinp[N,I] += dout[N,O] @ W^T  (W^T is W[I,O] transposed, or W[O,I] as stored)
-    RowMajorGemm g;
-    g.M = N, g.N = I, g.K = O;
-    g.A = dout, g.lda = O;
-    g.B = w, g.trans_b = !w_out_in, g.ldb = w_out_in ? I : O;
-    g.D = dinp, g.ldd = I, g.beta = 1.0f;
-    run(g, precision_);
-  }
-  if (dw) {
-    RowMajorGemm g;
-    g.K = N, g.trans_a = true, g.beta = 1.0f;
-    if (w_out_in) {  // dW[O,I] += dout^T @ inp
-      g.M = O, g.N = I;
-      g.A = dout, g.lda = O;
-      g.B = inp, g.ldb = I;
-      g.D = dw, g.ldd = I;
-    } else {  // dW[I,O] += inp^T @ dout
-      g.M = I, g.N = O;
-      g.A = inp, g.lda = I;
-      g.B = dout, g.ldb = O;
-      g.D = dw, g.ldd = O;
-    }
-    run(g, precision_);
-  }
+  if (dinp) run(backward_input_gemm(dinp, dout, w, N, I, O, w_out_in), precision_);
+  if (dw) run(backward_weight_gemm(dw, dout, inp, N, I, O, w_out_in), precision_);
+}
+
+void GemmLt::matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int64_t N, int64_t I,
+                            int64_t O, bool w_out_in) const {
+  if (skip_forward(N, I, O)) return;
+  run(with_types(forward_gemm(out, inp, w, bias, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_16BF), GemmPrecision::Fp32);
+}
+
+bool GemmLt::matmul_gelu_forward(bf16* pre, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int64_t N,
+                                 int64_t I, int64_t O, bool w_out_in) const {
+  if (!gelu_epilogue_fits(N, I, O)) return false;
+  RowMajorGemm g = with_types(forward_gemm(out, inp, w, bias, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_16BF);
+  g.gelu_pre = pre;
+  return try_run(g, GemmPrecision::Fp32);
+}
+
+void GemmLt::matmul_backward(bf16* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w, int64_t N,
+                             int64_t I, int64_t O, bool w_out_in) const {
+  if (N == 0 || O == 0 || I == 0) return;
+  if (dinp)
+    run(with_types(backward_input_gemm(dinp, dout, w, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_16BF),
+        GemmPrecision::Fp32);
+  if (dw)
+    run(with_types(backward_weight_gemm(dw, dout, inp, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_32F),
+        GemmPrecision::Fp32);
 }
 
 }  // namespace hw::cuda
