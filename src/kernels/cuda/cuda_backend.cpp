@@ -3,7 +3,8 @@
 // through the element/row/reduction launchers (launch_ops.hpp). All scratch (cuBLASLt
 // workspace, reduction partials) lives in the "cuda.scratch" arena allocated here, so no op
 // allocates. The only host waits inside a step are the two ops that return a double
-// (cross-entropy's loss sum and sum_squares for gradient clipping).
+// (cross-entropy's loss sum and sum_squares for gradient clipping). The mixed-precision ops
+// (bf16_ops, cuda_bf16_ops.hpp) share this stream, GemmLt and scratch.
 #include <nvtx3/nvToolsExt.h>
 
 #include <memory>
@@ -14,6 +15,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
 #include "kernels/cuda/attention_launch.hpp"
+#include "kernels/cuda/cuda_bf16_ops.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/cuda_stream.hpp"
 #include "kernels/cuda/gemm_lt.hpp"
@@ -38,6 +40,7 @@ class CudaBackend final : public Backend<float>, public cuda::StreamOwner {
     reduce_ = {partials->as<double>(), result->as<double>()};
     gemm_ = std::make_unique<cuda::GemmLt>(stream(), lt_workspace->data, lt_workspace->nbytes(),
                                            opts_.tf32 ? cuda::GemmPrecision::Tf32 : cuda::GemmPrecision::Fp32);
+    bf16_ops_ = std::make_unique<cuda::CudaBf16Ops>(stream(), *gemm_, reduce_, opts_.gelu_epilogue);
   }
 
   // Ops may still be running on the stream: let them finish before their scratch is freed.
@@ -47,6 +50,7 @@ class CudaBackend final : public Backend<float>, public cuda::StreamOwner {
   const char* name() const override { return opts_.tf32 ? "cuda-tf32" : "cuda-fp32"; }
   cudaStream_t stream() const override { return stream_.get(); }
   void* native_stream() const override { return stream_.get(); }
+  const ComputeOps<bf16, float>* bf16_ops() const override { return bf16_ops_.get(); }
 
   void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t I,
                       int64_t O, bool w_out_in) const override {
@@ -105,12 +109,12 @@ class CudaBackend final : public Backend<float>, public cuda::StreamOwner {
   }
   void rope_forward(float* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
                     double theta) const override {
-    check_rope(hd, theta);
+    cuda::check_rope_args(hd, theta);
     cuda::launch_rope_forward(stream(), x, B, T, row_stride, col0, n_heads, hd, theta);
   }
   void rope_backward(float* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
                      double theta) const override {
-    check_rope(hd, theta);
+    cuda::check_rope_args(hd, theta);
     cuda::launch_rope_backward(stream(), dx, B, T, row_stride, col0, n_heads, hd, theta);
   }
   double sum_squares(const float* x, int64_t n) const override {
@@ -156,25 +160,14 @@ class CudaBackend final : public Backend<float>, public cuda::StreamOwner {
   }
 
  private:
-  // The reduction's double, copied back once the stream reaches it (this waits for the step's
-  // work so far: one of the two per-step host syncs).
-  double read_result() const {
-    double value = 0.0;
-    HW_CUDA_CHECK(cudaMemcpyAsync(&value, reduce_.result, sizeof(value), cudaMemcpyDeviceToHost, stream()));
-    stream_.synchronize();
-    return value;
-  }
-  // The CPU reference's argument checks (kernels/cpu/rope.cpp), with its messages.
-  static void check_rope(int64_t hd, double theta) {
-    check(hd > 0 && hd % 2 == 0, "rope: head width hd=" + std::to_string(hd) + " must be positive and even");
-    check(theta > 0.0, "rope: theta=" + std::to_string(theta) + " must be positive");
-  }
+  double read_result() const { return cuda::read_reduction_result(stream(), reduce_); }
 
   CudaBackendOptions opts_;
   cuda::Stream stream_;
   Arena scratch_;
   cuda::ReductionScratch reduce_{};
   std::unique_ptr<cuda::GemmLt> gemm_;
+  std::unique_ptr<cuda::CudaBf16Ops> bf16_ops_;  // uses gemm_: declared after it, destroyed before it
 };
 
 }  // namespace
