@@ -1,7 +1,8 @@
 #pragma once
 // Shared pieces of the CUDA parity tests: device arrays that free themselves, upload and
 // download through a backend (its copies are ordered on its stream), seeded random inputs,
-// the CPU double-precision reference run on the same inputs, and the error measure.
+// the CPU double-precision reference run on the same inputs, and the error measure; for the
+// mixed-precision ops, the same pieces with bf16 device arrays.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "headwise/core/bf16.hpp"
 #include "headwise/core/device_memory.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
@@ -82,6 +84,42 @@ struct Twin {
   float* d() const { return dev->get(); }
   double* r() { return ref.data(); }
   std::vector<float> got(const Backend<float>& be) const { return download(be, *dev); }
+  double err(const Backend<float>& be) const { return max_rel_err(got(be), ref); }
+};
+
+// The values v takes once rounded to bf16 (to nearest even), as floats: give these to the CPU
+// reference so it sees exactly the numbers a bf16 upload of v holds on the GPU.
+inline std::vector<float> round_to_bf16_values(const std::vector<float>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); i++) out[i] = to_float(to_bf16(v[i]));
+  return out;
+}
+
+// v rounded to bf16 (to nearest even) in a new device array.
+inline std::unique_ptr<DeviceArray<bf16>> upload_bf16(const Backend<float>& be, const std::vector<float>& v) {
+  std::vector<bf16> host(v.size());
+  for (size_t i = 0; i < v.size(); i++) host[i] = to_bf16(v[i]);
+  return upload(be, host);
+}
+
+// A bf16 device array widened to floats (exact).
+inline std::vector<float> download_bf16(const Backend<float>& be, const DeviceArray<bf16>& d) {
+  const std::vector<bf16> host = download(be, d);
+  std::vector<float> out(host.size());
+  for (size_t i = 0; i < host.size(); i++) out[i] = to_float(host[i]);
+  return out;
+}
+
+// Twin for a bf16 array: the device holds v rounded to bf16, the reference the same values in
+// double.
+struct Bf16Twin {
+  std::vector<double> ref;
+  std::unique_ptr<DeviceArray<bf16>> dev;
+  Bf16Twin(const Backend<float>& be, const std::vector<float>& host)
+      : ref(to_double(round_to_bf16_values(host))), dev(upload_bf16(be, host)) {}
+  bf16* d() const { return dev->get(); }
+  double* r() { return ref.data(); }
+  std::vector<float> got(const Backend<float>& be) const { return download_bf16(be, *dev); }
   double err(const Backend<float>& be) const { return max_rel_err(got(be), ref); }
 };
 
