@@ -12,7 +12,7 @@
 namespace hw {
 
 struct bf16 {
-  uint16_t bits = 0;
+  uint16_t bits;  // no initialiser: a trivial type (memcpy-able, allowed in __shared__ arrays); bf16{} is zero
 };
 static_assert(sizeof(bf16) == 2, "bf16 must be two bytes");
 
