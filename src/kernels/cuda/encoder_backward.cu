@@ -4,7 +4,8 @@
 // in order: the block stages a tile of token ids in shared memory, each warp votes which of 32
 // positions hold its bucket's tokens and adds those dout rows one after another. Each dwte
 // element is thus updated by one thread in position order: the CPU reference's exact float
-// sequence. dwpe: one thread per (t, c) adds the B rows in order.
+// sequence. dwpe: one thread per (t, c) adds the B rows in order. dout is float or bf16 (S,
+// widened exactly); dwte and dwpe are float.
 #include "headwise/kernels/tiles/encoder_buckets.hpp"
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -21,7 +22,8 @@ namespace {
 // in a register while consecutive hits share a token (frequent tokens dominate their bucket);
 // it is written back before another token's element is read, so the float sequence per
 // element is unchanged.
-__global__ void encoder_dwte_kernel(float* dwte, const float* dout, const int32_t* tokens, int64_t N, int64_t C,
+template <class S>
+__global__ void encoder_dwte_kernel(float* dwte, const S* dout, const int32_t* tokens, int64_t N, int64_t C,
                                     int64_t buckets) {
   __shared__ int32_t tile[tiles::kEncoderTokenTile];
   const int lane = threadIdx.x, warp = threadIdx.y;
@@ -47,7 +49,7 @@ __global__ void encoder_dwte_kernel(float* dwte, const float* dout, const int32_
         float vals[32];
 #pragma unroll
         for (int k = 0; k < 32; k++)
-          vals[k] = ((hits >> k) & 1U) && has_c ? dout[(base + j0 + k) * C + c] : 0.0f;
+          vals[k] = ((hits >> k) & 1U) && has_c ? dev::load1(dout, (base + j0 + k) * C + c) : 0.0f;
 #pragma unroll
         for (int k = 0; k < 32; k++) {
           if (!((hits >> k) & 1U)) continue;
@@ -69,12 +71,33 @@ __global__ void encoder_dwte_kernel(float* dwte, const float* dout, const int32_
 }
 
 // dwpe[t, c] += dout[0, t, c] + dout[1, t, c] + ... in b order (float, as the CPU reference).
-__global__ void encoder_dwpe_kernel(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
+template <class S>
+__global__ void encoder_dwpe_kernel(float* dwpe, const S* dout, int64_t B, int64_t T, int64_t C) {
   const int64_t stride = dev::grid_threads();
   for (int64_t i = dev::global_thread(); i < T * C; i += stride) {
     float g = dwpe[i];
-    for (int64_t b = 0; b < B; b++) g += dout[b * T * C + i];
+    for (int64_t b = 0; b < B; b++) g += dev::load1(dout, b * T * C + i);
     dwpe[i] = g;
+  }
+}
+
+template <class S>
+void launch_encoder_backward_t(cudaStream_t stream, float* dwte, float* dwpe, const S* dout, const int32_t* tokens,
+                               int64_t B, int64_t T, int64_t C) {
+  const int64_t N = B * T;
+  if (N <= 0 || C <= 0) return;
+  if (dwte) {
+    const int64_t buckets = tiles::encoder_buckets(C);
+    const dim3 grid(static_cast<unsigned>((C + tiles::kEncoderWarpChannels - 1) / tiles::kEncoderWarpChannels),
+                    static_cast<unsigned>(buckets / tiles::kEncoderWarpsPerBlock));
+    encoder_dwte_kernel<S><<<grid, dim3(32, tiles::kEncoderWarpsPerBlock), 0, stream>>>(dwte, dout, tokens, N, C,
+                                                                                        buckets);
+    check_launch("encoder_dwte_kernel");
+  }
+  if (dwpe) {
+    const int64_t blocks = tiles::stride_grid_blocks(T * C, tiles::kOpThreads, tiles::kOpMaxBlocks);
+    encoder_dwpe_kernel<S><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(dwpe, dout, B, T, C);
+    check_launch("encoder_dwpe_kernel");
   }
 }
 
@@ -82,21 +105,12 @@ __global__ void encoder_dwpe_kernel(float* dwpe, const float* dout, int64_t B, i
 
 void launch_encoder_backward(cudaStream_t stream, float* dwte, float* dwpe, const float* dout,
                              const int32_t* tokens, int64_t B, int64_t T, int64_t C) {
-  const int64_t N = B * T;
-  if (N <= 0 || C <= 0) return;
-  if (dwte) {
-    const int64_t buckets = tiles::encoder_buckets(C);
-    const dim3 grid(static_cast<unsigned>((C + tiles::kEncoderWarpChannels - 1) / tiles::kEncoderWarpChannels),
-                    static_cast<unsigned>(buckets / tiles::kEncoderWarpsPerBlock));
-    encoder_dwte_kernel<<<grid, dim3(32, tiles::kEncoderWarpsPerBlock), 0, stream>>>(dwte, dout, tokens, N, C,
-                                                                                     buckets);
-    check_launch("encoder_dwte_kernel");
-  }
-  if (dwpe) {
-    const int64_t blocks = tiles::stride_grid_blocks(T * C, tiles::kOpThreads, tiles::kOpMaxBlocks);
-    encoder_dwpe_kernel<<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(dwpe, dout, B, T, C);
-    check_launch("encoder_dwpe_kernel");
-  }
+  launch_encoder_backward_t(stream, dwte, dwpe, dout, tokens, B, T, C);
+}
+
+void launch_encoder_backward(cudaStream_t stream, float* dwte, float* dwpe, const bf16* dout, const int32_t* tokens,
+                             int64_t B, int64_t T, int64_t C) {
+  launch_encoder_backward_t(stream, dwte, dwpe, dout, tokens, B, T, C);
 }
 
 }  // namespace hw::cuda

@@ -1,5 +1,7 @@
 // LayerNorm backward, accumulating: dinp by one warp per row (row sums in double, as the CPU
 // reference), dweight/dbias by deterministic column sums over rows (ops_column_sum.cuh).
+// dinp, dout and inp are float or bf16 (T; dinp is read, added to in fp32 and rounded once);
+// weight, mean, rstd, dweight and dbias are float.
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
 #include "kernels/cuda/launch_ops.hpp"
@@ -11,15 +13,16 @@ namespace hw::cuda {
 namespace {
 
 // dinp += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * weight.
-__global__ void layernorm_dinp_kernel(float* dinp, const float* dout, const float* inp, const float* weight,
-                                      const float* mean, const float* rstd, int64_t N, int64_t C, bool vec) {
+template <class T>
+__global__ void layernorm_dinp_kernel(T* dinp, const T* dout, const T* inp, const float* weight, const float* mean,
+                                      const float* rstd, int64_t N, int64_t C, bool vec) {
   const int lane = threadIdx.x % 32;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * tiles::kRowsPerBlock + threadIdx.x / 32;
   if (n >= N) return;
   const tiles::Vec4Split split = tiles::vec4_split(C, vec);
-  const float* x = inp + n * C;
-  const float* dy = dout + n * C;
-  float* dx = dinp + n * C;
+  const T* x = inp + n * C;
+  const T* dy = dout + n * C;
+  T* dx = dinp + n * C;
   const float m = mean[n], rs = rstd[n];
 
   double g_sum = 0.0, gx_sum = 0.0;
@@ -31,9 +34,9 @@ __global__ void layernorm_dinp_kernel(float* dinp, const float* dout, const floa
               static_cast<double>(g2 * ((xv.z - m) * rs)) + static_cast<double>(g3 * ((xv.w - m) * rs));
   }
   for (int64_t i = split.tail_begin + lane; i < C; i += 32) {
-    const float g = dy[i] * weight[i];
+    const float g = dev::load1(dy, i) * weight[i];
     g_sum += g;
-    gx_sum += static_cast<double>(g * ((x[i] - m) * rs));
+    gx_sum += static_cast<double>(g * ((dev::load1(x, i) - m) * rs));
   }
   const float g_mean = static_cast<float>(dev::warp_sum(g_sum) / static_cast<double>(C));
   const float gx_mean = static_cast<float>(dev::warp_sum(gx_sum) / static_cast<double>(C));
@@ -48,42 +51,58 @@ __global__ void layernorm_dinp_kernel(float* dinp, const float* dout, const floa
     dev::store4(dx, i, o);
   }
   for (int64_t i = split.tail_begin + lane; i < C; i += 32)
-    dx[i] += (dy[i] * weight[i] - g_mean - (x[i] - m) * rs * gx_mean) * rs;
+    dev::store1(dx, i,
+                dev::load1(dx, i) +
+                    (dev::load1(dy, i) * weight[i] - g_mean - (dev::load1(x, i) - m) * rs * gx_mean) * rs);
 }
 
 // Column terms: dweight gets dout * xhat, dbias gets dout (the CPU reference's float terms).
+template <class T>
 struct LayerNormParamTerm {
-  const float* dout;
-  const float* inp;
+  const T* dout;
+  const T* inp;
   const float* mean;
   const float* rstd;
   int64_t C;
   __device__ void operator()(int64_t n, int64_t c, float (&t)[2]) const {
-    const float dy = dout[n * C + c];
-    t[0] = dy * ((inp[n * C + c] - mean[n]) * rstd[n]);
+    const float dy = dev::load1(dout, n * C + c);
+    t[0] = dy * ((dev::load1(inp, n * C + c) - mean[n]) * rstd[n]);
     t[1] = dy;
   }
 };
+
+template <class T>
+void launch_layernorm_backward_t(cudaStream_t stream, T* dinp, float* dweight, float* dbias, const T* dout,
+                                 const T* inp, const float* weight, const float* mean, const float* rstd, int64_t N,
+                                 int64_t C) {
+  if (N <= 0 || C <= 0) return;
+  if (dinp) {
+    const bool vec = tiles::rows_vec4(C, tiles::vec4_aligned(dinp) && tiles::vec4_aligned(dout) &&
+                                             tiles::vec4_aligned(inp) && tiles::vec4_aligned(weight));
+    const int64_t blocks = (N + tiles::kRowsPerBlock - 1) / tiles::kRowsPerBlock;
+    layernorm_dinp_kernel<T><<<static_cast<unsigned>(blocks), 32 * tiles::kRowsPerBlock, 0, stream>>>(
+        dinp, dout, inp, weight, mean, rstd, N, C, vec);
+    check_launch("layernorm_dinp_kernel");
+  }
+  if (dweight || dbias) {
+    dev::column_sum_kernel<2><<<dev::column_sum_grid(C), dev::column_sum_block(), 0, stream>>>(
+        dweight, dbias, N, C, LayerNormParamTerm<T>{dout, inp, mean, rstd, C});
+    check_launch("column_sum_kernel (layernorm dweight/dbias)");
+  }
+}
 
 }  // namespace
 
 void launch_layernorm_backward(cudaStream_t stream, float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, const float* mean, const float* rstd,
                                int64_t N, int64_t C) {
-  if (N <= 0 || C <= 0) return;
-  if (dinp) {
-    const bool vec = tiles::rows_vec4(C, tiles::aligned16(dinp) && tiles::aligned16(dout) &&
-                                             tiles::aligned16(inp) && tiles::aligned16(weight));
-    const int64_t blocks = (N + tiles::kRowsPerBlock - 1) / tiles::kRowsPerBlock;
-    layernorm_dinp_kernel<<<static_cast<unsigned>(blocks), 32 * tiles::kRowsPerBlock, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C, vec);
-    check_launch("layernorm_dinp_kernel");
-  }
-  if (dweight || dbias) {
-    dev::column_sum_kernel<2><<<dev::column_sum_grid(C), dev::column_sum_block(), 0, stream>>>(
-        dweight, dbias, N, C, LayerNormParamTerm{dout, inp, mean, rstd, C});
-    check_launch("column_sum_kernel (layernorm dweight/dbias)");
-  }
+  launch_layernorm_backward_t(stream, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+}
+
+void launch_layernorm_backward(cudaStream_t stream, bf16* dinp, float* dweight, float* dbias, const bf16* dout,
+                               const bf16* inp, const float* weight, const float* mean, const float* rstd,
+                               int64_t N, int64_t C) {
+  launch_layernorm_backward_t(stream, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
 }
 
 }  // namespace hw::cuda
