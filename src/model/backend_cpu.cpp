@@ -2,9 +2,11 @@
 #include <omp.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "headwise/kernels/backend.hpp"
 #include "headwise/kernels/cpu.hpp"
+#include "model/backend_cpu_bf16.hpp"
 
 namespace hw {
 
@@ -15,6 +17,11 @@ class CpuBackend final : public Backend<F> {
  public:
   Device device() const override { return Device::CPU; }
   const char* name() const override { return "cpu"; }
+  // Mixed precision for float models: the widen / fp32 op / round-once reference.
+  const ComputeOps<bf16, F>* bf16_ops() const override {
+    if constexpr (std::is_same_v<F, float>) return &cpu_bf16_ops();
+    return nullptr;
+  }
 
   void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t I, int64_t O,
                       bool w_out_in) const override {

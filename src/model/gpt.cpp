@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
@@ -26,13 +27,13 @@ struct Weights {
   std::vector<LayerWeights<F>> layers;
 };
 
-// Saved activations of one layer (what backward reads).
-template <class F>
+// Saved activations of one layer (what backward reads): A-typed tensors and F statistics.
+template <class A, class F>
 struct LayerActs {
-  F *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *row_stats, *resid2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
-      *resid3;
+  A *ln1 = nullptr, *qkv = nullptr, *atty = nullptr, *resid2 = nullptr, *ln2 = nullptr, *fch = nullptr,
+    *fch_gelu = nullptr, *resid3 = nullptr;
+  F *ln1_mean = nullptr, *ln1_rstd = nullptr, *row_stats = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
 };
-
 
 template <class F>
 F* find_ptr(Arena& a, const std::string& name) {
@@ -50,18 +51,39 @@ int64_t count_targets(const int32_t* targets, int64_t n) {
 
 }  // namespace
 
+// One step's activations in storage type A (row statistics, losses and the attention workspace
+// are F whatever A is).
+template <class F>
+template <class A>
+struct Model<F>::StepActs {
+  A *encoded = nullptr, *lnf = nullptr, *logits = nullptr;
+  F *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
+  std::vector<LayerActs<A, F>> layers;
+  // backward scratch, shared by all layers
+  A *dresid = nullptr, *dln = nullptr, *dfch = nullptr, *dfch_gelu = nullptr, *dqkv = nullptr, *datty = nullptr;
+  F* workspace = nullptr;
+};
+
 template <class F>
 struct Model<F>::Impl {
-  Weights<F> w, g;  // parameters and their gradients
+  Weights<F> w, g;  // parameters (the master weights) and their gradients
+  Weights<bf16> w16;  // Precision::Bf16: the GEMMs' and the embedding's rounded copy of w
   std::vector<attn::LayerHeadParams<F>> head_params;
-  // activations
   int32_t *tokens = nullptr, *targets = nullptr;
-  F *encoded = nullptr, *lnf = nullptr, *lnf_mean = nullptr, *lnf_rstd = nullptr, *logits = nullptr,
-    *losses = nullptr;
-  std::vector<LayerActs<F>> layers;
-  // backward scratch, shared by all layers
-  F *dresid = nullptr, *dln = nullptr, *dfch = nullptr, *dfch_gelu = nullptr, *dqkv = nullptr, *datty = nullptr;
-  F* workspace = nullptr;
+  StepActs<F> full;   // Precision::Full
+  StepActs<bf16> half;  // Precision::Bf16
+
+  template <class A>
+  StepActs<A>& acts() {
+    if constexpr (std::is_same_v<A, F>) return full;
+    else return half;
+  }
+  // What the GEMMs and the embedding read: the parameters themselves, or their bf16 copy.
+  template <class A>
+  const Weights<A>& compute_weights() const {
+    if constexpr (std::is_same_v<A, F>) return w;
+    else return w16;
+  }
 };
 
 template <class F>
@@ -71,7 +93,8 @@ Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras&
       params_("params", ops.device()),
       grads_("grads", ops.device()),
       buffers_("buffers", ops.device()),
-      acts_("activations", ops.device()) {
+      acts_("activations", ops.device()),
+      weights16_("params.bf16", ops.device()) {
   cfg_.validate();
   build(extras);
 }
@@ -87,6 +110,7 @@ void Model<F>::build(const HeadExtras& extras) {
   grads_.reset();
   buffers_.reset();
   acts_.reset();
+  weights16_.reset();
   B_ = T_ = 0;
   logits_whole_ = false;
   constexpr DType dt = dtype_of<F>();
@@ -268,7 +292,58 @@ void Model<F>::init_weights(uint64_t seed) {
 }
 
 template <class F>
+void Model<F>::set_precision(Precision p) {
+  if (p == Precision::Bf16) (void)bf16_ops();  // refuse now, not at the first step
+  if (p != precision_) acts_.reset();          // the next reserve_activations re-declares
+  precision_ = p;
+}
+
+template <class F>
+const ComputeOps<bf16, F>& Model<F>::bf16_ops() const {
+  check(std::is_same_v<F, float>, "precision bf16 needs a float model");
+  const ComputeOps<bf16, F>* o = ops_.bf16_ops();
+  check(o != nullptr, std::string("precision bf16: backend ") + ops_.name() + " has no bf16 ops");
+  return *o;
+}
+
+// One bf16 element per parameter-block element (padding included), so each tensor's copy sits
+// at the same element offset as the tensor: one rounding op covers the whole block.
+template <class F>
+void Model<F>::refresh_weight_copy() {
+  const int64_t n = int64_t(params_.bytes() / sizeof(F));
+  auto& I = *impl_;
+  if (!weights16_.allocated()) {
+    weights16_.declare("params.bf16", {n}, DType::BF16);
+    weights16_.allocate();
+    const auto* base = static_cast<const F*>(params_.base());
+    bf16* base16 = static_cast<bf16*>(weights16_.base());
+    auto at = [&](const F* p) { return p ? base16 + (p - base) : nullptr; };
+    auto& w = I.w;
+    auto& c = I.w16;
+    c.wte = at(w.wte);
+    c.wpe = at(w.wpe);
+    c.lnf_w = at(w.lnf_w);
+    c.lnf_b = at(w.lnf_b);
+    c.layers.assign(w.layers.size(), {});
+    for (size_t l = 0; l < w.layers.size(); ++l) {
+      const auto& L = w.layers[l];
+      c.layers[l] = {at(L.ln1_w), at(L.ln1_b), at(L.attn_w), at(L.attn_b),   at(L.proj_w),   at(L.proj_b),
+                     at(L.ln2_w), at(L.ln2_b), at(L.fc_w),   at(L.fc_b),     at(L.fcproj_w), at(L.fcproj_b)};
+    }
+  }
+  bf16_ops().round_weights(static_cast<bf16*>(weights16_.base()), static_cast<const F*>(params_.base()), n);
+}
+
+template <class F>
 void Model<F>::reserve_activations(int64_t B, int64_t T) {
+  if constexpr (std::is_same_v<F, float>)
+    if (precision_ == Precision::Bf16) return reserve_activations_as<bf16>(bf16_ops(), B, T);
+  reserve_activations_as<F>(ops_, B, T);
+}
+
+template <class F>
+template <class A>
+void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int64_t T) {
   check(B > 0 && T > 0, "micro-batch and sequence length must be positive");
   check(T <= cfg_.block_size, "sequence length " + std::to_string(T) + " exceeds model.block_size " +
                                   std::to_string(cfg_.block_size));
@@ -277,74 +352,70 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
   if (B == B_ && T == T_ && R == acts_chunk_ && acts_.allocated()) return;  // (set_recompute_gelu resets acts_)
   acts_.reset();
   logits_whole_ = false;
-  constexpr DType dt = dtype_of<F>();
+  constexpr DType at = dtype_of<A>(), ft = dtype_of<F>();
   auto& I = *impl_;
-  auto decl = [&](const std::string& name, std::vector<int64_t> shape) { return acts_.declare(name, shape, dt); };
+  auto decl = [&](const std::string& name, std::vector<int64_t> shape) { return acts_.declare(name, shape, at); };
+  auto stat = [&](const std::string& name, std::vector<int64_t> shape) { return acts_.declare(name, shape, ft); };
   Tensor* tokens = acts_.declare("tokens", {N}, DType::I32);
   Tensor* targets = acts_.declare("targets", {N}, DType::I32);
   Tensor* encoded = decl("encoded", {N, C});
-  std::vector<std::vector<Tensor*>> lt(size_t(cfg_.n_layer));
   // With GELU recomputation every layer's GELU output lives in this one buffer: forward writes
   // it right before the projection reads it, backward recomputes it right before use.
   Tensor* shared_gelu = recompute_gelu_ ? decl("recompute.fch_gelu", {N, 4 * C}) : nullptr;
   int64_t max_qkv = 0, max_out = 0, max_ws = 0;
   const attn::AttnDims dims{B, T};
+  struct LayerTensors {
+    Tensor *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *row_stats, *resid2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
+        *resid3;
+  };
+  std::vector<LayerTensors> lt;
   for (int l = 0; l < cfg_.n_layer; ++l) {
     const auto& lay = layouts_[size_t(l)];
     const std::string p = "h." + std::to_string(l) + ".";
-    lt[size_t(l)] = {decl(p + "ln1", {N, C}),
-                     decl(p + "ln1_mean", {N}),
-                     decl(p + "ln1_rstd", {N}),
-                     decl(p + "qkv", {N, lay.qkv_width()}),
-                     decl(p + "atty", {N, lay.out_width()}),
-                     decl(p + "row_stats", {attn::row_stats_size(lay, dims)}),
-                     decl(p + "resid2", {N, C}),
-                     decl(p + "ln2", {N, C}),
-                     decl(p + "ln2_mean", {N}),
-                     decl(p + "ln2_rstd", {N}),
-                     decl(p + "fch", {N, 4 * C}),
-                     shared_gelu ? shared_gelu : decl(p + "fch_gelu", {N, 4 * C}),
-                     decl(p + "resid3", {N, C})};
+    lt.push_back({decl(p + "ln1", {N, C}), stat(p + "ln1_mean", {N}), stat(p + "ln1_rstd", {N}),
+                  decl(p + "qkv", {N, lay.qkv_width()}), decl(p + "atty", {N, lay.out_width()}),
+                  stat(p + "row_stats", {attn::row_stats_size(lay, dims)}), decl(p + "resid2", {N, C}),
+                  decl(p + "ln2", {N, C}), stat(p + "ln2_mean", {N}), stat(p + "ln2_rstd", {N}),
+                  decl(p + "fch", {N, 4 * C}), shared_gelu ? shared_gelu : decl(p + "fch_gelu", {N, 4 * C}),
+                  decl(p + "resid3", {N, C})});
     max_qkv = std::max(max_qkv, lay.qkv_width());
     max_out = std::max(max_out, lay.out_width());
-    max_ws = std::max(max_ws, ops_.attention_workspace_size(cfg_.head_plan.layers[size_t(l)], lay, dims));
+    max_ws = std::max(max_ws, o.attention_workspace_size(cfg_.head_plan.layers[size_t(l)], lay, dims));
   }
   Tensor* lnf = decl("lnf", {N, C});
-  Tensor* lnf_mean = decl("lnf_mean", {N});
-  Tensor* lnf_rstd = decl("lnf_rstd", {N});
+  Tensor* lnf_mean = stat("lnf_mean", {N});
+  Tensor* lnf_rstd = stat("lnf_rstd", {N});
   Tensor* logits = decl("logits", {R, V});  // one classifier chunk of rows
-  Tensor* losses = decl("losses", {N});
+  Tensor* losses = stat("losses", {N});
   Tensor* dresid = decl("grad.resid", {N, C});
   Tensor* dln = decl("grad.ln", {N, C});
   Tensor* dfch = decl("grad.fch", {N, 4 * C});
   Tensor* dfch_gelu = decl("grad.fch_gelu", {N, 4 * C});
   Tensor* dqkv = decl("grad.qkv", {N, max_qkv});
   Tensor* datty = decl("grad.atty", {N, max_out});
-  Tensor* ws = decl("attention.workspace", {max_ws});
+  Tensor* ws = stat("attention.workspace", {max_ws});
   acts_.allocate();
   I.tokens = tokens->i32();
   I.targets = targets->i32();
-  I.encoded = encoded->as<F>();
-  I.layers.clear();
-  for (auto& v : lt) {
-    LayerActs<F> a{};
-    F** fields[] = {&a.ln1, &a.ln1_mean, &a.ln1_rstd, &a.qkv,      &a.atty,     &a.row_stats, &a.resid2,
-                    &a.ln2, &a.ln2_mean, &a.ln2_rstd, &a.fch,      &a.fch_gelu, &a.resid3};
-    for (size_t i = 0; i < v.size(); ++i) *fields[i] = v[i]->as<F>();
-    I.layers.push_back(a);
-  }
-  I.lnf = lnf->as<F>();
-  I.lnf_mean = lnf_mean->as<F>();
-  I.lnf_rstd = lnf_rstd->as<F>();
-  I.logits = logits->as<F>();
-  I.losses = losses->as<F>();
-  I.dresid = dresid->as<F>();
-  I.dln = dln->as<F>();
-  I.dfch = dfch->as<F>();
-  I.dfch_gelu = dfch_gelu->as<F>();
-  I.dqkv = dqkv->as<F>();
-  I.datty = datty->as<F>();
-  I.workspace = ws->as<F>();
+  StepActs<A>& S = I.template acts<A>();
+  S = {};
+  S.encoded = encoded->template as<A>();
+  for (const auto& t : lt)
+    S.layers.push_back({t.ln1->template as<A>(), t.qkv->template as<A>(), t.atty->template as<A>(), t.resid2->template as<A>(), t.ln2->template as<A>(),
+                        t.fch->template as<A>(), t.fch_gelu->template as<A>(), t.resid3->template as<A>(), t.ln1_mean->template as<F>(),
+                        t.ln1_rstd->template as<F>(), t.row_stats->template as<F>(), t.ln2_mean->template as<F>(), t.ln2_rstd->template as<F>()});
+  S.lnf = lnf->template as<A>();
+  S.lnf_mean = lnf_mean->template as<F>();
+  S.lnf_rstd = lnf_rstd->template as<F>();
+  S.logits = logits->template as<A>();
+  S.losses = losses->as<F>();
+  S.dresid = dresid->as<A>();
+  S.dln = dln->as<A>();
+  S.dfch = dfch->as<A>();
+  S.dfch_gelu = dfch_gelu->as<A>();
+  S.dqkv = dqkv->as<A>();
+  S.datty = datty->as<A>();
+  S.workspace = ws->as<F>();
   B_ = B;
   T_ = T;
   acts_chunk_ = R;
@@ -352,57 +423,72 @@ void Model<F>::reserve_activations(int64_t B, int64_t T) {
 
 template <class F>
 void Model<F>::forward_layers(const int32_t* inputs, int64_t B, int64_t T) {
-  reserve_activations(B, T);
+  if constexpr (std::is_same_v<F, float>)
+    if (precision_ == Precision::Bf16) {
+      refresh_weight_copy();
+      return forward_layers_as<bf16>(bf16_ops(), inputs, B, T);
+    }
+  forward_layers_as<F>(ops_, inputs, B, T);
+}
+
+template <class F>
+template <class A>
+void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T) {
+  reserve_activations_as<A>(o, B, T);
   auto& I = *impl_;
-  const auto& o = ops_;
+  auto& S = I.template acts<A>();
+  const Weights<A>& cw = I.template compute_weights<A>();  // GEMM and embedding weights
+  const Weights<F>& fw = I.w;                             // LayerNorm weights (always F)
   const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
   const double eps = cfg_.layer_norm_epsilon;
   for (int64_t i = 0; i < N; ++i)
     if (inputs[i] < 0 || inputs[i] >= cfg_.vocab_size)
       fail("input token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
            " is outside the vocabulary of " + std::to_string(cfg_.vocab_size));
-  write_device(o, I.tokens, inputs, N);
+  write_device(ops_, I.tokens, inputs, N);
   logits_whole_ = false;
-  o.range_push("forward");
-  o.encoder_forward(I.encoded, I.tokens, I.w.wte, I.w.wpe, B, T, C);
+  ops_.range_push("forward");
+  o.encoder_forward(S.encoded, I.tokens, cw.wte, cw.wpe, B, T, C);
   // Layer 0's ln_1 reads the embeddings; every later LayerNorm (the next layer's ln_1, or ln_f)
   // reads a residual sum and is fused with it.
   if (cfg_.n_layer > 0)
-    o.layernorm_forward(I.layers[0].ln1, I.layers[0].ln1_mean, I.layers[0].ln1_rstd, I.encoded, I.w.layers[0].ln1_w,
-                        I.w.layers[0].ln1_b, N, C, eps);
+    o.layernorm_forward(S.layers[0].ln1, S.layers[0].ln1_mean, S.layers[0].ln1_rstd, S.encoded, fw.layers[0].ln1_w,
+                        fw.layers[0].ln1_b, N, C, eps);
   else
-    o.layernorm_forward(I.lnf, I.lnf_mean, I.lnf_rstd, I.encoded, I.w.lnf_w, I.w.lnf_b, N, C, eps);
+    o.layernorm_forward(S.lnf, S.lnf_mean, S.lnf_rstd, S.encoded, fw.lnf_w, fw.lnf_b, N, C, eps);
   const attn::AttnDims dims{B, T};
-  const F* in = I.encoded;
+  const A* in = S.encoded;
   for (int l = 0; l < cfg_.n_layer; ++l) {
-    o.range_push(fwd_names_[size_t(l)].c_str());
-    const auto& W = I.w.layers[size_t(l)];
-    const auto& A = I.layers[size_t(l)];
+    ops_.range_push(fwd_names_[size_t(l)].c_str());
+    const auto& W = cw.layers[size_t(l)];
+    const auto& Wf = fw.layers[size_t(l)];
+    const auto& Ac = S.layers[size_t(l)];
     const auto& lay = layouts_[size_t(l)];
-    o.matmul_forward(A.qkv, A.ln1, W.attn_w, W.attn_b, N, C, lay.qkv_width());
+    o.matmul_forward(Ac.qkv, Ac.ln1, W.attn_w, W.attn_b, N, C, lay.qkv_width());
     if (cfg_.rope()) {  // rotate the Q and K blocks; attention sees rotated q, k
-      o.rope_forward(A.qkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
-      o.rope_forward(A.qkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
+      o.rope_forward(Ac.qkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
+      o.rope_forward(Ac.qkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
     }
-    o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], A.qkv, A.atty,
-                        A.row_stats, I.workspace);
-    o.matmul_forward(A.resid2, A.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
-    o.residual_layernorm_forward(A.resid2, A.ln2, A.ln2_mean, A.ln2_rstd, A.resid2, in, W.ln2_w, W.ln2_b, N, C, eps);
-    o.matmul_gelu_forward(A.fch, A.fch_gelu, A.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
-    o.matmul_forward(A.resid3, A.fch_gelu, W.fcproj_w, W.fcproj_b, N, 4 * C, C);
+    o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
+                        Ac.row_stats, S.workspace);
+    o.matmul_forward(Ac.resid2, Ac.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
+    o.residual_layernorm_forward(Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N, C,
+                                 eps);
+    o.matmul_gelu_forward(Ac.fch, Ac.fch_gelu, Ac.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
+    o.matmul_forward(Ac.resid3, Ac.fch_gelu, W.fcproj_w, W.fcproj_b, N, 4 * C, C);
     if (l + 1 < cfg_.n_layer) {
-      const auto& Wn = I.w.layers[size_t(l + 1)];
-      const auto& An = I.layers[size_t(l + 1)];
-      o.residual_layernorm_forward(A.resid3, An.ln1, An.ln1_mean, An.ln1_rstd, A.resid3, A.resid2, Wn.ln1_w, Wn.ln1_b,
-                                   N, C, eps);
+      const auto& Wn = fw.layers[size_t(l + 1)];
+      const auto& An = S.layers[size_t(l + 1)];
+      o.residual_layernorm_forward(Ac.resid3, An.ln1, An.ln1_mean, An.ln1_rstd, Ac.resid3, Ac.resid2, Wn.ln1_w,
+                                   Wn.ln1_b, N, C, eps);
     } else {
-      o.residual_layernorm_forward(A.resid3, I.lnf, I.lnf_mean, I.lnf_rstd, A.resid3, A.resid2, I.w.lnf_w, I.w.lnf_b,
-                                   N, C, eps);
+      o.residual_layernorm_forward(Ac.resid3, S.lnf, S.lnf_mean, S.lnf_rstd, Ac.resid3, Ac.resid2, fw.lnf_w,
+                                   fw.lnf_b, N, C, eps);
     }
-    in = A.resid3;
-    o.range_pop();
+    in = Ac.resid3;
+    ops_.range_pop();
   }
-  o.range_pop();
+  ops_.range_pop();
 }
 
 template <class F>
@@ -414,24 +500,33 @@ int64_t Model<F>::upload_targets(const int32_t* targets, int64_t N) {
 
 template <class F>
 double Model<F>::classifier(bool backward, double dloss) {
+  if constexpr (std::is_same_v<F, float>)
+    if (precision_ == Precision::Bf16) return classifier_as<bf16>(bf16_ops(), backward, dloss);
+  return classifier_as<F>(ops_, backward, dloss);
+}
+
+template <class F>
+template <class A>
+double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss) {
   auto& I = *impl_;
-  const auto& o = ops_;
+  auto& S = I.template acts<A>();
+  const A* wte = I.template compute_weights<A>().wte;
   const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
-  o.range_push("classifier");
-  if (backward) o.fill_zero(I.dln, N * C);
+  ops_.range_push("classifier");
+  if (backward) o.fill_zero(S.dln, N * C);
   double sum = 0.0;
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t n = std::min(R, N - r0);
-    const F* x = I.lnf + r0 * C;
-    o.matmul_forward(I.logits, x, I.w.wte, nullptr, n, C, V, /*w_out_in=*/true);
+    const A* x = S.lnf + r0 * C;
+    o.matmul_forward(S.logits, x, wte, nullptr, n, C, V, /*w_out_in=*/true);
     // With backward, dlogits overwrite the logits in place: they are not needed afterwards.
-    sum += o.crossentropy_forward_backward(I.losses + r0, backward ? I.logits : nullptr, I.logits, I.targets + r0, n,
+    sum += o.crossentropy_forward_backward(S.losses + r0, backward ? S.logits : nullptr, S.logits, I.targets + r0, n,
                                            V, backward ? dloss : 0.0);
     if (backward)  // LM head (tied with wte): gradients of this chunk's rows and of wte
-      o.matmul_backward(I.dln + r0 * C, I.g.wte, nullptr, I.logits, x, I.w.wte, n, C, V, /*w_out_in=*/true);
+      o.matmul_backward(S.dln + r0 * C, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
   }
   logits_whole_ = !backward && R == N;
-  o.range_pop();
+  ops_.range_pop();
   return sum;
 }
 
@@ -440,8 +535,18 @@ double Model<F>::forward(const int32_t* inputs, const int32_t* targets, int64_t 
   forward_layers(inputs, B, T);
   const int64_t N = B * T;
   if (!targets) {
-    if (chunk_rows_for(N) == N) {  // whole logits now; chunked ones are computed when read
-      ops_.matmul_forward(impl_->logits, impl_->lnf, impl_->w.wte, nullptr, N, cfg_.n_embd, cfg_.vocab_size,
+    logits_whole_ = false;  // chunked logits are computed when read
+    if (chunk_rows_for(N) == N) {
+      if constexpr (std::is_same_v<F, float>)
+        if (precision_ == Precision::Bf16) {
+          auto& S = impl_->half;
+          bf16_ops().matmul_forward(S.logits, S.lnf, impl_->w16.wte, nullptr, N, cfg_.n_embd, cfg_.vocab_size,
+                                    /*w_out_in=*/true);
+          logits_whole_ = true;
+          return 0.0;
+        }
+      auto& S = impl_->full;
+      ops_.matmul_forward(S.logits, S.lnf, impl_->w.wte, nullptr, N, cfg_.n_embd, cfg_.vocab_size,
                           /*w_out_in=*/true);
       logits_whole_ = true;
     }
@@ -462,14 +567,29 @@ double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets,
   return sum / n_targets;
 }
 
+template <class F>
+template <class A>
+void Model<F>::read_rows(const A* src, int64_t n, std::vector<F>& host) const {
+  if constexpr (std::is_same_v<A, F>) {
+    read_device(ops_, src, n, host);
+  } else {
+    const std::vector<A> raw = read_device(ops_, src, n);
+    host.resize(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) host[i] = to_float(raw[i]);
+  }
+}
+
 // d loss / d gate_h = sum over the sequence of <head output, its gradient>, per sequence. Reads
 // the layer's attention output and its gradient back (calibration only).
 template <class F>
+template <class A>
 void Model<F>::record_gate_grads_of_layer(int l) {
   const auto& lay = layouts_[size_t(l)];
   const int64_t B = B_, T = T_, ow = lay.out_width(), hd = cfg_.head_dim();
-  const std::vector<F> y = read_device(ops_, impl_->layers[size_t(l)].atty, B * T * ow);
-  const std::vector<F> dy = read_device(ops_, static_cast<const F*>(impl_->datty), B * T * ow);
+  auto& S = impl_->template acts<A>();
+  std::vector<F> y, dy;
+  read_rows<A>(S.layers[size_t(l)].atty, B * T * ow, y);
+  read_rows<A>(S.datty, B * T * ow, dy);
   auto& gg = gate_grads_[size_t(l)];
   for (int64_t b = 0; b < B; ++b)
     for (int h = 0; h < cfg_.n_head; ++h) {
@@ -483,52 +603,64 @@ void Model<F>::record_gate_grads_of_layer(int l) {
     }
 }
 
-// Backward from the final LayerNorm's output gradient (dln, left by the classifier) down.
 template <class F>
 void Model<F>::backward() {
+  if constexpr (std::is_same_v<F, float>)
+    if (precision_ == Precision::Bf16) return backward_as<bf16>(bf16_ops());
+  backward_as<F>(ops_);
+}
+
+// Backward from the final LayerNorm's output gradient (dln, left by the classifier) down.
+// Activation gradients are A; every parameter gradient is F and accumulates in F.
+template <class F>
+template <class A>
+void Model<F>::backward_as(const ComputeOps<A, F>& o) {
   auto& I = *impl_;
-  const auto& o = ops_;
+  auto& S = I.template acts<A>();
+  const Weights<A>& cw = I.template compute_weights<A>();
+  const Weights<F>& fw = I.w;
   const int64_t B = B_, T = T_, N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
   const attn::AttnDims dims{B, T};
-  const F* last = cfg_.n_layer > 0 ? I.layers.back().resid3 : I.encoded;
-  o.range_push("backward");
-  o.fill_zero(I.dresid, N * C);
-  o.layernorm_backward(I.dresid, I.g.lnf_w, I.g.lnf_b, I.dln, last, I.w.lnf_w, I.lnf_mean, I.lnf_rstd, N, C);
+  const A* last = cfg_.n_layer > 0 ? S.layers.back().resid3 : S.encoded;
+  ops_.range_push("backward");
+  o.fill_zero(S.dresid, N * C);
+  o.layernorm_backward(S.dresid, I.g.lnf_w, I.g.lnf_b, S.dln, last, fw.lnf_w, S.lnf_mean, S.lnf_rstd, N, C);
   if (record_gates_) gate_grads_.assign(size_t(cfg_.n_layer), std::vector<double>(size_t(B * cfg_.n_head), 0.0));
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
-    o.range_push(bwd_names_[size_t(l)].c_str());
-    const auto& W = I.w.layers[size_t(l)];
+    ops_.range_push(bwd_names_[size_t(l)].c_str());
+    const auto& W = cw.layers[size_t(l)];
+    const auto& Wf = fw.layers[size_t(l)];
     const auto& G = I.g.layers[size_t(l)];
-    const auto& A = I.layers[size_t(l)];
+    const auto& Ac = S.layers[size_t(l)];
     const auto& lay = layouts_[size_t(l)];
-    const F* in = l == 0 ? I.encoded : I.layers[size_t(l - 1)].resid3;
+    const A* in = l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3;
     // MLP: dresid holds d(resid3); the residual passes it through unchanged.
-    if (recompute_gelu_) o.gelu_forward(A.fch_gelu, A.fch, N * 4 * C);  // the shared buffer holds another layer's
-    o.fill_zero(I.dfch_gelu, N * 4 * C);
-    o.matmul_backward(I.dfch_gelu, G.fcproj_w, G.fcproj_b, I.dresid, A.fch_gelu, W.fcproj_w, N, 4 * C, C);
-    o.fill_zero(I.dfch, N * 4 * C);
-    o.gelu_backward(I.dfch, A.fch, I.dfch_gelu, N * 4 * C);
-    o.fill_zero(I.dln, N * C);
-    o.matmul_backward(I.dln, G.fc_w, G.fc_b, I.dfch, A.ln2, W.fc_w, N, C, 4 * C);
-    o.layernorm_backward(I.dresid, G.ln2_w, G.ln2_b, I.dln, A.resid2, W.ln2_w, A.ln2_mean, A.ln2_rstd, N, C);
+    if (recompute_gelu_) o.gelu_forward(Ac.fch_gelu, Ac.fch, N * 4 * C);  // the shared buffer holds another layer's
+    o.fill_zero(S.dfch_gelu, N * 4 * C);
+    o.matmul_backward(S.dfch_gelu, G.fcproj_w, G.fcproj_b, S.dresid, Ac.fch_gelu, W.fcproj_w, N, 4 * C, C);
+    o.fill_zero(S.dfch, N * 4 * C);
+    o.gelu_backward(S.dfch, Ac.fch, S.dfch_gelu, N * 4 * C);
+    o.fill_zero(S.dln, N * C);
+    o.matmul_backward(S.dln, G.fc_w, G.fc_b, S.dfch, Ac.ln2, W.fc_w, N, C, 4 * C);
+    o.layernorm_backward(S.dresid, G.ln2_w, G.ln2_b, S.dln, Ac.resid2, Wf.ln2_w, Ac.ln2_mean, Ac.ln2_rstd, N, C);
     // Attention: dresid now holds d(resid2).
-    o.fill_zero(I.datty, N * lay.out_width());
-    o.matmul_backward(I.datty, G.proj_w, G.proj_b, I.dresid, A.atty, W.proj_w, N, lay.out_width(), C);
-    if (record_gates_) record_gate_grads_of_layer(l);
-    o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], A.qkv, A.atty,
-                         A.row_stats, I.datty, I.dqkv, I.workspace);
+    o.fill_zero(S.datty, N * lay.out_width());
+    o.matmul_backward(S.datty, G.proj_w, G.proj_b, S.dresid, Ac.atty, W.proj_w, N, lay.out_width(), C);
+    if (record_gates_) record_gate_grads_of_layer<A>(l);
+    o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
+                         Ac.row_stats, S.datty, S.dqkv, S.workspace);
     if (cfg_.rope()) {
-      o.rope_backward(I.dqkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
-      o.rope_backward(I.dqkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
+      o.rope_backward(S.dqkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
+      o.rope_backward(S.dqkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
     }
-    o.fill_zero(I.dln, N * C);
-    o.matmul_backward(I.dln, G.attn_w, G.attn_b, I.dqkv, A.ln1, W.attn_w, N, C, lay.qkv_width());
-    o.layernorm_backward(I.dresid, G.ln1_w, G.ln1_b, I.dln, in, W.ln1_w, A.ln1_mean, A.ln1_rstd, N, C);
-    o.range_pop();
+    o.fill_zero(S.dln, N * C);
+    o.matmul_backward(S.dln, G.attn_w, G.attn_b, S.dqkv, Ac.ln1, W.attn_w, N, C, lay.qkv_width());
+    o.layernorm_backward(S.dresid, G.ln1_w, G.ln1_b, S.dln, in, Wf.ln1_w, Ac.ln1_mean, Ac.ln1_rstd, N, C);
+    ops_.range_pop();
     if (grad_ready_hook_) grad_ready_hook_(l);  // every gradient of layer l is final
   }
-  o.encoder_backward(I.g.wte, I.g.wpe, I.dresid, I.tokens, B, T, C);
-  o.range_pop();
+  o.encoder_backward(I.g.wte, I.g.wpe, S.dresid, I.tokens, B, T, C);
+  ops_.range_pop();
   if (grad_ready_hook_) grad_ready_hook_(-1);  // wte, wpe, ln_f
 }
 
@@ -539,43 +671,62 @@ void Model<F>::zero_grads() {
 
 template <class F>
 void Model<F>::read_logits(std::vector<F>& host) {
+  if constexpr (std::is_same_v<F, float>)
+    if (precision_ == Precision::Bf16) return read_logits_as<bf16>(bf16_ops(), host);
+  read_logits_as<F>(ops_, host);
+}
+
+template <class F>
+template <class A>
+void Model<F>::read_logits_as(const ComputeOps<A, F>& o, std::vector<F>& host) {
   auto& I = *impl_;
-  check(B_ > 0 && I.lnf != nullptr, "read_logits: no forward pass to read logits from");
+  auto& S = I.template acts<A>();
+  check(B_ > 0 && S.lnf != nullptr, "read_logits: no forward pass to read logits from");
   const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
   host.resize(size_t(N * V));
+  std::vector<F> rows;
   if (logits_whole_) {
-    ops_.copy_to_host(host.data(), I.logits, sizeof(F) * host.size());
+    read_rows<A>(S.logits, N * V, host);
     return;
   }
   for (int64_t r0 = 0; r0 < N; r0 += R) {  // the final LayerNorm output is still there: recompute
     const int64_t n = std::min(R, N - r0);
-    ops_.matmul_forward(I.logits, I.lnf + r0 * C, I.w.wte, nullptr, n, C, V, /*w_out_in=*/true);
-    ops_.copy_to_host(host.data() + r0 * V, I.logits, sizeof(F) * size_t(n * V));
+    o.matmul_forward(S.logits, S.lnf + r0 * C, I.template compute_weights<A>().wte, nullptr, n, C, V,
+                     /*w_out_in=*/true);
+    read_rows<A>(S.logits, n * V, rows);
+    std::copy(rows.begin(), rows.end(), host.begin() + r0 * V);
   }
   logits_whole_ = R == N;
 }
 
 template <class F>
 void Model<F>::read_layer_qkv(int l, std::vector<F>& host) const {
-  read_device(ops_, layer_qkv(l), B_ * T_ * layouts_.at(size_t(l)).qkv_width(), host);
+  const int64_t n = B_ * T_ * layouts_.at(size_t(l)).qkv_width();
+  if (precision_ == Precision::Bf16) return read_rows<bf16>(impl_->half.layers.at(size_t(l)).qkv, n, host);
+  read_rows<F>(impl_->full.layers.at(size_t(l)).qkv, n, host);
 }
 
 template <class F>
 void Model<F>::read_layer_attn_out(int l, std::vector<F>& host) const {
-  read_device(ops_, layer_attn_out(l), B_ * T_ * layouts_.at(size_t(l)).out_width(), host);
+  const int64_t n = B_ * T_ * layouts_.at(size_t(l)).out_width();
+  if (precision_ == Precision::Bf16) return read_rows<bf16>(impl_->half.layers.at(size_t(l)).atty, n, host);
+  read_rows<F>(impl_->full.layers.at(size_t(l)).atty, n, host);
 }
 
 template <class F>
 const F* Model<F>::logits() const {
-  return impl_->logits;
+  check(precision_ == Precision::Full, "logits(): the device logits are bf16 under precision bf16; use read_logits");
+  return impl_->full.logits;
 }
 template <class F>
 const F* Model<F>::layer_qkv(int l) const {
-  return impl_->layers.at(size_t(l)).qkv;
+  check(precision_ == Precision::Full, "layer_qkv(): bf16 under precision bf16; use read_layer_qkv");
+  return impl_->full.layers.at(size_t(l)).qkv;
 }
 template <class F>
 const F* Model<F>::layer_attn_out(int l) const {
-  return impl_->layers.at(size_t(l)).atty;
+  check(precision_ == Precision::Full, "layer_attn_out(): bf16 under precision bf16; use read_layer_attn_out");
+  return impl_->full.layers.at(size_t(l)).atty;
 }
 
 template <class F>
@@ -657,6 +808,14 @@ void Model<F>::refresh_static_normalisers() {
       write_device(ops_, const_cast<F*>(sp.log_z), log_z);
     }
 }
+
+Precision parse_precision(const std::string& name, const std::string& what) {
+  if (name == "fp32") return Precision::Full;
+  if (name == "bf16") return Precision::Bf16;
+  fail(what + ": unknown precision \"" + name + "\" (use \"fp32\" or \"bf16\")");
+}
+
+const char* precision_name(Precision p) { return p == Precision::Bf16 ? "bf16" : "fp32"; }
 
 template class Model<float>;
 template class Model<double>;

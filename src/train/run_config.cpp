@@ -31,6 +31,7 @@ TrainConfig parse_train(const nlohmann::json& j) {
   f.get("log_every", t.log_every);
   f.get("device", t.device);
   f.get("tf32", t.tf32);
+  f.get("precision", t.precision);
   f.get("classifier_chunk_rows", t.classifier_chunk_rows);
   f.get("recompute_gelu", t.recompute_gelu);
   f.get("threads", t.threads);
@@ -54,6 +55,8 @@ TrainConfig parse_train(const nlohmann::json& j) {
   check(t.weight_decay >= 0 && t.grad_clip >= 0, "train.weight_decay and train.grad_clip must be >= 0");
   check(t.threads >= 0, "train.threads must be >= 0");
   check(t.device == "cpu" || t.device == "cuda", "train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
+  check(t.precision == "fp32" || t.precision == "bf16",
+        "train.precision must be \"fp32\" or \"bf16\", got \"" + t.precision + "\"");
   check(t.classifier_chunk_rows >= 0, "train.classifier_chunk_rows must be >= 0 (0 = the whole micro-batch), got " +
                                           std::to_string(t.classifier_chunk_rows));
   check(t.comm == "auto" || t.comm == "local" || t.comm == "mpi" || t.comm == "nccl",
@@ -168,6 +171,7 @@ nlohmann::json RunConfig::to_json() const {
                 {"log_every", train.log_every},
                 {"device", train.device},
                 {"tf32", train.tf32},
+                {"precision", train.precision},
                 {"classifier_chunk_rows", train.classifier_chunk_rows},
                 {"recompute_gelu", train.recompute_gelu},
                 {"threads", train.threads},

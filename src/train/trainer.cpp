@@ -132,6 +132,7 @@ std::unique_ptr<Model<float>> Trainer::make_model(const ModelConfig& mc, const H
   auto m = std::make_unique<Model<float>>(mc, *ops_, extras);
   m->set_classifier_chunk_rows(cfg_.train.classifier_chunk_rows);
   m->set_recompute_gelu(cfg_.train.recompute_gelu);
+  m->set_precision(parse_precision(cfg_.train.precision, "train.precision"));
   return m;
 }
 
@@ -513,9 +514,10 @@ nlohmann::json Trainer::run(int64_t stop_step) {
                  cfg_.model.n_head, cfg_.model.n_embd, model_->num_parameters(), t.micro_batch, t.seq_len, accum_,
                  comm_.world());
   if (main_rank)
-    spdlog::info("device: {}; memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, activations {:.1f} MB "
-                 "(peak {:.1f} MB)",
-                 backend_ ? backend_->describe() : std::string(ops_->name()), model_->params().bytes() / 1e6,
+    spdlog::info("device: {}, precision {}; memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, "
+                 "activations {:.1f} MB (peak {:.1f} MB)",
+                 backend_ ? backend_->describe() : std::string(ops_->name()), precision_name(model_->precision()),
+                 model_->params().bytes() / 1e6,
                  model_->grads().bytes() / 1e6, opt_->bytes() / 1e6, model_->activation_bytes() / 1e6,
                  arena_peak_bytes(ops_->device()) / 1e6);
   log_optimizer_memory();

@@ -25,6 +25,17 @@
 
 namespace hw {
 
+// What a step stores activations and the GEMMs' copy of the weights in (train.precision):
+//   Full: the model's own F ("fp32" for a float model);
+//   Bf16: bf16, with fp32 arithmetic inside every op, and F for everything that accumulates or
+//         is updated: parameters (the master weights the optimizer updates), gradients, LayerNorm
+//         and head parameters, row statistics. Before each forward the parameters are rounded
+//         (to nearest even) into a bf16 copy the GEMMs and the embedding read.
+enum class Precision : uint8_t { Full, Bf16 };
+// "fp32" / "bf16"; parse_precision throws hw::Error naming `what` for anything else.
+Precision parse_precision(const std::string& name, const std::string& what);
+const char* precision_name(Precision p);
+
 template <class F>
 class Model {
  public:
@@ -68,6 +79,11 @@ class Model {
   void set_recompute_gelu(bool on);
   bool recompute_gelu() const { return recompute_gelu_; }
 
+  // Mixed precision (see Precision). Bf16 needs a float model and a backend with bf16_ops();
+  // throws hw::Error naming the backend otherwise. Takes effect at the next step.
+  void set_precision(Precision p);
+  Precision precision() const { return precision_; }
+
   // Mean cross-entropy over the B*T targets (targets equal to cpu::kIgnoreTarget = -1 are left
   // out of the loss and the mean). With targets == nullptr only logits are computed (read them
   // with read_logits). inputs and targets are host arrays of B*T tokens; each is copied to the
@@ -87,8 +103,9 @@ class Model {
   void read_logits(std::vector<F>& host);
   void read_layer_qkv(int l, std::vector<F>& host) const;
   void read_layer_attn_out(int l, std::vector<F>& host) const;
-  // The same tensors in the backend's memory (not host-readable on a GPU). logits() holds all
-  // rows only after forward(inputs, nullptr) without classifier chunks.
+  // The same tensors in the backend's memory (not host-readable on a GPU), full precision only
+  // (they throw under Precision::Bf16: use the read_* functions). logits() holds all rows only
+  // after forward(inputs, nullptr) without classifier chunks.
   const F* logits() const;
   const F* layer_qkv(int l) const;
   const F* layer_attn_out(int l) const;
@@ -131,17 +148,39 @@ class Model {
 
  private:
   struct Impl;
+  template <class A>
+  struct StepActs;
   void build(const HeadExtras& extras);
   void build_grad_ranges();
   void upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z);
+  // The step, written once over the activation type A (F, or bf16 under Precision::Bf16) and
+  // dispatched by the functions without a suffix.
   void forward_layers(const int32_t* inputs, int64_t B, int64_t T);
+  template <class A>
+  void forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T);
   // Uploads targets and returns how many are not ignored (at least one).
   int64_t upload_targets(const int32_t* targets, int64_t N);
   // Classifier over row chunks: logits, loss sum (returned) and, when `backward`, dlogits and
   // the LM head's gradients (into grads and the final LayerNorm output's gradient).
   double classifier(bool backward, double dloss);
+  template <class A>
+  double classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss);
   void backward();
+  template <class A>
+  void backward_as(const ComputeOps<A, F>& o);
+  template <class A>
+  void reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int64_t T);
+  template <class A>
+  void read_logits_as(const ComputeOps<A, F>& o, std::vector<F>& host);
+  // Device rows of an activation tensor, widened to F on the host.
+  template <class A>
+  void read_rows(const A* src, int64_t n, std::vector<F>& host) const;
+  template <class A>
   void record_gate_grads_of_layer(int l);
+  // The bf16 step's ops (throws unless the model is float and the backend has them).
+  const ComputeOps<bf16, F>& bf16_ops() const;
+  // Under Bf16: size the bf16 weight copy and round the parameters into it.
+  void refresh_weight_copy();
   int64_t chunk_rows_for(int64_t N) const { return chunk_rows_ > 0 && chunk_rows_ < N ? chunk_rows_ : N; }
 
   ModelConfig cfg_;
@@ -149,10 +188,12 @@ class Model {
   std::vector<attn::LayerLayout> layouts_;
   std::vector<ParamSpec> specs_;
   Arena params_, grads_, buffers_, acts_;
+  Arena weights16_;  // Precision::Bf16: the parameter block rounded to bf16, element for element
   std::unique_ptr<Impl> impl_;
   int64_t B_ = 0, T_ = 0;
   int64_t chunk_rows_ = 0;     // classifier rows per chunk; 0 = all
   bool recompute_gelu_ = false;
+  Precision precision_ = Precision::Full;
   int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
   bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
   bool record_gates_ = false;

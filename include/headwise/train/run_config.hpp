@@ -36,6 +36,11 @@ struct TrainConfig {
   // train.tf32: CUDA only. true (default): GEMMs use TF32 tensor cores (fp32 storage and
   // accumulation, 10-bit mantissa products; PyTorch's allow_tf32). false: exact fp32 GEMMs.
   bool tf32 = true;
+  // train.precision: "fp32" (default) or "bf16" (mixed precision: bf16 activations and a bf16
+  // copy of the weights for the GEMMs, fp32 master weights, gradients, AdamW moments and
+  // statistics; see Precision in model/gpt.hpp). On the CPU "bf16" runs the slow reference
+  // emulation of what the GPU computes.
+  std::string precision = "fp32";
   // train.classifier_chunk_rows: the LM head and cross-entropy (and their backward) run over this
   // many rows of the micro-batch at a time, so only rows x vocab logits exist at once instead
   // of micro_batch * seq_len x vocab. 0 (default) = all rows at once. Results agree with 0 up
