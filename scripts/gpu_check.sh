@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check (issues 5 and 6): build for sm_90, run the CUDA parity tests, time training
-# updates of GPT-2 124M (T = 1024 and 4096; 25% and 50% static heads at 4096) against PyTorch
+# updates of GPT-2 124M in bf16 mixed precision (T = 1024 and 4096; 25% and 50% static heads at
+# 4096; T = 1024 once more with fp32 storage and TF32 GEMMs) against PyTorch
 # (bf16 autocast + SDPA flash + torch.compile) on the same GPU and batch, time one layer's
 # attention per plan composition against SDPA, and print ONE table at the end.
 # Sized for < 8 minutes on one H200 (the build is ~2-3 min of it on 16 cores).
@@ -68,6 +69,7 @@ pt_bench() {  # name T batch
 }
 hw_bench hw_t1024 1024 16
 pt_bench pt_t1024 1024 16
+hw_bench hw_t1024_fp32 1024 16 --set train.precision=fp32
 hw_bench hw_t4096 4096 4
 pt_bench pt_t4096 4096 4
 hw_bench hw_t4096_static25 4096 4 --set "model.head_plan=$(static_plan 3)"

@@ -47,6 +47,12 @@ def main():
               f" {fmt(hw.get('mfu'), '.3f')} | {fmt(peak / 2**30 if peak else None, '.2f')} |"
               f" {fmt(pt.get('ms_per_step'), '.2f')} | {fmt(pt.get('tok_per_s'), '.0f')} | {fmt(pt.get('mfu'), '.3f')} |"
               f" {fmt(ratio, '.2f')} |" + (f" error: {hw['error']}" if "error" in hw else ""))
+    hw = load(f"{logs}/hw_t1024_fp32.json")  # the same run with fp32 storage and TF32 GEMMs
+    if hw:
+        print(f"| 124M T=1024, fp32 storage + TF32 | {fmt(hw.get('ms_per_step'), '.2f')} | {fmt(hw.get('tok_per_s'), '.0f')} |"
+              f" {fmt(hw.get('mfu'), '.3f')} | - | - | - | - | bf16 speedup over fp32"
+              f" {fmt(base[1024] / hw['tok_per_s'] if hw.get('tok_per_s') and base.get(1024) else None, '.2f')} |"
+              + (f" error: {hw['error']}" if "error" in hw else ""))
     for frac, goal, paper in ((25, 1.10, 1.056), (50, 1.20, 1.119)):
         hw = load(f"{logs}/hw_t4096_static{frac}.json")
         speed = hw["tok_per_s"] / base[4096] if hw.get("tok_per_s") and base.get(4096) else None

@@ -51,6 +51,7 @@ TEST_CASE("124M configs follow the paper's recipe", "[configs]") {
       CHECK(c.train.beta1 == 0.9);
       CHECK(c.train.beta2 == 0.95);
       CHECK(c.train.grad_clip == 1.0);
+      CHECK(c.train.precision == "bf16");  // the recipe trains in bf16
       CHECK(c.grad_accum(1) * c.train.micro_batch * c.train.seq_len == 491520);
       CHECK(c.grad_accum(2) > 0);  // divisible over 2 ranks as well
       CHECK(c.method.name == "saf");
