@@ -13,7 +13,9 @@
 // and the dL reduction sums dA over the batch in b order and adds dL += 2 A L_lower, as the
 // CPU reference. Determinism costs recomputing P in both item kinds (as FlashAttention-2)
 // plus delta = rowsum(dO * O) per (key tile, query tile) visit, and one extra read of the
-// linear heads' dK/dV.
+// linear heads' dK/dV. With bf16 activations a KV group that mixes linear heads with
+// others has its kBwdDkv item leave fp32 dK/dV in workspace staging, so the combine rounds
+// the whole sum once. Instantiated for fp32 and bf16 activations.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -35,33 +37,36 @@ namespace {
 
 using tiles::kAttnThreads;
 
-template <int HD>
+template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
-    attention_backward_kernel(const __grid_constant__ AttnLaunchParams p) {
+    attention_backward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
   switch (w.kind) {
-    case tiles::kBwdDq: attn_items::dq_item<HD>(p, w.b, w.unit, w.tile, smem); break;
-    case tiles::kBwdDkv: attn_items::dkv_item<HD>(p, w.b, w.unit, w.tile, smem); break;
-    case tiles::kBwdLinear: attn_dev::linear_item_backward<HD>(p, w.b, w.unit, smem); break;
+    case tiles::kBwdDq: attn_items::dq_item<HD, St>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kBwdDkv: attn_items::dkv_item<HD, St>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kBwdLinear: attn_dev::linear_item_backward<HD, St>(p, w.b, w.unit, smem); break;
     default: break;
   }
 }
 
 // The post-launch reductions of linear heads (bodies in attention_softmax_backward.cuh).
+template <class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
-    combine_linear_dkv_kernel(const __grid_constant__ AttnLaunchParams p) {
+    combine_linear_dkv_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
   attn_items::combine_linear_dkv_block(p, static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y),
                                        static_cast<int>(blockIdx.z));
 }
 
-__global__ void __launch_bounds__(tiles::kAttnThreads) linear_dL_kernel(const __grid_constant__ AttnLaunchParams p) {
+template <class St>
+__global__ void __launch_bounds__(tiles::kAttnThreads)
+    linear_dL_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
   attn_items::linear_dL_block(p, static_cast<int>(blockIdx.x));
 }
 
-template <int HD>
-int backward_smem_bytes(const AttnLaunchParams& p) {
+template <int HD, class St>
+int backward_smem_bytes(const AttnLaunchParamsT<St>& p) {
   bool any_static = false;
   for (int h = 0; h < p.n_head; ++h) any_static = any_static || p.heads[h].kind == kStatic;
   const tiles::WorkSchedule& s = p.schedule;
@@ -84,18 +89,19 @@ int backward_smem_bytes(const AttnLaunchParams& p) {
   return bytes;
 }
 
-template <int HD>
-void enqueue_main(cudaStream_t stream, const AttnLaunchParams& p) {
+template <int HD, class St>
+void enqueue_main(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
   const int smem = backward_smem_bytes<HD>(p);
   HW_CUDA_CHECK(
-      cudaFuncSetAttribute(attention_backward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  attention_backward_kernel<HD><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
+      cudaFuncSetAttribute(attention_backward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  attention_backward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
   check_launch("attention_backward_kernel");
 }
 
 }  // namespace
 
-void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParams& p) {
+template <class St>
+void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
   if (p.schedule.n_items == 0) return;
   switch (p.head_dim) {
     case 64: enqueue_main<64>(stream, p); break;
@@ -105,10 +111,13 @@ void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParams& p) 
   if (p.n_linear == 0) return;
   const dim3 grid(static_cast<unsigned>(tiles::ceil_div(int64_t(p.T) * p.head_dim, kAttnThreads)),
                   static_cast<unsigned>(p.n_kv_head), static_cast<unsigned>(p.B));
-  combine_linear_dkv_kernel<<<grid, kAttnThreads, 0, stream>>>(p);
+  combine_linear_dkv_kernel<St><<<grid, kAttnThreads, 0, stream>>>(p);
   check_launch("combine_linear_dkv_kernel");
-  linear_dL_kernel<<<static_cast<unsigned>(p.n_head), kAttnThreads, 0, stream>>>(p);
+  linear_dL_kernel<St><<<static_cast<unsigned>(p.n_head), kAttnThreads, 0, stream>>>(p);
   check_launch("linear_dL_kernel");
 }
+
+template void enqueue_attention_backward<float>(cudaStream_t, const AttnLaunchParams&);
+template void enqueue_attention_backward<bf16>(cudaStream_t, const AttnLaunchParamsBf16&);
 
 }  // namespace hw::cuda

@@ -3,6 +3,7 @@
 // memory while the block walks only the key tiles that intersect the head's key set (tiles
 // outside a window are never loaded), with an online softmax; O is written once. Static and
 // linear items run the device code in attention_static.cuh and attention_linear.cuh.
+// Instantiated for fp32 and bf16 activations (tiles hold fp32 either way).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -24,21 +25,22 @@ namespace {
 
 using tiles::kAttnThreads;
 
-template <int HD>
-__global__ void __launch_bounds__(tiles::kAttnThreads) attention_forward_kernel(const __grid_constant__ AttnLaunchParams p) {
+template <int HD, class St>
+__global__ void __launch_bounds__(tiles::kAttnThreads)
+    attention_forward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
   switch (w.kind) {
-    case tiles::kFwdSoftmax: attn_items::softmax_forward_item<HD>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kFwdSoftmax: attn_items::softmax_forward_item<HD, St>(p, w.b, w.unit, w.tile, smem); break;
     case tiles::kFwdStatic: {
       // Static heads save no row statistics; the CPU reference writes zeros.
       const int64_t i = int64_t(w.tile) * tiles::kBr + threadIdx.x;
       if (threadIdx.x < tiles::kBr && i < p.T) row_stats_out(p, w.b, w.unit)[i] = 0.f;
-      attn_dev::static_item_forward<HD>(p, w.b, w.unit, w.tile, smem);
+      attn_dev::static_item_forward<HD, St>(p, w.b, w.unit, w.tile, smem);
       break;
     }
-    case tiles::kFwdLinear: attn_dev::linear_item_forward<HD>(p, w.b, w.unit, smem); break;
+    case tiles::kFwdLinear: attn_dev::linear_item_forward<HD, St>(p, w.b, w.unit, smem); break;
     default: break;
   }
 }
@@ -59,19 +61,22 @@ int forward_smem_bytes(const tiles::WorkSchedule& s) {
   return bytes;
 }
 
-template <int HD>
-void enqueue_forward(cudaStream_t stream, const AttnLaunchParams& p) {
+template <int HD, class St>
+void enqueue_forward(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
   const int smem = forward_smem_bytes<HD>(p.schedule);
-  HW_CUDA_CHECK(cudaFuncSetAttribute(attention_forward_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  attention_forward_kernel<HD><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
+  HW_CUDA_CHECK(
+      cudaFuncSetAttribute(attention_forward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  attention_forward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
   check_launch("attention_forward_kernel");
 }
 
 }  // namespace
 
 static_assert(sizeof(AttnLaunchParams) <= 32764, "kernel parameter block over CUDA's 32 KiB limit");
+static_assert(sizeof(AttnLaunchParamsBf16) <= 32764, "kernel parameter block over CUDA's 32 KiB limit");
 
-void enqueue_attention_forward(cudaStream_t stream, const AttnLaunchParams& p) {
+template <class St>
+void enqueue_attention_forward(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
   if (p.schedule.n_items == 0) return;
   switch (p.head_dim) {
     case 64: enqueue_forward<64>(stream, p); break;
@@ -79,5 +84,8 @@ void enqueue_attention_forward(cudaStream_t stream, const AttnLaunchParams& p) {
     default: fail("attention (CUDA): head_dim " + std::to_string(p.head_dim) + " is not supported (64 or 128)");
   }
 }
+
+template void enqueue_attention_forward<float>(cudaStream_t, const AttnLaunchParams&);
+template void enqueue_attention_forward<bf16>(cudaStream_t, const AttnLaunchParamsBf16&);
 
 }  // namespace hw::cuda

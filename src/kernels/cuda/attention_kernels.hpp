@@ -8,11 +8,14 @@
 namespace hw::cuda {
 
 // One launch: every item of p.schedule (softmax family, static, linear). p.head_dim is 64 or 128.
-void enqueue_attention_forward(cudaStream_t stream, const AttnLaunchParams& p);
+// St: float or hw::bf16 (instantiated in attention_forward.cu).
+template <class St>
+void enqueue_attention_forward(cudaStream_t stream, const AttnLaunchParamsT<St>& p);
 
 // One main launch over p.schedule (dQ items, dK/dV items, linear heads), then, when the layer
 // has linear heads, a fixed-order combine of their dK/dV partials into dQKV and the dL
-// reduction over the batch.
-void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParams& p);
+// reduction over the batch. St: float or hw::bf16 (instantiated in attention_backward.cu).
+template <class St>
+void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParamsT<St>& p);
 
 }  // namespace hw::cuda

@@ -1,5 +1,6 @@
 // Enqueues the CUDA attention of a layer (attention_launch.hpp): checks and the parameter
 // block come from attention_setup, the kernels from attention_forward.cu / attention_backward.cu.
+// fp32 and bf16 activations share every step (the storage type is a template parameter).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -15,7 +16,8 @@ namespace hw::cuda {
 
 namespace {
 // The checks and parameter block both directions share; false when there is nothing to do.
-bool prepare(AttnLaunchParams& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+template <class St>
+bool prepare(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, float* workspace, bool backward) {
   check_attention_layer(plan, layout, dims, params, backward);
   if (dims.B == 0 || dims.T == 0) return false;
@@ -25,12 +27,12 @@ bool prepare(AttnLaunchParams& p, const attn::LayerPlan& plan, const attn::Layer
   p.workspace = workspace;
   return true;
 }
-}  // namespace
 
-void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
-                              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
-                              const float* qkv, float* out, float* row_stats, float* workspace) {
-  AttnLaunchParams p;
+template <class St>
+void forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+             const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, const St* qkv, St* out,
+             float* row_stats, float* workspace) {
+  AttnLaunchParamsT<St> p;
   if (!prepare(p, plan, layout, dims, params, workspace, false)) return;
   p.qkv = qkv;
   p.out = out;
@@ -44,11 +46,11 @@ void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, 
   enqueue_attention_forward(stream, p);
 }
 
-void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
-                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
-                               const float* qkv, const float* out, const float* row_stats, const float* dout,
-                               float* dqkv, float* workspace) {
-  AttnLaunchParams p;
+template <class St>
+void backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, const St* qkv, const St* out,
+              const float* row_stats, const St* dout, St* dqkv, float* workspace) {
+  AttnLaunchParamsT<St> p;
   if (!prepare(p, plan, layout, dims, params, workspace, true)) return;
   p.qkv = qkv;
   p.out_in = out;
@@ -56,6 +58,33 @@ void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan,
   p.dout = dout;
   p.dqkv = dqkv;
   enqueue_attention_backward(stream, p);
+}
+}  // namespace
+
+void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                              const float* qkv, float* out, float* row_stats, float* workspace) {
+  forward(stream, plan, layout, dims, params, qkv, out, row_stats, workspace);
+}
+
+void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                               const float* qkv, const float* out, const float* row_stats, const float* dout,
+                               float* dqkv, float* workspace) {
+  backward(stream, plan, layout, dims, params, qkv, out, row_stats, dout, dqkv, workspace);
+}
+
+void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                              const bf16* qkv, bf16* out, float* row_stats, float* workspace) {
+  forward(stream, plan, layout, dims, params, qkv, out, row_stats, workspace);
+}
+
+void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
+                               const bf16* qkv, const bf16* out, const float* row_stats, const bf16* dout,
+                               bf16* dqkv, float* workspace) {
+  backward(stream, plan, layout, dims, params, qkv, out, row_stats, dout, dqkv, workspace);
 }
 
 }  // namespace hw::cuda

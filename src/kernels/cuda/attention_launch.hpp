@@ -3,7 +3,7 @@
 // attn::layer_forward / layer_backward, same arguments and meaning, all pointers on the
 // device): one forward launch and one main backward launch per layer handle every head kind,
 // with work proportional to each head's coverage, scheduled longest item first. Deterministic
-// (no float atomics). Storage fp32, accumulation fp32.
+// (no float atomics). Storage fp32 or bf16 (activations), accumulation fp32.
 //
 // Differences from the CPU reference, each refused or documented rather than silent:
 //   - head_dim must be 64 or 128 (template instantiations); other sizes throw hw::Error
@@ -24,7 +24,9 @@
 namespace hw::cuda {
 
 // Device scratch (floats) one layer's forward and backward need: per (sequence, linear head)
-// a slot for its dK/dV contributions, its dL partial and its chunk state. 0 without linear heads.
+// a slot for its dK/dV contributions, its dL partial and its chunk state, and per (sequence, KV
+// group mixing linear heads with softmax-family or static ones) fp32 dK/dV staging (used by
+// the bf16 backward, which thus rounds each dK/dV element once). 0 without linear heads.
 int64_t attention_workspace_floats(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                                    const attn::AttnDims& dims);
 
@@ -42,7 +44,8 @@ void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan,
                                float* dqkv, float* workspace);
 
 // Mixed precision: bf16 qkv, out, dout and dqkv; fp32 row statistics, head parameters,
-// workspace and every accumulation (tiles hold fp32 after loading). Same semantics.
+// workspace and every accumulation (tiles hold fp32 after loading). Same semantics; every bf16
+// output element is rounded to nearest even once. Same kernels as fp32 (templated on storage).
 void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
                               const bf16* qkv, bf16* out, float* row_stats, float* workspace);

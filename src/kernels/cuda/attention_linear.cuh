@@ -19,6 +19,7 @@
 // row sums of the pair Jacobian are warp reductions.
 #include <cstdint>
 
+#include "headwise/kernels/tiles/attention_storage.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/linear_chunk.hpp"
 #include "kernels/cuda/attention_params.hpp"
@@ -80,8 +81,8 @@ __device__ __forceinline__ float group_sum(float v) {
 }
 
 // Zeroes the state, fills the query-side weights W (and zeroes the totals Tt when given).
-template <int HD>
-__device__ void init_scratch(const AttnLaunchParams& p, const AttnHeadDesc& d, float* S, float* W, float* Tt) {
+template <int HD, class St>
+__device__ void init_scratch(const AttnLaunchParamsT<St>& p, const AttnHeadDesc& d, float* S, float* W, float* Tt) {
   using Cfg = LinCfg<HD>;
   const int tid = static_cast<int>(threadIdx.x);
   for (int e = tid; e < Cfg::NF * Cfg::LDU; e += tiles::kAttnThreads) S[e] = 0.f;
@@ -93,17 +94,14 @@ __device__ void init_scratch(const AttnLaunchParams& p, const AttnHeadDesc& d, f
 }
 
 // Chunk rows [t0, t0 + n) of a head block: dst[r * ldd + c] (c < HD), zero rows n..C-1.
-template <int HD>
-__device__ __forceinline__ void load_chunk_rows(float* dst, int ldd, ConstRows src, int64_t t0, int n) {
-  for (int e = static_cast<int>(threadIdx.x); e < LinCfg<HD>::C * HD; e += tiles::kAttnThreads) {
-    const int r = e / HD, c = e % HD;
-    dst[r * ldd + c] = r < n ? src.ptr[(t0 + r) * src.stride + c] : 0.f;
-  }
+template <int HD, class St>
+__device__ __forceinline__ void load_chunk_rows(float* dst, int ldd, ConstRows<St> src, int64_t t0, int n) {
+  attn_tile::load_tile<LinCfg<HD>::C, HD>(dst, ldd, src.ptr, src.stride, t0, t0 + n);
 }
 
 // U rows [v_j, 1] (zero past n).
-template <int HD>
-__device__ __forceinline__ void load_u(float* sU, ConstRows v, int64_t t0, int n) {
+template <int HD, class St>
+__device__ __forceinline__ void load_u(float* sU, ConstRows<St> v, int64_t t0, int n) {
   using Cfg = LinCfg<HD>;
   load_chunk_rows<HD>(sU, Cfg::LDU, v, t0, n);
   for (int r = static_cast<int>(threadIdx.x); r < Cfg::C; r += tiles::kAttnThreads)
@@ -178,8 +176,8 @@ __device__ __forceinline__ void store_causal(float* M, const attn_tile::Acc<LinC
 }
 
 // Backward chunk setup: q, k, U and G rows, then dKT[j][i] = G_i . U_j for j <= i < n.
-template <int HD>
-__device__ void load_backward_chunk(const AttnLaunchParams& p, int b, int h, float* smem, int64_t t0, int n) {
+template <int HD, class St>
+__device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h, float* smem, int64_t t0, int n) {
   using Cfg = LinCfg<HD>;
   constexpr int C = Cfg::C, LDU = Cfg::LDU;
   float* sG = smem + Cfg::g_off;
@@ -187,15 +185,15 @@ __device__ void load_backward_chunk(const AttnLaunchParams& p, int b, int h, flo
   load_chunk_rows<HD>(smem + Cfg::k_off, HD, k_rows(p, b, h), t0, n);
   load_u<HD>(smem + Cfg::u_off, v_rows(p, b, h), t0, n);
   // G rows: row tid / LPR, lanes split the columns; G = [dO, -(dO . O)] / den
-  const ConstRows o = out_in_rows(p, b, h), go = dout_rows(p, b, h);
+  const ConstRows<St> o = out_in_rows(p, b, h), go = dout_rows(p, b, h);
   const float* den = row_stats_in(p, b, h);
   const int tid = static_cast<int>(threadIdx.x), i = tid / Cfg::LPR, l = tid % Cfg::LPR;
   const bool in = i < n;
   const float inv = in ? 1.f / den[t0 + i] : 0.f;
   float od = 0.f;
   for (int e = l; e < HD; e += Cfg::LPR) {
-    const float g = in ? go.ptr[(t0 + i) * go.stride + e] : 0.f;
-    if (in) od = fmaf(g, o.ptr[(t0 + i) * o.stride + e], od);
+    const float g = in ? tiles::load_as_float(go.ptr + (t0 + i) * go.stride + e) : 0.f;
+    if (in) od = fmaf(g, tiles::load_as_float(o.ptr + (t0 + i) * o.stride + e), od);
     sG[i * LDU + e] = g * inv;
   }
   od = group_sum<Cfg::LPR>(od);
@@ -241,9 +239,10 @@ __device__ __forceinline__ void jacobian_block(float (&dx)[LinCfg<HD>::JU][LinCf
   }
 }
 
-// Writes Jacobian-mapped rows (row w + 8u < n, column l + 32v) to dst rows t0 + row (overwrite).
-template <int HD>
-__device__ __forceinline__ void store_jacobian_rows(Rows dst, const float (&dx)[LinCfg<HD>::JU][LinCfg<HD>::JV],
+// Writes Jacobian-mapped rows (row w + 8u < n, column l + 32v) to dst rows t0 + row (overwrite;
+// U: bf16 rounds once, fp32 workspace rows as they are).
+template <int HD, class U>
+__device__ __forceinline__ void store_jacobian_rows(Rows<U> dst, const float (&dx)[LinCfg<HD>::JU][LinCfg<HD>::JV],
                                                     int64_t t0, int n) {
   using Cfg = LinCfg<HD>;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
@@ -252,15 +251,16 @@ __device__ __forceinline__ void store_jacobian_rows(Rows dst, const float (&dx)[
     const int i = warp + 8 * u;
     if (i >= n) continue;
 #pragma unroll
-    for (int v = 0; v < Cfg::JV; ++v) dst.ptr[(t0 + i) * dst.stride + lane + 32 * v] = dx[u][v];
+    for (int v = 0; v < Cfg::JV; ++v)
+      tiles::store_from_float(dst.ptr + (t0 + i) * dst.stride + lane + 32 * v, dx[u][v]);
   }
 }
 
 }  // namespace linear_detail
 
 // Whole head h of sequence b: overwrites out rows [0, T) and row_stats (the denominators).
-template <int HD>
-__device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, float* smem) {
+template <int HD, class St>
+__device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h, float* smem) {
   using Cfg = LinCfg<HD>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
@@ -279,7 +279,7 @@ __device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, flo
   float* sDen = smem + Cfg::den_off;
   const int tid = static_cast<int>(threadIdx.x), drow = tid / LPR, dlane = tid % LPR;
   const int64_t T = p.T;
-  const Rows out = out_rows(p, b, h);
+  const Rows<St> out = out_rows(p, b, h);
   float* stats = row_stats_out(p, b, h);
   for (int64_t t0 = 0; t0 < T; t0 += C) {
     const int n = static_cast<int>(tiles::min64(C, T - t0));
@@ -321,7 +321,8 @@ __device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, flo
       if (i >= n) continue;
       const float inv = 1.f / sDen[i];
 #pragma unroll
-      for (int c = 0; c < HD / 16; ++c) out.ptr[(t0 + i) * out.stride + tx + 16 * c] = acc.v[a][c] * inv;
+      for (int c = 0; c < HD / 16; ++c)
+        tiles::store_from_float(out.ptr + (t0 + i) * out.stride + tx + 16 * c, acc.v[a][c] * inv);
     }
   }
   __syncthreads();
@@ -329,8 +330,8 @@ __device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, flo
 
 // Whole head h of sequence b: overwrites dQ rows [0, T), this head's dK / dV partial rows and
 // its A matrix (row stride n_groups + 1) in the workspace slot.
-template <int HD>
-__device__ void linear_item_backward(const AttnLaunchParams& p, int b, int h, float* smem) {
+template <int HD, class St>
+__device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int h, float* smem) {
   using Cfg = LinCfg<HD>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPF = Cfg::LPF;
@@ -431,7 +432,7 @@ __device__ void linear_item_backward(const AttnLaunchParams& p, int b, int h, fl
     __syncthreads();
     attn_tile::tile_gemm_acc<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
     ld::store_jacobian_rows<HD>(linear_dk_rows(p, b, h), dk, t0, n);
-    const Rows dvr = linear_dv_rows(p, b, h);
+    const Rows<float> dvr = linear_dv_rows(p, b, h);
     const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
 #pragma unroll
     for (int a = 0; a < C / 16; ++a) {

@@ -12,28 +12,32 @@
 // the block (blockDim.x == 256, 1-D), uniformly; it may use __syncthreads() freely and must
 // start and end with the shared memory it uses free for the caller (i.e. __syncthreads() at
 // entry and exit). `smem` is the block's dynamic shared memory (16-byte aligned), of at least the
-// byte count the matching constexpr function returns. HD (head_dim) is 64 or 128.
+// byte count the matching constexpr function returns. HD (head_dim) is 64 or 128. St (float or
+// hw::bf16) is the activation storage type; shared tiles are fp32 whatever T is (loads widen,
+// stores round once).
 //
 //   template <int HD> constexpr int static_forward_smem_bytes();
-//   template <int HD> __device__ void static_item_forward(const AttnLaunchParams& p, int b, int h, int q_tile,
-//                                                         float* smem);
+//   template <int HD, class St> __device__ void static_item_forward(const AttnLaunchParamsT<St>& p, int b, int h,
+//                                                                  int q_tile, float* smem);
 //       Writes (overwrites) out rows [q_tile*kBr, min(T, q_tile*kBr + kBr)) of head h, sequence b:
 //       out_i = sum_{j<=i} exp(alpha[j] + rho[i-j] - log_z[i]) v_j (as detail::static_forward).
 //       row_stats of static heads are zeroed by the caller, not by this function.
 //   template <int HD> constexpr int static_backward_smem_bytes();  // excludes dv_acc
-//   template <int HD> __device__ void static_kv_tile_backward(const AttnLaunchParams& p, int b, int h, int k_tile,
-//                                                             float* dv_acc, float* smem);
+//   template <int HD, class St> __device__ void static_kv_tile_backward(const AttnLaunchParamsT<St>& p, int b, int h,
+//                                                                      int k_tile, float* dv_acc, float* smem);
 //       ADDS head h's dV contribution for keys [k_tile*kBc, min(T, k_tile*kBc + kBc)) to dv_acc,
 //       a shared-memory [kBc][HD] row-major block (row r = key k_tile*kBc + r; rows past T stay
 //       untouched): dv_acc[j] += sum_{i>=j} P(i,j) dO_i. `smem` is separate scratch. No alpha/rho
 //       gradients (the launcher refuses non-null dalpha/drho).
 //   template <int HD> constexpr int linear_forward_smem_bytes();
-//   template <int HD> __device__ void linear_item_forward(const AttnLaunchParams& p, int b, int h, float* smem);
+//   template <int HD, class St> __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h,
+//                                                                  float* smem);
 //       Whole head, sequence b: writes (overwrites) out rows [0, T) and row_stats (the row
 //       denominators, as detail::linear_forward). Global scratch: linear_scratch(p, b, h),
 //       linear_scratch_floats(HD, T) floats, private to this (b, h).
 //   template <int HD> constexpr int linear_backward_smem_bytes();
-//   template <int HD> __device__ void linear_item_backward(const AttnLaunchParams& p, int b, int h, float* smem);
+//   template <int HD, class St> __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int h,
+//                                                                   float* smem);
 //       Whole head, sequence b: OVERWRITES dQ rows [0, T) at dq_rows(p, b, h); OVERWRITES this
 //       head's own dK and dV contributions at linear_dk_rows / linear_dv_rows (workspace
 //       partials; the launcher's combine kernel adds them to dQKV in head order after the main
@@ -46,7 +50,9 @@
 // Row pointers below address row 0 of sequence b at a head's column block; rows are strided
 // by the returned stride.
 #include <cstdint>
+#include <type_traits>
 
+#include "headwise/core/bf16.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/host_device.hpp"
 #include "headwise/kernels/tiles/work_schedule.hpp"
@@ -64,7 +70,7 @@ struct AttnHeadDesc {
   // Key set of the softmax family: j <= i && (j < sink || j > i - window); softmax has
   // sink 0 and window max(T, 1) (as detail::key_set).
   int32_t sink = 0, window = 0;
-  // Column offsets (floats) in qkv/dqkv and out/dout; -1 where the layout has no block.
+  // Column offsets (elements) in qkv/dqkv and out/dout; -1 where the layout has no block.
   int64_t q_col = -1, k_col = -1, v_col = -1, out_col = -1;
   // static heads
   const float* alpha = nullptr;
@@ -76,16 +82,22 @@ struct AttnHeadDesc {
   const int32_t* groups = nullptr;  // head_dim entries in 1..n_groups
   int32_t n_groups = 0;
   int32_t linear_slot = -1;        // ordinal among the layer's linear heads
+  // First head of a KV group with linear and softmax-family/static heads, bf16 storage: the
+  // group's fp32 dK/dV staging slot (see AttnLaunchParamsT); -1 otherwise.
+  int32_t stage_slot = -1;
 };
 
-struct AttnLaunchParams {
-  const float* qkv = nullptr;   // [B*T, qkv_stride]
-  float* out = nullptr;         // [B*T, out_stride]   (forward output)
-  const float* out_in = nullptr;  // [B*T, out_stride] (backward input: the forward's out)
+// St: the activation storage type (float or hw::bf16) of qkv, out, dout and dqkv. Row
+// statistics, head parameters and the workspace are fp32 for both.
+template <class St>
+struct AttnLaunchParamsT {
+  const St* qkv = nullptr;      // [B*T, qkv_stride]
+  St* out = nullptr;            // [B*T, out_stride]   (forward output)
+  const St* out_in = nullptr;   // [B*T, out_stride]   (backward input: the forward's out)
   float* row_stats = nullptr;   // [B, n_head, T]      (forward output)
   const float* row_stats_in = nullptr;  // (backward input)
-  const float* dout = nullptr;  // [B*T, out_stride]
-  float* dqkv = nullptr;        // [B*T, qkv_stride]
+  const St* dout = nullptr;     // [B*T, out_stride]
+  St* dqkv = nullptr;           // [B*T, qkv_stride]
   float* workspace = nullptr;   // attention_workspace_floats() floats
   int64_t qkv_stride = 0, out_stride = 0;
   int32_t B = 0, T = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
@@ -96,69 +108,116 @@ struct AttnLaunchParams {
   // [dA: (head_dim+1)^2, padded to 32] [dK partial: T*head_dim] [dV partial: T*head_dim] [D's scratch].
   int32_t n_linear = 0;
   int64_t linear_slot_floats = 0;
+  // Staging of KV groups that mix linear heads with softmax-family or static ones, bf16 storage
+  // only: their kBwdDkv item leaves its fp32 dK/dV at stage slot (b, heads[first].stage_slot),
+  // workspace + stage_offset + (b * n_stage + stage_slot) * 2 * T * head_dim ([dK][dV], T x head_dim
+  // each), and the combine rounds the sum with the linear partials once. n_stage is 0 for fp32.
+  int32_t n_stage = 0;
+  int64_t stage_offset = 0;
   AttnHeadDesc heads[kMaxHeads];
   tiles::WorkSchedule schedule;  // item index -> (kind, b, head or KV group, tile)
 };
+using AttnLaunchParams = AttnLaunchParamsT<float>;
+using AttnLaunchParamsBf16 = AttnLaunchParamsT<bf16>;
 
 // ---- row accessors shared by every item kind ----
+template <class E>
 struct Rows {
-  float* ptr;
+  E* ptr;
   int64_t stride;
 };
-struct ConstRows {
-  const float* ptr;
-  int64_t stride;
-};
+template <class E>
+using ConstRows = Rows<const E>;
 
-HW_HOST_DEVICE ConstRows q_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE ConstRows<St> q_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.qkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].q_col, p.qkv_stride};
 }
-HW_HOST_DEVICE ConstRows k_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE ConstRows<St> k_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.qkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].k_col, p.qkv_stride};
 }
-HW_HOST_DEVICE ConstRows v_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE ConstRows<St> v_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.qkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].v_col, p.qkv_stride};
 }
-HW_HOST_DEVICE Rows out_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE Rows<St> out_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.out + int64_t(b) * p.T * p.out_stride + p.heads[h].out_col, p.out_stride};
 }
-HW_HOST_DEVICE ConstRows out_in_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE ConstRows<St> out_in_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.out_in + int64_t(b) * p.T * p.out_stride + p.heads[h].out_col, p.out_stride};
 }
-HW_HOST_DEVICE ConstRows dout_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE ConstRows<St> dout_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.dout + int64_t(b) * p.T * p.out_stride + p.heads[h].out_col, p.out_stride};
 }
-HW_HOST_DEVICE Rows dq_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE Rows<St> dq_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.dqkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].q_col, p.qkv_stride};
 }
-HW_HOST_DEVICE Rows dk_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE Rows<St> dk_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.dqkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].k_col, p.qkv_stride};
 }
-HW_HOST_DEVICE Rows dv_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE Rows<St> dv_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {p.dqkv + int64_t(b) * p.T * p.qkv_stride + p.heads[h].v_col, p.qkv_stride};
 }
 // Forward: row statistics to write; backward: the saved ones.
-HW_HOST_DEVICE float* row_stats_out(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE float* row_stats_out(const AttnLaunchParamsT<St>& p, int b, int h) {
   return p.row_stats + (int64_t(b) * p.n_head + h) * p.T;
 }
-HW_HOST_DEVICE const float* row_stats_in(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE const float* row_stats_in(const AttnLaunchParamsT<St>& p, int b, int h) {
   return p.row_stats_in + (int64_t(b) * p.n_head + h) * p.T;
 }
 
 // ---- linear heads' workspace slot ----
 HW_HOST_DEVICE int64_t linear_dA_floats(int head_dim) { return (int64_t(head_dim + 1) * (head_dim + 1) + 31) / 32 * 32; }
-HW_HOST_DEVICE float* linear_slot(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE float* linear_slot(const AttnLaunchParamsT<St>& p, int b, int h) {
   return p.workspace + (int64_t(b) * p.n_linear + p.heads[h].linear_slot) * p.linear_slot_floats;
 }
-HW_HOST_DEVICE float* linear_dA(const AttnLaunchParams& p, int b, int h) { return linear_slot(p, b, h); }
-HW_HOST_DEVICE Rows linear_dk_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE float* linear_dA(const AttnLaunchParamsT<St>& p, int b, int h) {
+  return linear_slot(p, b, h);
+}
+template <class St>
+HW_HOST_DEVICE Rows<float> linear_dk_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {linear_slot(p, b, h) + linear_dA_floats(p.head_dim), p.head_dim};
 }
-HW_HOST_DEVICE Rows linear_dv_rows(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE Rows<float> linear_dv_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + int64_t(p.T) * p.head_dim, p.head_dim};
 }
-HW_HOST_DEVICE float* linear_scratch(const AttnLaunchParams& p, int b, int h) {
+template <class St>
+HW_HOST_DEVICE float* linear_scratch(const AttnLaunchParamsT<St>& p, int b, int h) {
   return linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + 2 * int64_t(p.T) * p.head_dim;
+}
+
+// ---- staged fp32 dK/dV of a mixed KV group (bf16 storage; see AttnLaunchParamsT) ----
+// Only bf16 storage stages (fp32 dQKV holds the unrounded sum); a compile-time switch keeps the fp32
+// kernels free of the staging code.
+template <class St>
+constexpr bool kStagesDkv = std::is_same_v<St, bf16>;
+template <class St>
+HW_HOST_DEVICE bool stages_dkv(const AttnLaunchParamsT<St>& p, int h0) {
+  if constexpr (kStagesDkv<St>) return p.heads[h0].stage_slot >= 0;
+  return false;
+}
+// `h0`: the group's first head, whose stage_slot is >= 0.
+template <class St>
+HW_HOST_DEVICE Rows<float> stage_dk_rows(const AttnLaunchParamsT<St>& p, int b, int h0) {
+  const int64_t slot = int64_t(b) * p.n_stage + p.heads[h0].stage_slot;
+  return {p.workspace + p.stage_offset + slot * 2 * int64_t(p.T) * p.head_dim, p.head_dim};
+}
+template <class St>
+HW_HOST_DEVICE Rows<float> stage_dv_rows(const AttnLaunchParamsT<St>& p, int b, int h0) {
+  const Rows<float> k = stage_dk_rows(p, b, h0);
+  return {k.ptr + int64_t(p.T) * p.head_dim, p.head_dim};
 }
 
 namespace attn_dev {

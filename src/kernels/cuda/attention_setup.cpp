@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "headwise/core/bf16.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/tiles/attention_schedule.hpp"
 
@@ -71,6 +72,25 @@ int count_linear(const attn::LayerPlan& plan) {
   return n;
 }
 
+// KV groups whose dK/dV sum linear heads' partials with a kBwdDkv item's result (softmax-family
+// or static heads in the same group): with bf16 storage they get an fp32 staging slot.
+bool group_is_mixed(const attn::LayerPlan& plan, const attn::LayerLayout& layout, int g) {
+  const int per_group = layout.n_head / layout.n_kv_head;
+  bool linear = false, other = false;
+  for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
+    const HeadKind k = plan[static_cast<size_t>(h)].kind;
+    linear = linear || k == HeadKind::Linear;
+    other = other || (k != HeadKind::Linear && k != HeadKind::Pruned);
+  }
+  return linear && other;
+}
+
+int count_mixed_groups(const attn::LayerPlan& plan, const attn::LayerLayout& layout) {
+  int n = 0;
+  for (int g = 0; g < layout.n_kv_head; ++g) n += group_is_mixed(plan, layout, g);
+  return n;
+}
+
 int64_t linear_slot_floats(int head_dim, int64_t T) {
   const int64_t n = linear_dA_floats(head_dim) + 2 * T * head_dim + attn_dev::linear_scratch_floats(head_dim, T);
   return (n + 31) / 32 * 32;
@@ -112,7 +132,8 @@ const tiles::WorkSchedule& schedule_for(const attn::LayerPlan& plan, const attn:
 }
 
 // Head descriptors, sizes and workspace slots; pointers to activations are set by the caller.
-void fill_head_params(AttnLaunchParams& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+template <class St>
+void fill_head_params(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                       const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params) {
   p.qkv_stride = layout.qkv_width();
   p.out_stride = layout.out_width();
@@ -155,6 +176,14 @@ void fill_head_params(AttnLaunchParams& p, const attn::LayerPlan& plan, const at
       d.linear_slot = linear_slot++;
     }
   }
+  // fp32 storage adds the linear partials to its dQKV values directly; bf16 stages those in fp32.
+  p.n_stage = 0;
+  p.stage_offset = dims.B * p.n_linear * p.linear_slot_floats;
+  if constexpr (kStagesDkv<St>) {
+    const int per_group = layout.n_head / layout.n_kv_head;
+    for (int g = 0; g < layout.n_kv_head; ++g)
+      if (group_is_mixed(plan, layout, g)) p.heads[g * per_group].stage_slot = p.n_stage++;
+  }
 }
 
 }  // namespace
@@ -165,17 +194,26 @@ void check_attention_layer(const attn::LayerPlan& plan, const attn::LayerLayout&
   check_params(plan, layout, params, backward);
 }
 
-void fill_attention_params(AttnLaunchParams& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+template <class St>
+void fill_attention_params(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                            const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, bool backward) {
   fill_head_params(p, plan, layout, dims, params);
   p.schedule = schedule_for(plan, layout, dims, backward);
 }
 
+template void fill_attention_params<float>(AttnLaunchParams&, const attn::LayerPlan&, const attn::LayerLayout&,
+                                           const attn::AttnDims&, const attn::LayerHeadParams<float>&, bool);
+template void fill_attention_params<bf16>(AttnLaunchParamsBf16&, const attn::LayerPlan&, const attn::LayerLayout&,
+                                          const attn::AttnDims&, const attn::LayerHeadParams<float>&, bool);
+
 int64_t attention_workspace_floats(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                                    const attn::AttnDims& dims) {
   check_shape(plan, layout, dims);
   const int n_linear = count_linear(plan);
-  return n_linear > 0 ? dims.B * n_linear * linear_slot_floats(layout.head_dim, dims.T) : 0;
+  if (n_linear == 0) return 0;
+  // The staging of mixed groups is used by bf16 storage only, but the size has no storage type.
+  return dims.B * n_linear * linear_slot_floats(layout.head_dim, dims.T) +
+         dims.B * count_mixed_groups(plan, layout) * 2 * dims.T * layout.head_dim;
 }
 
 }  // namespace hw::cuda

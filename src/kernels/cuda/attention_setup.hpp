@@ -16,11 +16,14 @@ namespace hw::cuda {
 void check_attention_layer(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims,
                            const attn::LayerHeadParams<float>& params, bool backward);
 
-// Everything but the activation pointers and the workspace (the caller sets those).
-void fill_attention_params(AttnLaunchParams& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
+// Everything but the activation pointers and the workspace (the caller sets those). St: float
+// or hw::bf16 (bf16 also assigns the fp32 staging slots of KV groups mixing linear heads with others).
+template <class St>
+void fill_attention_params(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                            const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, bool backward);
 
-// Device scratch floats of one layer (the linear heads' slots); 0 without linear heads.
+// Device scratch floats of one layer (the linear heads' slots, then the bf16 staging of KV
+// groups mixing linear heads with others); 0 without linear heads.
 int64_t attention_workspace_floats(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                                    const attn::AttnDims& dims);
 

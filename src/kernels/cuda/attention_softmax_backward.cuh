@@ -5,6 +5,7 @@
 //            dV first (static_kv_tile_backward), then every softmax-family head of
 //            the group over the query tiles that see the key tile, in head order.
 // P is rebuilt from the saved log-sum-exp in both; delta = dO . O is recomputed per visit.
+#include "headwise/kernels/tiles/attention_storage.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/online_softmax.hpp"
 #include "kernels/cuda/attention_params.hpp"
@@ -29,8 +30,8 @@ constexpr int softmax_backward_smem_floats() {
 
 // S = Q K^T (scaled), P from the saved lse, dS = P (dO V^T - delta) scale, for the tile
 // query rows [i0, i0 + 64) x keys [j0, j0 + 64); P (if wanted) and dS go to shared memory.
-template <int HD>
-__device__ __forceinline__ void score_tiles(const AttnLaunchParams& p, const tiles::KeyRule& rule, int64_t i0,
+template <int HD, class St>
+__device__ __forceinline__ void score_tiles(const AttnLaunchParamsT<St>& p, const tiles::KeyRule& rule, int64_t i0,
                                             int64_t j0, const float* Qs, const float* dOs, const float* Ks,
                                             const float* Vs, const float* lse, const float* delta, float* Ps,
                                             float* dSs) {
@@ -58,11 +59,11 @@ __device__ __forceinline__ void score_tiles(const AttnLaunchParams& p, const til
 
 // Q and dO tiles of query rows [i0, i0 + 64) of head h, their saved lse and delta = dO . O.
 // Rows past T get lse = +inf, so their weights are exactly 0.
-template <int HD>
-__device__ __forceinline__ void load_query_side(const AttnLaunchParams& p, int b, int h, int64_t i0, float* Qs,
+template <int HD, class St>
+__device__ __forceinline__ void load_query_side(const AttnLaunchParamsT<St>& p, int b, int h, int64_t i0, float* Qs,
                                                 float* dOs, float* lse, float* delta) {
   const int64_t T = p.T;
-  const ConstRows q = q_rows(p, b, h), g = dout_rows(p, b, h), o = out_in_rows(p, b, h);
+  const ConstRows<St> q = q_rows(p, b, h), g = dout_rows(p, b, h), o = out_in_rows(p, b, h);
   attn_tile::load_rows<HD>(Qs, q.ptr, q.stride, i0, T);
   attn_tile::load_rows<HD>(dOs, g.ptr, g.stride, i0, T);
   if (threadIdx.x < 64) {
@@ -73,8 +74,8 @@ __device__ __forceinline__ void load_query_side(const AttnLaunchParams& p, int b
   attn_tile::row_deltas<HD>(delta, dOs, o.ptr, o.stride, i0, T);
 }
 
-template <int HD>
-__device__ inline void dq_item(const AttnLaunchParams& p, int b, int h, int qt, float* smem) {
+template <int HD, class St>
+__device__ inline void dq_item(const AttnLaunchParamsT<St>& p, int b, int h, int qt, float* smem) {
   constexpr int LD = kLd<HD>;
   float* Qs = smem;
   float* dOs = Qs + 64 * LD;
@@ -85,8 +86,8 @@ __device__ inline void dq_item(const AttnLaunchParams& p, int b, int h, int qt, 
   float* delta = lse + 64;
   const tiles::KeyRule rule{p.heads[h].sink, p.heads[h].window};
   const int64_t T = p.T, i0 = int64_t(qt) * tiles::kBr, i1 = tiles::min64(T, i0 + tiles::kBr);
-  const ConstRows k = k_rows(p, b, h), v = v_rows(p, b, h);
-  load_query_side<HD>(p, b, h, i0, Qs, dOs, lse, delta);
+  const ConstRows<St> k = k_rows(p, b, h), v = v_rows(p, b, h);
+  load_query_side<HD, St>(p, b, h, i0, Qs, dOs, lse, delta);
   Acc<64, HD> dq;
   dq.zero();
   tiles::TileRange rg[2];
@@ -98,17 +99,17 @@ __device__ inline void dq_item(const AttnLaunchParams& p, int b, int h, int qt, 
       attn_tile::load_rows<HD>(Ks, k.ptr, k.stride, j0, T);
       attn_tile::load_rows<HD>(Vs, v.ptr, v.stride, j0, T);
       __syncthreads();
-      score_tiles<HD>(p, rule, i0, j0, Qs, dOs, Ks, Vs, lse, delta, nullptr, dSs);
+      score_tiles<HD, St>(p, rule, i0, j0, Qs, dOs, Ks, Vs, lse, delta, nullptr, dSs);
       __syncthreads();
       attn_tile::tile_gemm_acc<64, HD, 64, kLdS, 1, LD, 1>(dq, dSs, Ks);  // dQ += dS K
     }
-  const Rows dst = dq_rows(p, b, h);
+  const Rows<St> dst = dq_rows(p, b, h);
   attn_tile::store_rows<HD>(dst.ptr, dst.stride, i0, T, dq, nullptr);
   __syncthreads();
 }
 
-template <int HD>
-__device__ inline void dkv_item(const AttnLaunchParams& p, int b, int g, int kt, float* smem) {
+template <int HD, class St>
+__device__ inline void dkv_item(const AttnLaunchParamsT<St>& p, int b, int g, int kt, float* smem) {
   constexpr int LD = kLd<HD>;
   const int per_group = p.n_head / p.n_kv_head, h0 = g * per_group;
   const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
@@ -145,7 +146,7 @@ __device__ inline void dkv_item(const AttnLaunchParams& p, int b, int g, int kt,
     float* dSs = Ps + 64 * kLdS;
     float* lse = dSs + 64 * kLdS;
     float* delta = lse + 64;
-    const ConstRows k = k_rows(p, b, h0), v = v_rows(p, b, h0);
+    const ConstRows<St> k = k_rows(p, b, h0), v = v_rows(p, b, h0);
     attn_tile::load_rows<HD>(Ks, k.ptr, k.stride, j0, T);
     attn_tile::load_rows<HD>(Vs, v.ptr, v.stride, j0, T);
     for (int h = h0; h < h0 + per_group; ++h) {
@@ -155,30 +156,40 @@ __device__ inline void dkv_item(const AttnLaunchParams& p, int b, int g, int kt,
       for (int32_t qt = qr.lo; qt < qr.hi; ++qt) {
         const int64_t i0 = int64_t(qt) * tiles::kBr;
         __syncthreads();  // the previous query tile's products are done with Qs, dOs, Ps, dSs
-        load_query_side<HD>(p, b, h, i0, Qs, dOs, lse, delta);
+        load_query_side<HD, St>(p, b, h, i0, Qs, dOs, lse, delta);
         __syncthreads();
-        score_tiles<HD>(p, rule, i0, j0, Qs, dOs, Ks, Vs, lse, delta, Ps, dSs);
+        score_tiles<HD, St>(p, rule, i0, j0, Qs, dOs, Ks, Vs, lse, delta, Ps, dSs);
         __syncthreads();
         attn_tile::tile_gemm_acc<64, HD, 64, 1, kLdS, LD, 1>(dv, Ps, dOs);  // dV += P^T dO
         attn_tile::tile_gemm_acc<64, HD, 64, 1, kLdS, LD, 1>(dk, dSs, Qs);  // dK += dS^T Q
       }
     }
   }
-  // 3. The group's dK/dV rows of this key tile (overwrite; zeros where no head contributed).
-  if (p.heads[h0].k_col >= 0) {
-    const Rows dst = dk_rows(p, b, h0);
-    attn_tile::store_rows<HD>(dst.ptr, dst.stride, j0, T, dk, nullptr);
-  }
-  if (p.heads[h0].v_col >= 0) {
-    const Rows dst = dv_rows(p, b, h0);
-    attn_tile::store_rows<HD>(dst.ptr, dst.stride, j0, T, dv, nullptr);
+  // 3. The group's dK/dV rows of this key tile (overwrite; zeros where no head contributed), or
+  // with bf16 storage and linear heads in the group, their fp32 staging rows: the combine adds
+  // the linear partials and rounds once.
+  if (stages_dkv(p, h0)) {
+    const Rows<float> sk = stage_dk_rows(p, b, h0), sv = stage_dv_rows(p, b, h0);
+    if (p.heads[h0].k_col >= 0) attn_tile::store_rows<HD>(sk.ptr, sk.stride, j0, T, dk, nullptr);
+    if (p.heads[h0].v_col >= 0) attn_tile::store_rows<HD>(sv.ptr, sv.stride, j0, T, dv, nullptr);
+  } else {
+    if (p.heads[h0].k_col >= 0) {
+      const Rows<St> dst = dk_rows(p, b, h0);
+      attn_tile::store_rows<HD>(dst.ptr, dst.stride, j0, T, dk, nullptr);
+    }
+    if (p.heads[h0].v_col >= 0) {
+      const Rows<St> dst = dv_rows(p, b, h0);
+      attn_tile::store_rows<HD>(dst.ptr, dst.stride, j0, T, dv, nullptr);
+    }
   }
   __syncthreads();
 }
 
 // Block (bx, g, b) of the grid (ceil(T * HD / 256), n_kv_head, B): element (t, d) of group g's dK and dV rows of
-// sequence b gets the linear heads' partials added in head order.
-__device__ inline void combine_linear_dkv_block(const AttnLaunchParams& p, int bx, int g, int b) {
+// sequence b gets the linear heads' partials added in head order, to what the kBwdDkv items left (in dQKV, or in
+// fp32 staging for bf16 storage), rounded once into dQKV.
+template <class St>
+__device__ inline void combine_linear_dkv_block(const AttnLaunchParamsT<St>& p, int bx, int g, int b) {
   const int per_group = p.n_head / p.n_kv_head, h0 = g * per_group, HD = p.head_dim;
   bool any_linear = false, owned = false;  // owned: a kBwdDkv item already wrote the rows
   for (int h = h0; h < h0 + per_group; ++h) {
@@ -188,26 +199,32 @@ __device__ inline void combine_linear_dkv_block(const AttnLaunchParams& p, int b
   const int64_t e = int64_t(bx) * kAttnThreads + threadIdx.x;
   if (!any_linear || e >= int64_t(p.T) * HD) return;
   const int64_t t = e / HD, d = e % HD;
+  const bool staged = stages_dkv(p, h0);
   if (p.heads[h0].k_col >= 0) {
-    const Rows dst = dk_rows(p, b, h0);
-    float acc = owned ? dst.ptr[t * dst.stride + d] : 0.f;
+    const Rows<St> dst = dk_rows(p, b, h0);
+    float acc = !owned ? 0.f
+                : staged ? stage_dk_rows(p, b, h0).ptr[t * HD + d]
+                         : tiles::load_as_float(dst.ptr + t * dst.stride + d);
     for (int h = h0; h < h0 + per_group; ++h)
       if (p.heads[h].kind == kLinear) acc += linear_dk_rows(p, b, h).ptr[t * HD + d];
-    dst.ptr[t * dst.stride + d] = acc;
+    tiles::store_from_float(dst.ptr + t * dst.stride + d, acc);
   }
   if (p.heads[h0].v_col >= 0) {
-    const Rows dst = dv_rows(p, b, h0);
-    float acc = owned ? dst.ptr[t * dst.stride + d] : 0.f;
+    const Rows<St> dst = dv_rows(p, b, h0);
+    float acc = !owned ? 0.f
+                : staged ? stage_dv_rows(p, b, h0).ptr[t * HD + d]
+                         : tiles::load_as_float(dst.ptr + t * dst.stride + d);
     for (int h = h0; h < h0 + per_group; ++h)
       if (p.heads[h].kind == kLinear) acc += linear_dv_rows(p, b, h).ptr[t * HD + d];
-    dst.ptr[t * dst.stride + d] = acc;
+    tiles::store_from_float(dst.ptr + t * dst.stride + d, acc);
   }
 }
 
 // Block h, one per query head (linear heads with a dL only): A = sum_b dA(b) in b order (in
 // place, into sequence 0's slot), then dL += 2 A L on the lower triangle (the upper one is
 // not a parameter), exactly the CPU reference's reduction.
-__device__ inline void linear_dL_block(const AttnLaunchParams& p, int h) {
+template <class St>
+__device__ inline void linear_dL_block(const AttnLaunchParamsT<St>& p, int h) {
   const AttnHeadDesc& hd = p.heads[h];
   if (hd.kind != kLinear || hd.dL == nullptr) return;
   const int G1 = hd.n_groups + 1;

@@ -22,8 +22,8 @@ constexpr int softmax_forward_smem_floats() {
   return 3 * 64 * kLd<HD> + 64 * kLdS + 3 * 64;
 }
 
-template <int HD>
-__device__ inline void softmax_forward_item(const AttnLaunchParams& p, int b, int h, int qt, float* smem) {
+template <int HD, class St>
+__device__ inline void softmax_forward_item(const AttnLaunchParamsT<St>& p, int b, int h, int qt, float* smem) {
   constexpr int LD = kLd<HD>;
   float* Qs = smem;
   float* Ks = Qs + 64 * LD;
@@ -36,7 +36,7 @@ __device__ inline void softmax_forward_item(const AttnLaunchParams& p, int b, in
   const int lane = tid % 32, warp = tid / 32;
   const tiles::KeyRule rule{p.heads[h].sink, p.heads[h].window};
   const int64_t T = p.T, i0 = int64_t(qt) * tiles::kBr, i1 = tiles::min64(T, i0 + tiles::kBr);
-  const ConstRows q = q_rows(p, b, h), k = k_rows(p, b, h), v = v_rows(p, b, h);
+  const ConstRows<St> q = q_rows(p, b, h), k = k_rows(p, b, h), v = v_rows(p, b, h);
 
   attn_tile::load_rows<HD>(Qs, q.ptr, q.stride, i0, T);
   if (tid < 64) {
@@ -102,7 +102,7 @@ __device__ inline void softmax_forward_item(const AttnLaunchParams& p, int b, in
     if (i0 + tid < T) row_stats_out(p, b, h)[i0 + tid] = tiles::online_lse(tiles::OnlineRow{row_m[tid], row_l[tid]});
   }
   __syncthreads();
-  const Rows out = out_rows(p, b, h);
+  const Rows<St> out = out_rows(p, b, h);
   attn_tile::store_rows<HD>(out.ptr, out.stride, i0, T, o, row_c);
   __syncthreads();
 }

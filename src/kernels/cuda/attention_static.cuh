@@ -37,15 +37,15 @@ constexpr int static_backward_smem_bytes() {
 }
 
 // Overwrites out rows [q_tile * 64, min(T, q_tile * 64 + 64)) of head h, sequence b.
-template <int HD>
-__device__ void static_item_forward(const AttnLaunchParams& p, int b, int h, int q_tile, float* smem) {
+template <int HD, class St>
+__device__ void static_item_forward(const AttnLaunchParamsT<St>& p, int b, int h, int q_tile, float* smem) {
   constexpr int LD = attn_tile::kLd<HD>;
   __syncthreads();
   float* Vs = smem;
   float* Ps = Vs + 64 * LD;
   const AttnHeadDesc& d = p.heads[h];
   const int64_t T = p.T, i0 = int64_t(q_tile) * tiles::kBr;
-  const ConstRows v = v_rows(p, b, h);
+  const ConstRows<St> v = v_rows(p, b, h);
   attn_tile::Acc<64, HD> o;  // o[i][e], thread (ty, tx) owns rows ty + 16a, columns tx + 16c
   o.zero();
   const tiles::TileRange kr = tiles::static_key_tiles(q_tile, T);
@@ -57,15 +57,15 @@ __device__ void static_item_forward(const AttnLaunchParams& p, int b, int h, int
     __syncthreads();
     attn_tile::tile_gemm_acc<64, HD, tiles::kBc, attn_tile::kLdS, 1, LD, 1>(o, Ps, Vs);  // O += P V
   }
-  const Rows out = out_rows(p, b, h);
+  const Rows<St> out = out_rows(p, b, h);
   attn_tile::store_rows<HD>(out.ptr, out.stride, i0, T, o, nullptr);
   __syncthreads();
 }
 
 // dv_acc[r][e] (shared, [64][HD] row-major) += sum_{i >= j} P(i, j) dO_i[e] for keys
 // j = k_tile * 64 + r < T; rows past T are untouched.
-template <int HD>
-__device__ void static_kv_tile_backward(const AttnLaunchParams& p, int b, int h, int k_tile, float* dv_acc,
+template <int HD, class St>
+__device__ void static_kv_tile_backward(const AttnLaunchParamsT<St>& p, int b, int h, int k_tile, float* dv_acc,
                                         float* smem) {
   constexpr int LD = attn_tile::kLd<HD>;
   __syncthreads();
@@ -73,7 +73,7 @@ __device__ void static_kv_tile_backward(const AttnLaunchParams& p, int b, int h,
   float* Ps = Os + 64 * LD;
   const AttnHeadDesc& d = p.heads[h];
   const int64_t T = p.T, j0 = int64_t(k_tile) * tiles::kBc;
-  const ConstRows dout = dout_rows(p, b, h);
+  const ConstRows<St> dout = dout_rows(p, b, h);
   attn_tile::Acc<64, HD> dv;  // dv[j][e], thread (ty, tx) owns keys ty + 16a, columns tx + 16c
   dv.zero();
   const tiles::TileRange qr = tiles::static_query_tiles(k_tile, T);
