@@ -1,12 +1,15 @@
 // Synthetic-input timing of the CUDA attention of one layer (attention_bench.hpp). Inputs are
 // uniform in [-1, 1) from a hash of the index; static heads get uniform weights (alpha = rho
 // = 0, log_z[i] = log(i + 1), exactly normalised), linear heads L = I over min(4, head_dim)
-// groups, so every head computes what it would in training at the same cost.
+// groups, so every head computes what it would in training at the same cost. Activations are
+// fp32 or bf16 (the mixed-precision overloads).
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <vector>
 
+#include "headwise/core/bf16.hpp"
+#include "headwise/kernels/tiles/attention_storage.hpp"
 #include "kernels/cuda/attention_bench.hpp"
 #include "kernels/cuda/attention_launch.hpp"
 #include "kernels/cuda/cuda_check.hpp"
@@ -14,13 +17,14 @@
 namespace hw::cuda {
 namespace {
 
-__global__ void fill_uniform_kernel(float* x, int64_t n, uint32_t seed) {
+template <class T>
+__global__ void fill_uniform_kernel(T* x, int64_t n, uint32_t seed) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
     h ^= h >> 16;
     h *= 0x7feb352du;
     h ^= h >> 15;
-    x[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    tiles::store_from_float(x + i, static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
   }
 }
 
@@ -32,9 +36,14 @@ struct Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
   float* f() const { return static_cast<float*>(ptr); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(ptr);
+  }
 };
 
-void fill(float* x, int64_t n, uint32_t seed) {
+template <class T>
+void fill(T* x, int64_t n, uint32_t seed) {
   if (n == 0) return;
   fill_uniform_kernel<<<1024, 256>>>(x, n, seed);
   check_launch("fill_uniform_kernel");
@@ -45,20 +54,19 @@ void upload(void* dst, const std::vector<T>& v) {
   HW_CUDA_CHECK(cudaMemcpy(dst, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
 }
 
-}  // namespace
-
-AttentionTiming time_attention_ms(const attn::LayerPlan& plan, int n_kv_head, int head_dim, int64_t B, int64_t T,
-                                  int reps) {
+// The timing with activations of type A (float or bf16).
+template <class A>
+AttentionTiming time_with(const attn::LayerPlan& plan, int n_kv_head, int head_dim, int64_t B, int64_t T, int reps) {
   const int H = static_cast<int>(plan.size());
   const attn::LayerLayout layout = attn::LayerLayout::build(plan, H, n_kv_head, head_dim);
   const attn::AttnDims dims{B, T};
   const int64_t N = B * T;
-  Buffer qkv(sizeof(float) * size_t(N * layout.qkv_width())), dqkv(sizeof(float) * size_t(N * layout.qkv_width()));
-  Buffer out(sizeof(float) * size_t(N * layout.out_width())), dout(sizeof(float) * size_t(N * layout.out_width()));
+  Buffer qkv(sizeof(A) * size_t(N * layout.qkv_width())), dqkv(sizeof(A) * size_t(N * layout.qkv_width()));
+  Buffer out(sizeof(A) * size_t(N * layout.out_width())), dout(sizeof(A) * size_t(N * layout.out_width()));
   Buffer stats(sizeof(float) * size_t(B * H * T));
   Buffer ws(sizeof(float) * size_t(attention_workspace_floats(plan, layout, dims)));
-  fill(qkv.f(), N * layout.qkv_width(), 1u);
-  fill(dout.f(), N * layout.out_width(), 2u);
+  fill(qkv.as<A>(), N * layout.qkv_width(), 1u);
+  fill(dout.as<A>(), N * layout.out_width(), 2u);
 
   const int G = head_dim < 4 ? head_dim : 4, G1 = G + 1;
   std::vector<float> zeros(static_cast<size_t>(T), 0.f), log_z(static_cast<size_t>(T));
@@ -82,11 +90,11 @@ AttentionTiming time_attention_ms(const attn::LayerPlan& plan, int n_kv_head, in
 
   cudaStream_t stream = nullptr;
   auto forward = [&] {
-    launch_attention_forward(stream, plan, layout, dims, params, qkv.f(), out.f(), stats.f(), ws.f());
+    launch_attention_forward(stream, plan, layout, dims, params, qkv.as<A>(), out.as<A>(), stats.f(), ws.f());
   };
   auto backward = [&] {
-    launch_attention_backward(stream, plan, layout, dims, params, qkv.f(), out.f(), stats.f(), dout.f(), dqkv.f(),
-                              ws.f());
+    launch_attention_backward(stream, plan, layout, dims, params, qkv.as<A>(), out.as<A>(), stats.f(), dout.as<A>(),
+                              dqkv.as<A>(), ws.f());
   };
   cudaEvent_t e0, e1, e2;
   HW_CUDA_CHECK(cudaEventCreate(&e0));
@@ -108,6 +116,14 @@ AttentionTiming time_attention_ms(const attn::LayerPlan& plan, int n_kv_head, in
   cudaEventDestroy(e2);
   const int n = reps > 0 ? reps : 1;
   return {double(fwd) / n, double(bwd) / n};
+}
+
+}  // namespace
+
+AttentionTiming time_attention_ms(const attn::LayerPlan& plan, int n_kv_head, int head_dim, int64_t B, int64_t T,
+                                  int reps, bool bf16) {
+  return bf16 ? time_with<hw::bf16>(plan, n_kv_head, head_dim, B, T, reps)
+              : time_with<float>(plan, n_kv_head, head_dim, B, T, reps);
 }
 
 }  // namespace hw::cuda

@@ -12,7 +12,8 @@ struct AttentionTiming {
   double forward_ms = 0, backward_ms = 0;
 };
 
+// bf16: time the mixed-precision overloads (bf16 qkv/out/dout/dqkv) instead of fp32.
 AttentionTiming time_attention_ms(const attn::LayerPlan& plan, int n_kv_head, int head_dim, int64_t B, int64_t T,
-                                  int reps = 10);
+                                  int reps = 10, bool bf16 = false);
 
 }  // namespace hw::cuda
