@@ -1,0 +1,313 @@
+// The bf16 overloads of the CUDA attention (src/kernels/cuda/attention_launch.hpp: bf16 qkv,
+// out, dout, dqkv; fp32 statistics, head parameters and workspace) against the CPU reference
+// attn::layer_forward / layer_backward in double, on mixed GQA plans holding every head kind,
+// head_dim 64 and 128, T not a multiple of the tile. Both sides see the same values: qkv and
+// dout are rounded to bf16 and head parameters to float first; the backward gets the
+// reference forward's out rounded to bf16 and its statistics rounded to float (what a bf16
+// forward hands on), so each direction is checked on its own. Errors are max |got - ref| /
+// max |ref| per column block (each head's output, statistics and gradient block, each KV
+// group's dK and dV) and per whole tensor, tolerance 1e-2 (the bf16 stores alone cost up to
+// 2^-9). Outputs start as NaN, so every element the layout has must be written; a second
+// run must give the same bits, and so must a run whose bf16 arrays sit 2 bytes off a
+// 16-byte boundary (the kernels' scalar load path instead of their 16-byte vector loads).
+// A host-side case checks the fp32 staging slots the bf16 backward gives KV groups that mix
+// linear heads with others (none for fp32) against the plan and the workspace size.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/layer_fixture.hpp"
+#include "cuda/cuda_test_util.hpp"
+#include "headwise/core/bf16.hpp"
+#include "headwise/core/device_memory.hpp"
+#include "kernels/cuda/attention_launch.hpp"
+#include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/attention_setup.hpp"
+
+namespace {
+
+using hw::bf16;
+using hw::cudatest::DeviceArray;
+
+constexpr double kTol = 1e-2;
+
+double round_bf16(double x) { return hw::to_float(hw::to_bf16(static_cast<float>(x))); }
+double round_f32(double x) { return static_cast<float>(x); }
+
+void round_all(std::vector<double>& v, double (*round)(double)) {
+  for (double& x : v) x = round(x);
+}
+
+// Elements of T on the device starting `offset` elements into their allocation (offset 1
+// puts bf16 data 2 bytes off the allocation's alignment).
+template <class T>
+struct Dev {
+  std::unique_ptr<DeviceArray<T>> mem;
+  int64_t offset = 0, n = 0;
+  T* get() const { return mem->get() + offset; }
+};
+
+template <class T>
+Dev<T> put(const std::vector<T>& host, int64_t offset = 0) {
+  Dev<T> d{std::make_unique<DeviceArray<T>>(static_cast<int64_t>(host.size()) + offset), offset,
+           static_cast<int64_t>(host.size())};
+  if (!host.empty()) hw::device::copy_to_device(d.get(), host.data(), host.size() * sizeof(T));
+  return d;
+}
+
+template <class T>
+std::vector<T> get(const Dev<T>& d) {
+  std::vector<T> host(static_cast<size_t>(d.n));
+  if (!host.empty()) hw::device::copy_to_host(host.data(), d.get(), host.size() * sizeof(T));
+  return host;
+}
+
+std::vector<bf16> as_bf16(const std::vector<double>& v) {  // v already holds bf16 values
+  std::vector<bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_bf16(static_cast<float>(v[i]));
+  return out;
+}
+std::vector<float> widen(const std::vector<bf16>& v) {
+  std::vector<float> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_float(v[i]);
+  return out;
+}
+std::vector<bf16> bf16_nans(int64_t n) { return std::vector<bf16>(size_t(n), hw::to_bf16(NAN)); }
+std::vector<float> float_nans(int64_t n) { return std::vector<float>(size_t(n), NAN); }
+
+bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
+}
+
+// max |got - ref| / max |ref| over rows x [col, col + width) of row-major [rows, ld] arrays;
+// the scale is at least 5% of the whole array's, since a block whose exact value is 0 (the dQ
+// of a window:1 head, where P = 1) holds only rounding noise.
+double block_err(const std::vector<float>& got, const std::vector<double>& ref, int64_t rows, int64_t ld, int64_t col,
+                 int64_t width) {
+  double scale = 0, err = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = col; c < col + width; ++c) {
+      const size_t i = static_cast<size_t>(r * ld + c);
+      if (!std::isfinite(got[i])) return INFINITY;
+      scale = std::max(scale, std::fabs(ref[i]));
+      err = std::max(err, std::fabs(double(got[i]) - ref[i]));
+    }
+  double whole = 0;
+  for (double x : ref) whole = std::max(whole, std::fabs(x));
+  scale = std::max(scale, 0.05 * whole);
+  return scale > 0 ? err / scale : err;
+}
+
+// The head parameters on the device, as floats (the reference holds the same float values).
+struct DeviceParams {
+  std::vector<Dev<float>> keep;
+  std::vector<Dev<int32_t>> keep_i;
+  std::vector<float*> dL;
+  hw::attn::LayerHeadParams<float> params;
+
+  explicit DeviceParams(const fx::Packed<double>& c) {
+    params.linear_eps = c.params.linear_eps;
+    auto put_f = [&](const std::vector<double>& v) {
+      keep.push_back(put(std::vector<float>(v.begin(), v.end())));
+      return keep.back().get();
+    };
+    for (size_t h = 0; h < c.plan.size(); ++h) {
+      hw::attn::StaticHeadParams<float> s;
+      s.alpha = put_f(c.alpha[h]);
+      s.rho = put_f(c.rho[h]);
+      s.log_z = put_f(c.log_z[h]);
+      params.statics.push_back(s);
+      hw::attn::LinearHeadParams<float> l;
+      l.L = put_f(c.L[h]);
+      l.dL = put_f(c.dL[h]);
+      dL.push_back(l.dL);
+      keep_i.push_back(put(c.groups[h]));
+      l.groups = keep_i.back().get();
+      l.n_groups = c.params.linears[h].n_groups;
+      params.linears.push_back(l);
+    }
+  }
+};
+
+struct Case {
+  std::vector<std::string> plan;
+  int kv = 1;
+};
+
+// GPU forward and backward of one case on bf16 arrays placed `offset` elements into their
+// allocations; returns out, row_stats, dqkv and the linear heads' dL (from dL_init).
+struct GpuRun {
+  std::vector<bf16> out, dqkv;
+  std::vector<float> stats;
+  std::vector<std::vector<float>> dL;
+};
+
+GpuRun run_gpu(const fx::Packed<double>& ref, const std::vector<bf16>& qkv, const std::vector<bf16>& out_in,
+               const std::vector<float>& stats_in, const std::vector<bf16>& dout, int64_t offset) {
+  const auto& lay = ref.layout;
+  const auto& dims = ref.dims;
+  DeviceParams gp(ref);  // ref.dL still holds the initial values here (see run_case)
+  const int64_t N = dims.B * dims.T;
+  auto d_qkv = put(qkv, offset);
+  auto d_out = put(bf16_nans(N * lay.out_width()), offset);
+  auto d_stats = put(float_nans(dims.B * lay.n_head * dims.T));
+  auto d_ws = put(float_nans(hw::cuda::attention_workspace_floats(ref.plan, lay, dims)));
+  hw::cuda::launch_attention_forward(nullptr, ref.plan, lay, dims, gp.params, d_qkv.get(), d_out.get(), d_stats.get(),
+                                     d_ws.get());
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  GpuRun r;
+  r.out = get(d_out);
+  r.stats = get(d_stats);
+
+  auto d_out_in = put(out_in, offset);
+  auto d_stats_in = put(stats_in);
+  auto d_dout = put(dout, offset);
+  auto d_dqkv = put(bf16_nans(N * lay.qkv_width()), offset);
+  hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, dims, gp.params, d_qkv.get(), d_out_in.get(),
+                                      d_stats_in.get(), d_dout.get(), d_dqkv.get(), d_ws.get());
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  r.dqkv = get(d_dqkv);
+  for (size_t h = 0; h < ref.plan.size(); ++h) {
+    std::vector<float> dL(ref.dL[h].size());
+    hw::device::copy_to_host(dL.data(), gp.dL[h], dL.size() * sizeof(float));
+    r.dL.push_back(std::move(dL));
+  }
+  return r;
+}
+
+void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
+  std::vector<hw::attn::HeadSpec> plan;
+  for (const auto& s : cs.plan) plan.push_back(fx::spec(s.c_str()));
+  const ref::Layer layer = fx::make_layer(plan, cs.kv, D, B, T, seed);
+  fx::Packed<double> ref(layer);
+  const hw::attn::LayerLayout& lay = ref.layout;
+  const int H = layer.H;
+  const int64_t N = B * T, W = lay.qkv_width(), O = lay.out_width();
+
+  // The values both sides see: bf16 activations, float parameters; dL accumulates from non-zero.
+  round_all(ref.qkv, round_bf16);
+  for (size_t h = 0; h < plan.size(); ++h) {
+    round_all(ref.alpha[h], round_f32);
+    round_all(ref.rho[h], round_f32);
+    round_all(ref.log_z[h], round_f32);
+    round_all(ref.L[h], round_f32);
+    for (size_t i = 0; i < ref.dL[h].size(); ++i) ref.dL[h][i] = round_f32(0.01 * double(i % 7) - 0.02);
+  }
+  for (auto& s : ref.params.statics) s.dalpha = s.drho = nullptr;  // the GPU computes none
+  const auto R = fx::random_r(layer, seed + 1);
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < H; ++h)
+      if (lay.o_slot[size_t(h)] >= 0)
+        for (int64_t t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) ref.dout_at(b, h, t, d) = round_bf16(R[size_t(b)][size_t(h)][size_t(t * D + d)]);
+  const std::vector<std::vector<double>> dL_init = ref.dL;
+
+  // Forward reference, then the backward's inputs as a bf16 forward would hand them on.
+  ref.forward();
+  const std::vector<double> out_ref = ref.out, stats_ref = ref.stats;
+  round_all(ref.out, round_bf16);
+  round_all(ref.stats, round_f32);
+  const std::vector<bf16> qkv = as_bf16(ref.qkv), out_in = as_bf16(ref.out), dout = as_bf16(ref.dout);
+  const std::vector<float> stats_in(ref.stats.begin(), ref.stats.end());
+
+  // The GPU parameters copy dL before the reference backward changes it.
+  const GpuRun g = run_gpu(ref, qkv, out_in, stats_in, dout, 0);
+  ref.backward();
+
+  std::string where = "plan";
+  for (const auto& s : cs.plan) where += " " + s;
+  where += " kv " + std::to_string(cs.kv) + " D " + std::to_string(D) + " T " + std::to_string(T);
+  INFO(where);
+  const std::vector<float> out = widen(g.out), dqkv = widen(g.dqkv);
+  CHECK(hw::cudatest::max_rel_err(out, out_ref) <= kTol);
+  CHECK(hw::cudatest::max_rel_err(g.stats, stats_ref) <= kTol);
+  CHECK(hw::cudatest::max_rel_err(dqkv, ref.dqkv) <= kTol);  // also: every column written (no NaN)
+  for (int h = 0; h < H; ++h) {
+    INFO("head " << h << " (" << cs.plan[size_t(h)] << ")");
+    if (lay.o_slot[size_t(h)] >= 0) CHECK(block_err(out, out_ref, N, O, lay.out_col(h), D) <= kTol);
+    CHECK(block_err(g.stats, stats_ref, B, H * T, h * T, T) <= kTol);
+    if (lay.q_slot[size_t(h)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D) <= kTol);
+    if (plan[size_t(h)].kind == hw::attn::HeadKind::Linear) {
+      const auto& dL = g.dL[size_t(h)];
+      CHECK(block_err(dL, ref.dL[size_t(h)], 1, int64_t(dL.size()), 0, int64_t(dL.size())) <= kTol);
+    }
+  }
+  for (int grp = 0; grp < layer.KV; ++grp) {
+    INFO("kv group " << grp);
+    if (lay.k_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
+    if (lay.v_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D) <= kTol);
+  }
+
+  // Same inputs, same bits: again from the same dL, and with every bf16 array 2 bytes off its
+  // alignment (scalar loads instead of 16-byte vectors).
+  ref.dL = dL_init;
+  const GpuRun again = run_gpu(ref, qkv, out_in, stats_in, dout, 0);
+  const GpuRun shifted = run_gpu(ref, qkv, out_in, stats_in, dout, 1);
+  CHECK(same_bits(g.out, again.out));
+  CHECK(same_bits(g.dqkv, again.dqkv));
+  CHECK(same_bits(g.out, shifted.out));
+  CHECK(same_bits(g.dqkv, shifted.dqkv));
+  CHECK(std::memcmp(g.stats.data(), shifted.stats.data(), g.stats.size() * sizeof(float)) == 0);
+  for (size_t h = 0; h < g.dL.size(); ++h) CHECK(g.dL[h] == shifted.dL[h]);
+}
+
+const std::vector<Case> kCases = {
+    // groups of two: (softmax, window), (sink_window, static), (linear, pruned), (softmax, window:1)
+    {{"softmax", "window:40", "sink_window:3:50", "static", "linear", "pruned", "softmax", "window:1"}, 4},
+    // groups of four mixing linear heads with softmax-family and static ones (fp32 dK/dV staging)
+    {{"static", "linear", "softmax", "pruned", "window:100", "linear", "static", "sink_window:64:64"}, 2},
+    // a group of static heads only (no K block), a group of linear heads only, a pruned group
+    {{"static", "static", "linear", "linear", "pruned", "pruned"}, 3},
+};
+
+}  // namespace
+
+TEST_CASE("attention bf16 parity: mixed head plans against the double reference, head_dim 64 and 128") {
+  unsigned seed = 500;
+  for (int D : {64, 128})
+    for (int64_t T : {100, 257})
+      for (const Case& cs : kCases) run_case(cs, D, T, 2, seed++);
+}
+
+TEST_CASE("attention bf16: fp32 staging slots of KV groups mixing linear heads with others fit the workspace") {
+  for (const Case& cs : kCases) {
+    std::vector<hw::attn::HeadSpec> plan;
+    for (const auto& s : cs.plan) plan.push_back(fx::spec(s.c_str()));
+    const ref::Layer layer = fx::make_layer(plan, cs.kv, 64, 3, 70, 1);
+    const fx::Packed<float> pk(layer);
+    INFO("kv " << cs.kv);
+    const int per_group = layer.H / cs.kv;
+    auto f32 = std::make_unique<hw::cuda::AttnLaunchParams>();  // large: keep off the stack
+    auto b16 = std::make_unique<hw::cuda::AttnLaunchParamsBf16>();
+    hw::cuda::fill_attention_params(*f32, pk.plan, pk.layout, pk.dims, pk.params, true);
+    hw::cuda::fill_attention_params(*b16, pk.plan, pk.layout, pk.dims, pk.params, true);
+    CHECK(f32->n_stage == 0);
+    int mixed = 0;
+    for (int g = 0; g < cs.kv; ++g) {
+      bool linear = false, other = false;
+      for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
+        const auto k = plan[size_t(h)].kind;
+        linear = linear || k == hw::attn::HeadKind::Linear;
+        other = other || (k != hw::attn::HeadKind::Linear && k != hw::attn::HeadKind::Pruned);
+      }
+      for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
+        CHECK(f32->heads[h].stage_slot == -1);
+        CHECK(b16->heads[h].stage_slot == (h == g * per_group && linear && other ? mixed : -1));
+      }
+      mixed += linear && other;
+    }
+    CHECK(b16->n_stage == mixed);
+    // Linear slots first, then B x n_stage staging slots of [dK][dV]: together the whole workspace.
+    CHECK(b16->stage_offset == pk.dims.B * b16->n_linear * b16->linear_slot_floats);
+    CHECK(b16->stage_offset + pk.dims.B * mixed * 2 * pk.dims.T * 64 ==
+          hw::cuda::attention_workspace_floats(pk.plan, pk.layout, pk.dims));
+  }
+}
