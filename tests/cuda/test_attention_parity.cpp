@@ -209,7 +209,8 @@ TEST_CASE("attention parity: unsupported shapes and requests are refused with hw
   fx::Packed<float> c64(l64);
   DeviceParams gp(c64);
   gp.params.statics[1].dalpha = gp.keep.front()->get();  // asks for static gradients
-  REQUIRE_THROWS_AS(hw::cuda::launch_attention_backward(nullptr, c64.plan, c64.layout, c64.dims, gp.params, nullptr,
-                                                        nullptr, nullptr, nullptr, nullptr, nullptr),
+  const float* none = nullptr;  // typed: the launcher has fp32 and bf16 overloads
+  REQUIRE_THROWS_AS(hw::cuda::launch_attention_backward(nullptr, c64.plan, c64.layout, c64.dims, gp.params, none, none,
+                                                        none, none, nullptr, nullptr),
                     hw::Error);
 }
