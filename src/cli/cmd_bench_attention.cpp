@@ -22,6 +22,7 @@ void add_bench_attention_command(CLI::App& app) {
     bool layer = false;
     int heads = 12;
     std::string device = "cpu";
+    std::string precision = "fp32";
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("bench-attention", "Time attention per head kind (CPU) or per layer plan (--layer)");
@@ -32,6 +33,7 @@ void add_bench_attention_command(CLI::App& app) {
   cmd->add_flag("--layer", o->layer, "Time a whole layer under several plan compositions");
   cmd->add_option("--heads", o->heads, "Heads per layer (with --layer)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda (with --layer)")->capture_default_str();
+  cmd->add_option("--precision", o->precision, "fp32 or bf16 activations (with --layer)")->capture_default_str();
   cmd->callback([o] {
     if (!o->layer) {
       check(o->device == "cpu", "bench-attention: --device " + o->device + " needs --layer");
@@ -49,6 +51,9 @@ void add_bench_attention_command(CLI::App& app) {
     lo.head_dim = o->head_dim;
     lo.batch = o->batch;
     lo.repeats = o->repeats;
+    check(o->precision == "fp32" || o->precision == "bf16",
+          "bench-attention: --precision must be fp32 or bf16, not '" + o->precision + "'");
+    lo.bf16 = o->precision == "bf16";
     const nlohmann::json rows = bench_layer_attention(ops, lo);
     std::printf("%s", layer_bench_markdown(rows).c_str());
     std::printf("%s\n", rows.dump().c_str());

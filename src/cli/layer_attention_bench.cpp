@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <type_traits>
 
 #include "headwise/attention/cost.hpp"
 #include "headwise/core/arena.hpp"
@@ -37,18 +38,33 @@ std::vector<Composition> compositions(int64_t T, int H) {
           {"linear", with(H, lin)},           {"mix 25% static + 25% " + win8.str(), mix}};
 }
 
-double time_plan(const Backend<float>& ops, const attn::LayerPlan& plan, int64_t T, const LayerBenchOptions& o,
-                 Rng& rng) {
+// Host values in the activations' storage type.
+template <class A>
+std::vector<A> stored_as(const std::vector<float>& h) {
+  if constexpr (std::is_same_v<A, float>) {
+    return h;
+  } else {
+    std::vector<A> out(h.size());
+    for (size_t i = 0; i < h.size(); ++i) out[i] = to_bf16(h[i]);
+    return out;
+  }
+}
+
+// `mem_ops` owns the device and its copies; `ops` runs the attention with activations in A.
+template <class A>
+double time_plan(const Backend<float>& mem_ops, const ComputeOps<A, float>& ops, const attn::LayerPlan& plan,
+                 int64_t T, const LayerBenchOptions& o, Rng& rng) {
   const int H = o.n_head, D = o.head_dim;
   const attn::LayerLayout layout = attn::LayerLayout::build(plan, H, H, D);
   const attn::AttnDims dims{o.batch, T};
   const int64_t N = o.batch * T;
   const int G = std::min(3, D), G1 = G + 1;
-  Arena mem("bench.attention", ops.device());
-  Tensor* qkv = mem.declare("qkv", {N, layout.qkv_width()});
-  Tensor* dqkv = mem.declare("dqkv", {N, layout.qkv_width()});
-  Tensor* out = mem.declare("out", {N, std::max<int64_t>(1, layout.out_width())});
-  Tensor* dout = mem.declare("dout", {N, std::max<int64_t>(1, layout.out_width())});
+  constexpr DType at = dtype_of<A>();
+  Arena mem("bench.attention", mem_ops.device());
+  Tensor* qkv = mem.declare("qkv", {N, layout.qkv_width()}, at);
+  Tensor* dqkv = mem.declare("dqkv", {N, layout.qkv_width()}, at);
+  Tensor* out = mem.declare("out", {N, std::max<int64_t>(1, layout.out_width())}, at);
+  Tensor* dout = mem.declare("dout", {N, std::max<int64_t>(1, layout.out_width())}, at);
   Tensor* stats = mem.declare("row_stats", {std::max<int64_t>(1, attn::row_stats_size(layout, dims))});
   Tensor* ws = mem.declare("workspace", {std::max<int64_t>(1, ops.attention_workspace_size(plan, layout, dims))});
   // One static pattern and one linear head's parameters, shared by every head of that kind.
@@ -63,7 +79,8 @@ double time_plan(const Backend<float>& ops, const attn::LayerPlan& plan, int64_t
   auto upload_random = [&](Tensor* t, double sd) {
     std::vector<float> h(size_t(t->numel()));
     for (auto& x : h) x = float(sd * rng.normal());
-    ops.copy_to_device(t->data, h.data(), h.size() * sizeof(float));
+    const std::vector<A> stored = stored_as<A>(h);
+    mem_ops.copy_to_device(t->data, stored.data(), stored.size() * sizeof(A));
   };
   upload_random(qkv, 1.0);
   upload_random(dout, 1.0);
@@ -72,37 +89,43 @@ double time_plan(const Backend<float>& ops, const attn::LayerPlan& plan, int64_t
   for (auto& x : a) x = float(0.1 * rng.normal());
   for (int64_t d = 0; d < T; ++d) r[size_t(d)] = -0.05f * float(d);
   attn::static_log_normalisers(z.data(), a.data(), r.data(), T);
-  ops.copy_to_device(alpha->data, a.data(), a.size() * sizeof(float));
-  ops.copy_to_device(rho->data, r.data(), r.size() * sizeof(float));
-  ops.copy_to_device(log_z->data, z.data(), z.size() * sizeof(float));
+  mem_ops.copy_to_device(alpha->data, a.data(), a.size() * sizeof(float));
+  mem_ops.copy_to_device(rho->data, r.data(), r.size() * sizeof(float));
+  mem_ops.copy_to_device(log_z->data, z.data(), z.size() * sizeof(float));
   std::vector<float> l(size_t(G1 * G1), 0.0f);
   for (int i = 0; i < G1; ++i)
     for (int j = 0; j <= i; ++j) l[size_t(i * G1 + j)] = (i == j ? 1.0f : 0.0f) + float(0.1 * rng.normal());
-  ops.copy_to_device(L->data, l.data(), l.size() * sizeof(float));
+  mem_ops.copy_to_device(L->data, l.data(), l.size() * sizeof(float));
   std::vector<int32_t> g(static_cast<size_t>(D));
   for (int d = 0; d < D; ++d) g[size_t(d)] = 1 + d % G;
-  ops.copy_to_device(groups->data, g.data(), g.size() * sizeof(int32_t));
+  mem_ops.copy_to_device(groups->data, g.data(), g.size() * sizeof(int32_t));
 
   attn::LayerHeadParams<float> params;
   params.statics.assign(size_t(H), {alpha->f32(), rho->f32(), log_z->f32(), nullptr, nullptr});
   params.linears.assign(size_t(H), {L->f32(), dL->f32(), groups->i32(), G});
 
   auto once = [&] {
-    ops.attention_forward(plan, layout, dims, params, qkv->f32(), out->f32(), stats->f32(), ws->f32());
-    ops.attention_backward(plan, layout, dims, params, qkv->f32(), out->f32(), stats->f32(), dout->f32(),
-                           dqkv->f32(), ws->f32());
+    ops.attention_forward(plan, layout, dims, params, qkv->as<A>(), out->as<A>(), stats->f32(), ws->f32());
+    ops.attention_backward(plan, layout, dims, params, qkv->as<A>(), out->as<A>(), stats->f32(), dout->as<A>(),
+                           dqkv->as<A>(), ws->f32());
   };
   once();
-  ops.synchronize();
+  mem_ops.synchronize();
   std::vector<double> ms;
   for (int rep = 0; rep < o.repeats; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     once();
-    ops.synchronize();
+    mem_ops.synchronize();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
+}
+
+const ComputeOps<bf16, float>& bf16_ops_of(const Backend<float>& ops) {
+  const ComputeOps<bf16, float>* b = ops.bf16_ops();
+  check(b != nullptr, std::string("bench-attention: backend ") + ops.name() + " has no bf16 ops");
+  return *b;
 }
 
 }  // namespace
@@ -117,7 +140,8 @@ nlohmann::json bench_layer_attention(const Backend<float>& ops, const LayerBench
   for (int64_t T : o.Ts) {
     double softmax_ms = 0.0;
     for (const Composition& c : compositions(T, o.n_head)) {
-      const double ms = time_plan(ops, c.plan, T, o, rng);
+      const double ms = o.bf16 ? time_plan<bf16>(ops, bf16_ops_of(ops), c.plan, T, o, rng)
+                               : time_plan<float>(ops, ops, c.plan, T, o, rng);
       if (c.name == "softmax") softmax_ms = ms;
       attn::HeadPlan one;
       one.layers.push_back(c.plan);
@@ -126,7 +150,8 @@ nlohmann::json bench_layer_attention(const Backend<float>& ops, const LayerBench
                       {"ms_fwd_bwd", ms},
                       {"relative_to_softmax", softmax_ms > 0 ? ms / softmax_ms : 0.0},
                       {"acr", attn::plan_cost(one, T, o.head_dim).acr},
-                      {"device", ops.name()}});
+                      {"device", ops.name()},
+                      {"precision", o.bf16 ? "bf16" : "fp32"}});
     }
   }
   return rows;

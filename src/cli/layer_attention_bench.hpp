@@ -17,6 +17,7 @@ struct LayerBenchOptions {
   int n_head = 12, head_dim = 64;
   int64_t batch = 4;
   int repeats = 5;
+  bool bf16 = false;  // activations (qkv, out and their gradients) in bf16: the mixed-precision kernels
 };
 
 // The compositions timed at each T: all softmax; 25% and 50% static heads (the rest softmax);
