@@ -79,6 +79,10 @@ log "attention per layer (headwise kernels)"
 timeout 200 "$BIN/headwise" bench-attention --layer --device cuda --T $LAYER_T --batch 4 --heads 12 --head-dim 64 \
   --repeats 5 >"$LOGS/attn_layer.txt" 2>"$LOGS/attn_layer.err" || tail -n 2 "$LOGS/attn_layer.err"
 tail -n 1 "$LOGS/attn_layer.txt" >"$LOGS/attn_layer.json"
+log "attention per layer (headwise kernels, bf16 activations)"
+timeout 200 "$BIN/headwise" bench-attention --layer --device cuda --precision bf16 --T $LAYER_T --batch 4 --heads 12 \
+  --head-dim 64 --repeats 5 >"$LOGS/attn_layer_bf16.txt" 2>"$LOGS/attn_layer_bf16.err" || tail -n 2 "$LOGS/attn_layer_bf16.err"
+tail -n 1 "$LOGS/attn_layer_bf16.txt" >"$LOGS/attn_layer_bf16.json"
 log "attention per layer (PyTorch SDPA)"
 : >"$LOGS/attn_sdpa.jsonl"
 for T in ${LAYER_T//,/ }; do

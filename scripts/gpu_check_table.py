@@ -60,7 +60,6 @@ def main():
               f" {fmt(hw.get('mfu'), '.3f')} | - | - | - | - | update speedup vs all-softmax {fmt(speed, '.3f')}"
               f" (goal {goal}, paper {paper}) |" + (f" error: {hw['error']}" if "error" in hw else ""))
 
-    rows = load(f"{logs}/attn_layer.json")
     sdpa = {}
     try:
         for line in open(f"{logs}/attn_sdpa.jsonl"):
@@ -68,22 +67,28 @@ def main():
             sdpa[(r["seq"], r["dtype"])] = r["fwd_bwd_ms"]
     except (OSError, ValueError):
         pass
-    if isinstance(rows, list) and rows:
-        print("\n| attention, one layer (B=4, 12 heads, d=64) | T | ms fwd+bwd | vs our softmax | ACR | goal |"
-              " vs SDPA flash bf16 | vs SDPA fp32 |")
-        print("|---|---:|---:|---:|---:|---|---:|---:|")
-        for r in rows:
-            plan, T, ms, rel, acr = r["plan"], r["T"], r["ms_fwd_bwd"], r["relative_to_softmax"], r["acr"]
-            goal = ""
-            if plan.startswith(("window", "sink_window")):
-                goal = f"<= ACR+0.1 = {acr + 0.1:.3f}: {'met' if rel <= acr + 0.1 else 'NOT met'}"
-            elif plan == "linear" and T >= 8192:
-                goal = f"< 1: {'met' if rel < 1 else 'NOT met'}"
-            bf16, fp32 = sdpa.get((T, "bfloat16")), sdpa.get((T, "float32"))
-            print(f"| {plan} | {T} | {ms:.3f} | {rel:.3f} | {acr:.3f} | {goal} | {fmt(ms / bf16 if bf16 else None, '.2f')} |"
-                  f" {fmt(ms / fp32 if fp32 else None, '.2f')} |")
-    else:
-        print("\nattention per layer: no result (see attn_layer.err)")
+    for name, label in (("attn_layer", "fp32 activations"), ("attn_layer_bf16", "bf16 activations")):
+        attention_table(load(f"{logs}/{name}.json"), sdpa, label, name)
+
+
+def attention_table(rows, sdpa, label, name):
+    """One layer's attention per plan composition, against our softmax and PyTorch SDPA."""
+    if not (isinstance(rows, list) and rows):
+        print(f"\nattention per layer ({label}): no result (see {name}.err)")
+        return
+    print(f"\n| attention, one layer (B=4, 12 heads, d=64), {label} | T | ms fwd+bwd | vs our softmax | ACR | goal |"
+          " vs SDPA flash bf16 | vs SDPA fp32 |")
+    print("|---|---:|---:|---:|---:|---|---:|---:|")
+    for r in rows:
+        plan, T, ms, rel, acr = r["plan"], r["T"], r["ms_fwd_bwd"], r["relative_to_softmax"], r["acr"]
+        goal = ""
+        if plan.startswith(("window", "sink_window")):
+            goal = f"<= ACR+0.1 = {acr + 0.1:.3f}: {'met' if rel <= acr + 0.1 else 'NOT met'}"
+        elif plan == "linear" and T >= 8192:
+            goal = f"< 1: {'met' if rel < 1 else 'NOT met'}"
+        bf16, fp32 = sdpa.get((T, "bfloat16")), sdpa.get((T, "float32"))
+        print(f"| {plan} | {T} | {ms:.3f} | {rel:.3f} | {acr:.3f} | {goal} | {fmt(ms / bf16 if bf16 else None, '.2f')} |"
+              f" {fmt(ms / fp32 if fp32 else None, '.2f')} |")
 
 
 if __name__ == "__main__":
