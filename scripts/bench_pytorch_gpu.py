@@ -2,7 +2,8 @@
 """PyTorch GPU baseline for headwise's GPU benchmark (issue 5, item 7).
 
 The same model as `headwise bench` on the GPU: GPT-2 (pre-LN, tanh GELU, tied embeddings,
-learned positions), by default 124M (12 layers, n_embd 768, 12 heads, vocab 50257), trained with
+learned positions), by default 124M (12 layers, n_embd 768, 12 heads, vocab 50304: GPT-2's
+50257 padded to a multiple of 64, as llm.c and the SAF recipe do), trained with
 what a PyTorch user would use: bf16 autocast, SDPA flash attention (causal), torch.compile, fused
 AdamW (lr 6e-4, betas 0.9/0.95, weight decay 0.1 on matrices), grad-norm clip 1.0. Random tokens.
 
@@ -51,7 +52,7 @@ def main():
     ap.add_argument("--n-layer", type=int, default=12)
     ap.add_argument("--n-embd", type=int, default=768)
     ap.add_argument("--n-head", type=int, default=12)
-    ap.add_argument("--vocab", type=int, default=50257)
+    ap.add_argument("--vocab", type=int, default=50304)
     ap.add_argument("--no-compile", action="store_true")
     args = ap.parse_args()
 
