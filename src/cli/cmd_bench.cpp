@@ -69,6 +69,7 @@ void add_bench_command(CLI::App& app) {
                           {"tok_per_s", tokens / (mean / 1000.0)},
                           {"peak_bytes", arena_peak_bytes(trainer.ops().device())},
                           {"device", cfg.train.device},
+                          {"precision", cfg.train.precision},
                           {"parameters", trainer.model().num_parameters()},
                           {"threads", omp_get_max_threads()},
                           {"tokens_per_step", int64_t(tokens)},
