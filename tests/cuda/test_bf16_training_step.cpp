@@ -71,20 +71,10 @@ TEST_CASE("GPU bf16 resume reproduces the uninterrupted bf16 GPU run exactly", "
   doc["train"]["precision"] = "bf16";
   const RunConfig cfg = RunConfig::from_json(doc);
   dist::LocalComm comm;
-  {
-    Trainer full(cfg, dir + "/full", comm);
-    full.run();
-  }
-  {
-    Trainer part(cfg, dir + "/part", comm);
-    part.run(3);
-  }
-  Trainer resumed(cfg, dir + "/part", comm);
-  resumed.resume(dir + "/part/checkpoints/step_3");
-  resumed.run();
-  const auto full = test::losses_of(dir + "/full/metrics.jsonl"), part = test::losses_of(dir + "/part/metrics.jsonl");
+  const test::ResumeLosses l = test::full_and_resumed_losses(cfg, dir, 3, comm);
+  const auto& full = l.full;
   REQUIRE(full.size() == 6);
-  REQUIRE(part.size() == 6);
-  CHECK(full == part);
+  REQUIRE(l.resumed.size() == 6);
+  CHECK(full == l.resumed);
   CHECK(full.back() < full.front());
 }

@@ -27,22 +27,10 @@ TEST_CASE("resume reproduces the uninterrupted run exactly", "[train]") {
   const std::string dir = test::temp_dir("resume");
   const RunConfig cfg = RunConfig::from_json(test::tiny_run_doc(dir));
   dist::LocalComm comm;
-  {
-    Trainer full(cfg, dir + "/full", comm);
-    full.run();
-  }
-  {
-    Trainer part(cfg, dir + "/part", comm);
-    part.run(3);  // stops after the step-3 checkpoint
-  }
-  Trainer resumed(cfg, dir + "/part", comm);
-  resumed.resume(dir + "/part/checkpoints/step_3");
-  CHECK(resumed.state().step == 3);
-  resumed.run();
-  const auto full = test::losses_of(dir + "/full/metrics.jsonl"), part = test::losses_of(dir + "/part/metrics.jsonl");
-  REQUIRE(full.size() == 6);
-  REQUIRE(part.size() == 6);
-  CHECK(full == part);
+  const test::ResumeLosses l = test::full_and_resumed_losses(cfg, dir, 3, comm);  // stops after the step-3 checkpoint
+  REQUIRE(l.full.size() == 6);
+  REQUIRE(l.resumed.size() == 6);
+  CHECK(l.full == l.resumed);
 }
 
 TEST_CASE("a tiny model overfits one batch", "[train]") {

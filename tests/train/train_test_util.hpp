@@ -6,7 +6,9 @@
 
 #include "headwise/core/rng.hpp"
 #include "headwise/data/shards.hpp"
+#include "headwise/dist/comm.hpp"
 #include "headwise/train/run_config.hpp"
+#include "headwise/train/trainer.hpp"
 
 namespace hw::test {
 
@@ -52,6 +54,28 @@ inline std::vector<double> losses_of(const std::string& metrics) {
     if (j.contains("loss")) out.push_back(j["loss"].get<double>());
   }
   return out;
+}
+
+// The per-update losses of `cfg` run uninterrupted (in dir/full) and of the same run stopped
+// after the checkpoint of step `stop` and resumed from it (in dir/part): equal lists are what
+// "resume reproduces the uninterrupted run" means.
+struct ResumeLosses {
+  std::vector<double> full, resumed;
+};
+inline ResumeLosses full_and_resumed_losses(const RunConfig& cfg, const std::string& dir, int64_t stop,
+                                            dist::Comm& comm) {
+  {
+    Trainer full(cfg, dir + "/full", comm);
+    full.run();
+  }
+  {
+    Trainer part(cfg, dir + "/part", comm);
+    part.run(stop);
+  }
+  Trainer resumed(cfg, dir + "/part", comm);
+  resumed.resume(dir + "/part/checkpoints/step_" + std::to_string(stop));
+  resumed.run();
+  return {losses_of(dir + "/full/metrics.jsonl"), losses_of(dir + "/part/metrics.jsonl")};
 }
 
 }  // namespace hw::test
