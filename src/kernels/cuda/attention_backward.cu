@@ -19,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
@@ -26,6 +27,7 @@
 #include "headwise/kernels/tiles/work_schedule.hpp"
 #include "kernels/cuda/attention_kernels.hpp"
 #include "kernels/cuda/attention_linear.cuh"
+#include "kernels/cuda/attention_mma_backward.cuh"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_softmax_backward.cuh"
 #include "kernels/cuda/attention_static.cuh"
@@ -44,8 +46,15 @@ __global__ void __launch_bounds__(tiles::kAttnThreads)
   float* smem = reinterpret_cast<float*>(smem4);
   const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
   switch (w.kind) {
-    case tiles::kBwdDq: attn_items::dq_item<HD, St>(p, w.b, w.unit, w.tile, smem); break;
-    case tiles::kBwdDkv: attn_items::dkv_item<HD, St>(p, w.b, w.unit, w.tile, smem); break;
+    // bf16 activations: tensor-core tiles; fp32: the exact SIMT tiles (parity 1e-5).
+    case tiles::kBwdDq:
+      if constexpr (std::is_same_v<St, bf16>) attn_mma::dq_item<HD>(p, w.b, w.unit, w.tile, smem);
+      else attn_items::dq_item<HD, St>(p, w.b, w.unit, w.tile, smem);
+      break;
+    case tiles::kBwdDkv:
+      if constexpr (std::is_same_v<St, bf16>) attn_mma::dkv_item<HD>(p, w.b, w.unit, w.tile, smem);
+      else attn_items::dkv_item<HD, St>(p, w.b, w.unit, w.tile, smem);
+      break;
     case tiles::kBwdLinear: attn_dev::linear_item_backward<HD, St>(p, w.b, w.unit, smem); break;
     default: break;
   }
@@ -70,13 +79,16 @@ int backward_smem_bytes(const AttnLaunchParamsT<St>& p) {
   bool any_static = false;
   for (int h = 0; h < p.n_head; ++h) any_static = any_static || p.heads[h].kind == kStatic;
   const tiles::WorkSchedule& s = p.schedule;
+  const int softmax_need = std::is_same_v<St, bf16>
+                               ? attn_mma::backward_smem_bytes<HD>()
+                               : attn_items::softmax_backward_smem_floats<HD>() * int(sizeof(float));
   int bytes = 0;
   for (int g = 0; g < s.n_segments; ++g) {
     int need = 0;
     switch (s.seg[g].kind) {
-      case tiles::kBwdDq: need = attn_items::softmax_backward_smem_floats<HD>() * int(sizeof(float)); break;
+      case tiles::kBwdDq: need = softmax_need; break;
       case tiles::kBwdDkv: {
-        need = attn_items::softmax_backward_smem_floats<HD>() * int(sizeof(float));
+        need = softmax_need;
         const int static_need = 64 * HD * int(sizeof(float)) + attn_dev::static_backward_smem_bytes<HD>();
         if (any_static && static_need > need) need = static_need;
         break;

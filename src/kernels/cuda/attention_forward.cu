@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <type_traits>
 
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
@@ -14,6 +15,7 @@
 #include "headwise/kernels/tiles/work_schedule.hpp"
 #include "kernels/cuda/attention_kernels.hpp"
 #include "kernels/cuda/attention_linear.cuh"
+#include "kernels/cuda/attention_mma_forward.cuh"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_softmax_forward.cuh"
 #include "kernels/cuda/attention_static.cuh"
@@ -32,7 +34,11 @@ __global__ void __launch_bounds__(tiles::kAttnThreads)
   float* smem = reinterpret_cast<float*>(smem4);
   const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
   switch (w.kind) {
-    case tiles::kFwdSoftmax: attn_items::softmax_forward_item<HD, St>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kFwdSoftmax:
+      // bf16 activations: tensor-core tiles; fp32: the exact SIMT tiles (parity 1e-5).
+      if constexpr (std::is_same_v<St, bf16>) attn_mma::softmax_forward_item<HD>(p, w.b, w.unit, w.tile, smem);
+      else attn_items::softmax_forward_item<HD, St>(p, w.b, w.unit, w.tile, smem);
+      break;
     case tiles::kFwdStatic: {
       // Static heads save no row statistics; the CPU reference writes zeros.
       const int64_t i = int64_t(w.tile) * tiles::kBr + threadIdx.x;
@@ -45,13 +51,16 @@ __global__ void __launch_bounds__(tiles::kAttnThreads)
   }
 }
 
-template <int HD>
+template <int HD, class St>
 int forward_smem_bytes(const tiles::WorkSchedule& s) {
   int bytes = 0;
   for (int g = 0; g < s.n_segments; ++g) {
     int need = 0;
     switch (s.seg[g].kind) {
-      case tiles::kFwdSoftmax: need = attn_items::softmax_forward_smem_floats<HD>() * int(sizeof(float)); break;
+      case tiles::kFwdSoftmax:
+        need = std::is_same_v<St, bf16> ? attn_mma::forward_smem_bytes<HD>()
+                                        : attn_items::softmax_forward_smem_floats<HD>() * int(sizeof(float));
+        break;
       case tiles::kFwdStatic: need = attn_dev::static_forward_smem_bytes<HD>(); break;
       case tiles::kFwdLinear: need = attn_dev::linear_forward_smem_bytes<HD>(); break;
       default: break;
@@ -63,7 +72,7 @@ int forward_smem_bytes(const tiles::WorkSchedule& s) {
 
 template <int HD, class St>
 void enqueue_forward(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
-  const int smem = forward_smem_bytes<HD>(p.schedule);
+  const int smem = forward_smem_bytes<HD, St>(p.schedule);
   HW_CUDA_CHECK(
       cudaFuncSetAttribute(attention_forward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   attention_forward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);

@@ -44,8 +44,10 @@ void launch_attention_backward(cudaStream_t stream, const attn::LayerPlan& plan,
                                float* dqkv, float* workspace);
 
 // Mixed precision: bf16 qkv, out, dout and dqkv; fp32 row statistics, head parameters,
-// workspace and every accumulation (tiles hold fp32 after loading). Same semantics; every bf16
-// output element is rounded to nearest even once. Same kernels as fp32 (templated on storage).
+// workspace and every accumulation. Same semantics; every bf16 output element is rounded to
+// nearest even once. Same kernels and schedule as fp32 (templated on storage), except that the
+// softmax-family tile products run on tensor cores (mma.sync bf16, fp32 accumulators; sm_80+)
+// with P and dS rounded to bf16 as operands, as in FlashAttention-2 (attention_mma_*.cuh).
 void launch_attention_forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params,
                               const bf16* qkv, bf16* out, float* row_stats, float* workspace);

@@ -17,6 +17,7 @@
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
 #include "headwise/kernels/tiles/online_softmax.hpp"
+#include "headwise/kernels/tiles/static_unroll.hpp"
 
 namespace hw::tiles::mma {
 
@@ -52,33 +53,34 @@ HW_HOST_DEVICE float quad_sum(float v) {
 // output's columns) from word tile `b` (8 NT rows x 16 KS columns); both row stride ldw.
 template <int NT, int KS, class W>
 HW_HOST_DEVICE void gemm_abt(float (&acc)[NT][4], const uint32_t* a, const uint32_t* b, int ldw, int lane) {
-  for (int kk = 0; kk < KS; ++kk) {
+  unroll<KS>([&](auto kk) {
     uint32_t af[4];
     load_a(a, ldw, kk * kK, lane, af);
-    for (int j = 0; j < NT; ++j) {
+    unroll<NT>([&](auto j) {
       uint32_t bf[2];
       load_b_nk(b + j * kN * ldw, ldw, kk * kK, lane, bf);
       W::mma(acc[j], af, bf);
-    }
-  }
+    });
+  });
 }
 
 // acc (16 x 8 NT) += A B: A (16 x 16 KS) given as register fragments, B's rows from word tile `b`
 // (16 KS rows x 8 NT columns, row stride ldw).
 template <int NT, int KS, class W>
 HW_HOST_DEVICE void gemm_ab(float (&acc)[NT][4], const uint32_t (&af)[KS][4], const uint32_t* b, int ldw, int lane) {
-  for (int kk = 0; kk < KS; ++kk)
-    for (int n = 0; n < NT; ++n) {
+  unroll<KS>([&](auto kk) {
+    unroll<NT>([&](auto n) {
       uint32_t bf[2];
       load_b_kn(b + kk * kK * ldw, ldw, n * kN, lane, bf);
       W::mma(acc[n], af[kk], bf);
-    }
+    });
+  });
 }
 
 // C blocks [2 kk, 2 kk + 1] of a 16 x 8 NT result as the A fragments of the next product (bf16).
 template <int NT>
 HW_HOST_DEVICE void c_to_a(const float (&c)[NT][4], uint32_t (&a)[NT / 2][4]) {
-  for (int kk = 0; kk < NT / 2; ++kk) pack_a_from_c(c[2 * kk], c[2 * kk + 1], a[kk]);
+  unroll<NT / 2>([&](auto kk) { pack_a_from_c(c[2 * kk], c[2 * kk + 1], a[kk]); });
 }
 
 // ---- per-lane access to a 16 x 8 NT accumulator as rows of a float array (row stride ld) ----

@@ -1,0 +1,93 @@
+#pragma once
+// Device side of the tensor-core (bf16) attention tiles: the warp policy the lane-indexed routines
+// of tiles/mma_attention_warp.hpp take (the m16n8k16 bf16 mma instruction and the quad shuffle),
+// and the block-level pieces around them: bf16 rows into shared word tiles (16-byte vectors when
+// the rows allow it) and delta = dO . O from a word tile. Used only with bf16 activations; the
+// fp32 kernels keep their SIMT tiles (attention_tile_gemm.cuh).
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "headwise/core/bf16.hpp"
+#include "headwise/kernels/tiles/attention_storage.hpp"
+#include "headwise/kernels/tiles/attention_tiles.hpp"
+#include "headwise/kernels/tiles/mma_fragments.hpp"
+#include "kernels/cuda/attention_tile_gemm.cuh"
+
+namespace hw::cuda::attn_mma {
+
+using tiles::kAttnThreads;
+
+// The hardware behind tiles::mma's policy. mma.sync with bf16 operands needs sm_80 or later; it is a
+// warp-collective instruction, so it is volatile (never moved into or out of divergent code).
+struct DeviceWarp {
+  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  __device__ __forceinline__ static float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+};
+
+// Words per row of a [64][HD] bf16 tile, and the floats per row of the fp32 exchange blocks
+// (HD + 8: the 8 rows of a fragment store land on distinct bank groups, at most 2-way).
+template <int HD>
+constexpr int kLdw = tiles::mma::ld_words(HD);
+template <int HD>
+constexpr int kXld = HD + 8;
+
+// Rows [r0, r0 + 64) of a strided bf16 block into a word tile (row stride kLdw<HD>), zero at or
+// past rows_end. Bits are copied, nothing rounds.
+template <int HD>
+__device__ __forceinline__ void load_word_rows(uint32_t* tile, const bf16* src, int64_t stride, int64_t r0,
+                                               int64_t rows_end) {
+  constexpr int LDW = kLdw<HD>, V = tiles::kBf16PerVec;
+  static_assert(HD % V == 0 && (LDW * 4) % 16 == 0, "word tile rows take whole 16-byte vectors");
+  if (tiles::rows_vec16_aligned(reinterpret_cast<uint64_t>(src), stride, int(sizeof(bf16)))) {
+#pragma unroll 1
+    for (int e = static_cast<int>(threadIdx.x); e < 64 * HD / V; e += kAttnThreads) {
+      const tiles::VecSlot s = tiles::vec_slot(e, HD, V);
+      const int64_t row = r0 + s.row;
+      uint4 u = make_uint4(0u, 0u, 0u, 0u);
+      if (row < rows_end) u = *reinterpret_cast<const uint4*>(src + row * stride + s.col);
+      *reinterpret_cast<uint4*>(tile + s.row * LDW + s.col / 2) = u;  // little-endian: element 2w low
+    }
+    return;
+  }
+#pragma unroll 1
+  for (int e = static_cast<int>(threadIdx.x); e < 64 * HD / 2; e += kAttnThreads) {
+    const int r = e / (HD / 2), w = e % (HD / 2);
+    const int64_t row = r0 + r;
+    tile[r * LDW + w] =
+        row < rows_end ? tiles::mma::bf16_pair_word(src[row * stride + 2 * w], src[row * stride + 2 * w + 1]) : 0u;
+  }
+}
+
+// delta[r] = dO_r . O_r for rows [r0, r0 + 64) (0 past `rows`); dO from its word tile, O from
+// global memory. One warp per row, the same order as attn_tile::row_deltas.
+template <int HD>
+__device__ __forceinline__ void row_deltas_words(float* delta, const uint32_t* dO_tile, const bf16* out,
+                                                 int64_t stride, int64_t r0, int64_t rows) {
+  constexpr int LDW = kLdw<HD>;
+  const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
+  for (int r = warp; r < 64; r += kAttnThreads / 32) {
+    const int64_t row = r0 + r;
+    float s = 0.f;
+    if (row < rows)
+      for (int d = lane; d < HD; d += 32)
+        s = fmaf(tiles::mma::word_elem(dO_tile + r * LDW, d), tiles::load_as_float(out + row * stride + d), s);
+    s = attn_tile::warp_sum(s);
+    if (lane == 0) delta[r] = s;
+  }
+}
+
+// The block's 8 warps as 4 row blocks x 2 column halves: warp w owns rows [16 (w % 4), +16) of the
+// item's 64-row tile and columns [32 (w / 4), +32) of every 64-wide tile it walks; the two warps of a
+// row block merge at the end (fixed order: half 0, then half 1).
+constexpr int kHalfCols = 32;
+__device__ __forceinline__ int row_block() { return (static_cast<int>(threadIdx.x) / 32) % 4; }
+__device__ __forceinline__ int col_half() { return (static_cast<int>(threadIdx.x) / 32) / 4; }
+__device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x) % 32; }
+
+}  // namespace hw::cuda::attn_mma
