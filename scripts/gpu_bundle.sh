@@ -3,6 +3,9 @@
 # bare CUDA machine lacks (spdlog, fmt, OpenBLAS, ...; not the CUDA libraries, which the target
 # has in /usr/local/cuda), for `scripts/gpu_check.sh --bundle DIR` on a GPU machine that has CUDA
 # but not the Debian build dependencies. Usage: bash scripts/gpu_bundle.sh [DIR=.gpu_bundle]
+# Also writes DIR.tar.gz: the folder is ~60 MB (OpenBLAS alone is 36 MB), close to the device
+# tool's 64 MiB limit on what travels with the tree; the archive is a third of that. Carry the
+# archive and run `bash scripts/gpu_check.sh --bundle DIR.tar.gz` there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-.gpu_bundle}
@@ -16,5 +19,6 @@ cp build-gpu/headwise build-gpu/test_cuda "$DIR/bin/"
 ldd build-gpu/headwise build-gpu/test_cuda | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so|libnvidia' |
   while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
-du -sh "$DIR"
-echo "bundle ready: bash scripts/gpu_check.sh --bundle $DIR"
+tar -C "$(dirname "$DIR")" -czf "$DIR.tar.gz" "$(basename "$DIR")"
+du -sh "$DIR" "$DIR.tar.gz"
+echo "bundle ready: bash scripts/gpu_check.sh --bundle $DIR (or --bundle $DIR.tar.gz)"

@@ -8,7 +8,8 @@
 #
 # Usage: bash scripts/gpu_check.sh [--bundle DIR] [--quick]
 #   --bundle DIR  use binaries built elsewhere by scripts/gpu_bundle.sh (for a GPU machine without
-#                 the Debian build dependencies); otherwise configure and build build-gpu here.
+#                 the Debian build dependencies); DIR may be the folder or its .tar.gz archive.
+#                 Otherwise configure and build build-gpu here.
 #   --quick       fewer timed steps and lengths (a smoke run).
 # Logs and JSON go to $OUT (the device tool's output folder) or ./gpu_check_out.
 set -uo pipefail
@@ -26,6 +27,12 @@ mkdir -p "$LOGS"
 PY=${PYTHON:-python3}
 log() { echo "[gpu_check $(date +%T)] $*"; }
 
+if [ -n "$BUNDLE" ] && [ -f "$BUNDLE" ]; then  # an archive from gpu_bundle.sh: unpack it first
+  mkdir -p /tmp/headwise_bundle
+  tar -C /tmp/headwise_bundle -xzf "$BUNDLE" || { echo "gpu_check: cannot unpack $BUNDLE" >&2; exit 1; }
+  BUNDLE=$(find /tmp/headwise_bundle -mindepth 1 -maxdepth 1 -type d | head -n 1)
+  log "unpacked the bundle into $BUNDLE"
+fi
 if ! nvidia-smi >/dev/null 2>&1; then echo "gpu_check: no NVIDIA GPU here (nvidia-smi failed)" >&2; exit 1; fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$LOGS/gpu.txt"
 
