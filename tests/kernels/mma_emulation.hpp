@@ -1,0 +1,112 @@
+#pragma once
+// A warp of the tensor-core tile routines emulated on the CPU, shared by the tests of
+// tiles/mma_attention_warp.hpp and tiles/mma_static_warp.hpp: the 32 lanes are 32 threads running
+// the kernel's own lane code; the warp's m16n8k16 mma is gathered from the lanes' fragments with
+// the layout functions of tiles/mma_fragments.hpp, multiplied in double and scattered back, and the
+// quad shuffle goes through shared slots. Plus word tiles of bf16 values as the kernels load them.
+#include <algorithm>
+#include <barrier>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#include "headwise/core/bf16.hpp"
+#include "headwise/kernels/tiles/bf16_pack.hpp"
+#include "headwise/kernels/tiles/mma_fragments.hpp"
+
+namespace hw_test_mma {
+
+namespace mma = hw::tiles::mma;
+using Vec = std::vector<double>;
+
+inline double bf(double x) { return hw::to_float(hw::to_bf16(static_cast<float>(x))); }
+inline float lo_of(uint32_t w) { return hw::tiles::bf16_word_lo(w); }
+inline float hi_of(uint32_t w) { return hw::tiles::bf16_word_hi(w); }
+
+// ---------------- one warp on 32 threads ----------------
+struct WarpShared {
+  std::barrier<> bar{32};
+  uint32_t a[32][4] = {};
+  uint32_t b[32][2] = {};
+  float c[32][4] = {};
+  float v[32] = {};
+};
+inline thread_local WarpShared* t_warp = nullptr;
+inline thread_local int t_lane = 0;
+
+// One warp's m16n8k16: gather A, B, C from the 32 lanes' fragments, D = A B + C in double, scatter.
+inline void emulate_mma(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], float (&c)[32][4]) {
+  double A[16][16] = {}, B[16][8] = {}, C[16][8] = {};
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 8; ++i) {
+      const mma::Coord p = mma::a_coord(lane, i);
+      A[p.row][p.col] = (i & 1) ? hi_of(a[lane][i / 2]) : lo_of(a[lane][i / 2]);
+    }
+    for (int i = 0; i < 4; ++i) {
+      const mma::Coord p = mma::b_coord(lane, i);
+      B[p.row][p.col] = (i & 1) ? hi_of(b[lane][i / 2]) : lo_of(b[lane][i / 2]);
+      const mma::Coord q = mma::c_coord(lane, i);
+      C[q.row][q.col] = c[lane][i];
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i) {
+      const mma::Coord q = mma::c_coord(lane, i);
+      double d = C[q.row][q.col];
+      for (int k = 0; k < 16; ++k) d += A[q.row][k] * B[k][q.col];
+      c[lane][i] = static_cast<float>(d);
+    }
+}
+
+struct HostWarp {
+  static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    WarpShared& w = *t_warp;
+    const int l = t_lane;
+    std::copy(a, a + 4, w.a[l]);
+    std::copy(b, b + 2, w.b[l]);
+    std::copy(d, d + 4, w.c[l]);
+    w.bar.arrive_and_wait();
+    if (l == 0) emulate_mma(w.a, w.b, w.c);
+    w.bar.arrive_and_wait();
+    std::copy(w.c[l], w.c[l] + 4, d);
+  }
+  static float shfl_xor(float v, int mask) {
+    WarpShared& w = *t_warp;
+    w.v[t_lane] = v;
+    w.bar.arrive_and_wait();
+    const float r = w.v[t_lane ^ mask];
+    w.bar.arrive_and_wait();
+    return r;
+  }
+};
+
+// Runs f(lane) on 32 threads that form one warp.
+template <class F>
+void run_warp(const F& f) {
+  WarpShared w;
+  std::vector<std::thread> ts;
+  for (int lane = 0; lane < 32; ++lane)
+    ts.emplace_back([&w, &f, lane] {
+      t_warp = &w;
+      t_lane = lane;
+      f(lane);
+    });
+  for (auto& t : ts) t.join();
+}
+
+// A word tile (row stride ld_words(cols)) holding rows [r0, r0 + rows) of a row-major [n][cols]
+// array of bf16 values; rows at or past n are zero, as the kernels load them.
+inline std::vector<uint32_t> word_tile(const Vec& x, int64_t n, int cols, int64_t r0, int rows = 64) {
+  const int ldw = mma::ld_words(cols);
+  std::vector<uint32_t> t(static_cast<size_t>(rows * ldw), 0u);
+  for (int r = 0; r < rows; ++r) {
+    if (r0 + r >= n) break;
+    for (int w = 0; w < cols / 2; ++w) {
+      const size_t base = static_cast<size_t>((r0 + r) * cols + 2 * w);
+      t[size_t(r * ldw + w)] = mma::bf16_pair_word(hw::to_bf16(float(x[base])), hw::to_bf16(float(x[base + 1])));
+    }
+  }
+  return t;
+}
+
+}  // namespace hw_test_mma
