@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(tiles::kAttnThreads)
       else attn_items::softmax_forward_item<HD, St>(p, w.b, w.unit, w.tile, smem);
       break;
     case tiles::kFwdStatic: {
-      // Static heads save no row statistics; the CPU reference writes zeros.
+      // Static heads save no row statistics; the CPU reference writes zeros. bf16 activations:
+      // tensor-core tiles (dispatched inside static_item_forward); fp32: the exact SIMT tiles.
       const int64_t i = int64_t(w.tile) * tiles::kBr + threadIdx.x;
       if (threadIdx.x < tiles::kBr && i < p.T) row_stats_out(p, w.b, w.unit)[i] = 0.f;
       attn_dev::static_item_forward<HD, St>(p, w.b, w.unit, w.tile, smem);
@@ -61,7 +62,10 @@ int forward_smem_bytes(const tiles::WorkSchedule& s) {
         need = std::is_same_v<St, bf16> ? attn_mma::forward_smem_bytes<HD>()
                                         : attn_items::softmax_forward_smem_floats<HD>() * int(sizeof(float));
         break;
-      case tiles::kFwdStatic: need = attn_dev::static_forward_smem_bytes<HD>(); break;
+      case tiles::kFwdStatic:  // bf16: tensor-core static tiles (attention_mma_static.cuh)
+        need = std::is_same_v<St, bf16> ? attn_mma::static_forward_smem_bytes<HD>()
+                                        : attn_dev::static_forward_smem_bytes<HD>();
+        break;
       case tiles::kFwdLinear: need = attn_dev::linear_forward_smem_bytes<HD>(); break;
       default: break;
     }
