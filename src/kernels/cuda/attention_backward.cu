@@ -89,7 +89,10 @@ int backward_smem_bytes(const AttnLaunchParamsT<St>& p) {
       case tiles::kBwdDq: need = softmax_need; break;
       case tiles::kBwdDkv: {
         need = softmax_need;
-        const int static_need = 64 * HD * int(sizeof(float)) + attn_dev::static_backward_smem_bytes<HD>();
+        // dv_acc, then the static tiles' scratch (bf16: tensor-core tiles, attention_mma_static.cuh)
+        const int static_scratch = std::is_same_v<St, bf16> ? attn_mma::static_tiles_bytes<HD>()
+                                                            : attn_dev::static_backward_smem_bytes<HD>();
+        const int static_need = 64 * HD * int(sizeof(float)) + static_scratch;
         if (any_static && static_need > need) need = static_need;
         break;
       }
