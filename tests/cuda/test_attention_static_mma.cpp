@@ -4,8 +4,9 @@
 // per late query tile, one query tile per key tile at the end), and a KV group mixing a static head
 // with a softmax head at T = 4096 (the static dV seeds the tensor-core softmax dK/dV item). Head_dim
 // 64 and 128, against the CPU reference in double on bf16-rounded activations and float-rounded
-// parameters; max |got - ref| / max |ref| <= 1e-2 per tensor and per column block (a static head's
-// dQ, and dK of a static-only group, must be exact zeros); reruns give the same bits.
+// parameters; max |got - ref| / max |ref| <= 1e-2 per tensor and per column block the layout has
+// (a block whose reference is zero, e.g. a static head's row statistics, must be exactly zero);
+// reruns give the same bits.
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -159,13 +160,14 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
   CHECK(hw::cudatest::max_rel_err(dqkv, ref.dqkv) <= kTol);
   for (int h = 0; h < H; ++h) {
     INFO("head " << h << " (" << names[size_t(h)] << ")");
-    CHECK(block_err(out, out_ref, N, O, lay.out_col(h), D) <= kTol);
+    if (lay.o_slot[size_t(h)] >= 0) CHECK(block_err(out, out_ref, N, O, lay.out_col(h), D) <= kTol);
     CHECK(block_err(g.stats, stats_ref, B, H * T, h * T, T) <= kTol);
-    CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D) <= kTol);
+    if (lay.q_slot[size_t(h)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D) <= kTol);
   }
   for (int grp = 0; grp < layer.KV; ++grp) {
     INFO("kv group " << grp);
-    CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
+    if (lay.k_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
+    REQUIRE(lay.v_slot[size_t(grp)] >= 0);  // static heads read V
     CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D) <= kTol);
   }
   const GpuRun again = run_gpu(ref, qkv, out_in, stats_in, dout);
