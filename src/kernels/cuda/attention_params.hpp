@@ -13,16 +13,32 @@
 // start and end with the shared memory it uses free for the caller (i.e. __syncthreads() at
 // entry and exit). `smem` is the block's dynamic shared memory (16-byte aligned), of at least the
 // byte count the matching constexpr function returns. HD (head_dim) is 64 or 128. St (float or
-// hw::bf16) is the activation storage type; shared tiles are fp32 whatever T is (loads widen,
-// stores round once).
+// hw::bf16) is the activation storage type. fp32 activations: the SIMT tiles, fp32 in shared
+// memory. bf16 activations: static items run the tensor-core tiles of attention_mma_static.cuh
+// (bf16 word tiles, an fp32 parameter stage and an fp32 exchange between the two warps of a row
+// block; sized by attn_mma::static_forward_smem_bytes / static_tiles_bytes, NOT by the attn_dev
+// functions below), linear items keep fp32 tiles (loads widen, stores round once).
 //
-//   template <int HD> constexpr int static_forward_smem_bytes();
+// Dynamic shared memory per item in bytes, head_dim 64 / 128 (the launchers take the max over the
+// schedule's item kinds; everything over 48 KiB needs the opt-in attribute they set):
+//                        fp32 (SIMT)            bf16 (tensor cores, attention_mma_*.cuh)
+//   softmax forward      67,328 / 116,480       27,648 / 52,224  (Q, K, V word tiles)
+//   softmax backward    100,352 / 165,888       37,376 / 70,144  (Q, dO, K, V word tiles + lse, delta)
+//   static forward       33,280 /  49,664       18,432 / 34,816  (V word tile + stage, or the exchange)
+//   static dK/dV scratch 33,280 /  49,664       10,240 / 18,432  (dO word tile + stage), each
+//                        plus dv_acc [64][HD] fp32 = 16,384 / 32,768; a dK/dV item takes the max
+//                        of that and the softmax backward size.
+//   linear forward       58,624 / 74,496        the same (fp32 tiles for both storage types)
+//   linear backward      71,168 / 95,232        the same
+//   (checked at compile time by tests/cuda/test_attention_smem_sizes.cu)
+//
+//   template <int HD> constexpr int static_forward_smem_bytes();   // fp32 (SIMT) tiles
 //   template <int HD, class St> __device__ void static_item_forward(const AttnLaunchParamsT<St>& p, int b, int h,
 //                                                                  int q_tile, float* smem);
 //       Writes (overwrites) out rows [q_tile*kBr, min(T, q_tile*kBr + kBr)) of head h, sequence b:
 //       out_i = sum_{j<=i} exp(alpha[j] + rho[i-j] - log_z[i]) v_j (as detail::static_forward).
 //       row_stats of static heads are zeroed by the caller, not by this function.
-//   template <int HD> constexpr int static_backward_smem_bytes();  // excludes dv_acc
+//   template <int HD> constexpr int static_backward_smem_bytes();  // fp32 (SIMT) tiles; excludes dv_acc
 //   template <int HD, class St> __device__ void static_kv_tile_backward(const AttnLaunchParamsT<St>& p, int b, int h,
 //                                                                      int k_tile, float* dv_acc, float* smem);
 //       ADDS head h's dV contribution for keys [k_tile*kBc, min(T, k_tile*kBc + kBc)) to dv_acc,

@@ -1,0 +1,118 @@
+// Shared-memory carving of the CUDA attention items, fp32 (SIMT) and bf16 (tensor cores). At compile
+// time: every region an item carves out of its allocation (tiles, stage, lse/delta, the exchange
+// between the two warps of a row block that reuses the tiles) ends inside the allocation the
+// launcher asks for, vector-loaded word tiles start on 16-byte boundaries, and the sizes equal the
+// table in attention_params.hpp (so that comment cannot go stale silently). On the GPU: the largest
+// per-item need of each precision fits the device's opt-in shared memory per block, which
+// cudaFuncSetAttribute must grant before the first launch.
+#include <catch2/catch.hpp>
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "kernels/cuda/attention_linear.cuh"
+#include "kernels/cuda/attention_mma_backward.cuh"
+#include "kernels/cuda/attention_mma_forward.cuh"
+#include "kernels/cuda/attention_mma_static.cuh"
+#include "kernels/cuda/attention_softmax_backward.cuh"
+#include "kernels/cuda/attention_softmax_forward.cuh"
+#include "kernels/cuda/attention_static.cuh"
+
+namespace {
+
+namespace am = hw::cuda::attn_mma;
+namespace ad = hw::cuda::attn_dev;
+namespace ai = hw::cuda::attn_items;
+constexpr int kF = int(sizeof(float));
+
+// ---- bf16 carve offsets (bytes), as the items compute them ----
+template <int HD>
+constexpr int word_tile_bytes() {
+  return 64 * am::kLdw<HD> * kF;
+}
+// softmax forward: Q, K, V word tiles; exchange: 64 x kXld O rows, then 64 maxima and 64 sums.
+template <int HD>
+constexpr bool forward_carve_fits() {
+  constexpr int tiles_end = 3 * word_tile_bytes<HD>();
+  constexpr int exchange_end = (64 * am::kXld<HD> + 64 + 64) * kF;
+  return tiles_end <= am::forward_smem_bytes<HD>() && exchange_end <= am::forward_smem_bytes<HD>();
+}
+// dQ / dK-dV items: four word tiles, lse and delta (64 each); exchange: dK and dV blocks.
+template <int HD>
+constexpr bool backward_carve_fits() {
+  constexpr int lse_delta_end = 4 * word_tile_bytes<HD>() + 2 * 64 * kF;
+  constexpr int exchange_end = 2 * 64 * am::kXld<HD> * kF;
+  // (The exchange reuses the tiles: by then no warp reads them, nor lse and delta.)
+  return lse_delta_end <= am::backward_smem_bytes<HD>() && exchange_end <= am::backward_smem_bytes<HD>();
+}
+// static forward: V word tile, then the 256-float stage; exchange: 64 x kXld O rows.
+template <int HD>
+constexpr bool static_forward_carve_fits() {
+  constexpr int stage_end = word_tile_bytes<HD>() + hw::tiles::mma::kStaticStage * kF;
+  constexpr int exchange_end = 64 * am::kXld<HD> * kF;
+  return stage_end <= am::static_forward_smem_bytes<HD>() && exchange_end <= am::static_forward_smem_bytes<HD>();
+}
+// static dK/dV: dv_acc [64][HD] fp32, then the scratch (dO word tile + stage) at smem + 64 HD floats.
+template <int HD>
+constexpr int static_dkv_bytes() {
+  return 64 * HD * kF + am::static_tiles_bytes<HD>();
+}
+template <int HD>
+constexpr bool static_backward_carve_fits() {
+  constexpr int scratch = 64 * HD * kF;
+  constexpr int stage_end = scratch + word_tile_bytes<HD>() + hw::tiles::mma::kStaticStage * kF;
+  return scratch % 16 == 0 && stage_end <= static_dkv_bytes<HD>();
+}
+
+static_assert(forward_carve_fits<64>() && forward_carve_fits<128>(), "bf16 softmax forward carve");
+static_assert(backward_carve_fits<64>() && backward_carve_fits<128>(), "bf16 softmax backward carve");
+static_assert(static_forward_carve_fits<64>() && static_forward_carve_fits<128>(), "bf16 static forward carve");
+static_assert(static_backward_carve_fits<64>() && static_backward_carve_fits<128>(), "bf16 static dK/dV carve");
+// uint4 stores into word tiles: every tile starts, and every row is, a multiple of 16 bytes.
+static_assert(word_tile_bytes<64>() % 16 == 0 && word_tile_bytes<128>() % 16 == 0, "word tiles 16-byte aligned");
+static_assert((am::kLdw<64> * 4) % 16 == 0 && (am::kLdw<128> * 4) % 16 == 0, "word tile rows 16-byte aligned");
+
+// The table of attention_params.hpp (bf16 column, then fp32 column).
+static_assert(am::forward_smem_bytes<64>() == 27648 && am::forward_smem_bytes<128>() == 52224, "table");
+static_assert(am::backward_smem_bytes<64>() == 37376 && am::backward_smem_bytes<128>() == 70144, "table");
+static_assert(am::static_forward_smem_bytes<64>() == 18432 && am::static_forward_smem_bytes<128>() == 34816, "table");
+static_assert(am::static_tiles_bytes<64>() == 10240 && am::static_tiles_bytes<128>() == 18432, "table");
+static_assert(ai::softmax_forward_smem_floats<64>() * kF == 67328 && ai::softmax_forward_smem_floats<128>() * kF == 116480,
+              "table");
+static_assert(ai::softmax_backward_smem_floats<64>() * kF == 100352 &&
+                  ai::softmax_backward_smem_floats<128>() * kF == 165888,
+              "table");
+static_assert(ad::static_forward_smem_bytes<64>() == 33280 && ad::static_forward_smem_bytes<128>() == 49664, "table");
+static_assert(ad::static_backward_smem_bytes<64>() == 33280 && ad::static_backward_smem_bytes<128>() == 49664, "table");
+static_assert(ad::linear_forward_smem_bytes<64>() == 58624 && ad::linear_forward_smem_bytes<128>() == 74496, "table");
+static_assert(ad::linear_backward_smem_bytes<64>() == 71168 && ad::linear_backward_smem_bytes<128>() == 95232, "table");
+
+// The largest per-item need of a precision at head_dim HD (what the launchers may ask for).
+template <int HD>
+int bf16_max_need() {
+  return std::max({am::forward_smem_bytes<HD>(), am::backward_smem_bytes<HD>(), am::static_forward_smem_bytes<HD>(),
+                   static_dkv_bytes<HD>(), ad::linear_forward_smem_bytes<HD>(), ad::linear_backward_smem_bytes<HD>()});
+}
+template <int HD>
+int fp32_max_need() {
+  return std::max({ai::softmax_forward_smem_floats<HD>() * kF, ai::softmax_backward_smem_floats<HD>() * kF,
+                   ad::static_forward_smem_bytes<HD>(), 64 * HD * kF + ad::static_backward_smem_bytes<HD>(),
+                   ad::linear_forward_smem_bytes<HD>(), ad::linear_backward_smem_bytes<HD>()});
+}
+
+}  // namespace
+
+TEST_CASE("attention shared memory: every item's need fits the device's opt-in limit per block") {
+  int dev = 0, optin = 0;
+  REQUIRE(cudaGetDevice(&dev) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess);
+  INFO("opt-in shared memory per block: " << optin << " bytes");
+  CHECK(bf16_max_need<64>() <= optin);
+  CHECK(bf16_max_need<128>() <= optin);
+  CHECK(fp32_max_need<64>() <= optin);
+  CHECK(fp32_max_need<128>() <= optin);
+  // The bf16 path needs less than the fp32 one at both widths (the point of the word tiles).
+  CHECK(bf16_max_need<64>() < fp32_max_need<64>());
+  CHECK(bf16_max_need<128>() < fp32_max_need<128>());
+}
