@@ -23,10 +23,10 @@ class CpuBf16Ops final : public ComputeOps<bf16, float> {
   }
   void matmul_backward(bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp, const bf16* w,
                        int64_t N, int64_t I, int64_t O, bool w_out_in) const override {
-    float* dx = widen_mut(0, dinp, N * I);
+    float* dx = widen_grad(0, dinp, N * I);
     cpu::matmul_backward(dx, dw, dbias, widen(1, dout, N * O), widen(2, inp, N * I), widen(3, w, I * O), N, I, O,
                          w_out_in);
-    narrow(dinp, dx, N * I);
+    narrow_grad(dinp, dx, N * I);
   }
   void layernorm_forward(bf16* out, float* mean, float* rstd, const bf16* inp, const float* weight,
                          const float* bias, int64_t N, int64_t C, double eps) const override {
@@ -37,10 +37,10 @@ class CpuBf16Ops final : public ComputeOps<bf16, float> {
   void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* dout, const bf16* inp,
                           const float* weight, const float* mean, const float* rstd, int64_t N,
                           int64_t C) const override {
-    float* dx = widen_mut(0, dinp, N * C);
+    float* dx = widen_grad(0, dinp, N * C);
     cpu::layernorm_backward(dx, dweight, dbias, widen(1, dout, N * C), widen(2, inp, N * C), weight, mean, rstd, N,
                             C);
-    narrow(dinp, dx, N * C);
+    narrow_grad(dinp, dx, N * C);
   }
   void gelu_forward(bf16* out, const bf16* inp, int64_t n) const override {
     float* y = slot(0, n);
@@ -141,6 +141,11 @@ class CpuBf16Ops final : public ComputeOps<bf16, float> {
     return y;
   }
   const float* widen(int k, const bf16* x, int64_t n) const { return x ? widen_mut(k, x, n) : nullptr; }
+  // An accumulated activation gradient that may be null (skipped, as in the fp32 ops).
+  float* widen_grad(int k, const bf16* x, int64_t n) const { return x ? widen_mut(k, x, n) : nullptr; }
+  static void narrow_grad(bf16* y, const float* x, int64_t n) {
+    if (y) narrow(y, x, n);
+  }
   static void narrow(bf16* y, const float* x, int64_t n) {
 #pragma omp parallel for schedule(static) if (n > (int64_t(1) << 16))
     for (int64_t i = 0; i < n; ++i) y[i] = to_bf16(x[i]);
