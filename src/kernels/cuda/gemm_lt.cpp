@@ -19,7 +19,8 @@
 // gradients), compute CUBLAS_COMPUTE_32F and fp32 alpha/beta, are cublasLtMatmul's documented
 // "CUBLAS_COMPUTE_32F / CUDA_R_32F scale / CUDA_R_16BF A,B / CUDA_R_16BF or CUDA_R_32F C,D"
 // combinations. With beta = 1 cuBLASLt reads C (= D) in its own type, adds in fp32 and rounds
-// once when it stores D, which is the ComputeOps accumulation rule. The bias and the GELU aux
+// once when it stores D, which is the ComputeOps accumulation rule (split-K algorithms that
+// would add partial sums in bf16 are filtered out when the plan is built). The bias and the GELU aux
 // take D's type (cuBLASLt's default for both), so the bf16 forward's bias and pre are bf16.
 //
 // Determinism: the algorithm is chosen once per plan and reused, and every cuBLASLt
@@ -149,6 +150,13 @@ const GemmLt::Plan& GemmLt::plan_for(const PlanKey& key, const RowMajorGemm& g) 
   set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
   set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
   set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+  // A bf16 D is rounded once (see the top of the file): the split-K schemes that add partial
+  // sums in the output type (INPLACE: "using the output buffer (and output data type)", and
+  // OUTPUT_TYPE) would round every partial to bf16. Unsplit algorithms (scheme NONE) and fp32
+  // partials (COMPUTE_TYPE) stay allowed; fp32 outputs keep every scheme.
+  if (key.cd_type == CUDA_R_16BF)
+    set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                  static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
