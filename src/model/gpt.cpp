@@ -271,7 +271,7 @@ void Model<F>::set_classifier_chunk_rows(int64_t rows) {
 
 template <class F>
 void Model<F>::set_recompute_gelu(bool on) {
-  if (on != recompute_gelu_) acts_.reset();  // the next reserve_activations re-declares
+  if (on != recompute_gelu_) drop_activations();  // the next reserve_activations re-declares
   recompute_gelu_ = on;
 }
 
@@ -291,10 +291,21 @@ void Model<F>::init_weights(uint64_t seed) {
   }
 }
 
+// Frees the activations and forgets every pointer into them, so a read-back before the next
+// forward reports "no forward pass" instead of reading freed memory.
+template <class F>
+void Model<F>::drop_activations() {
+  acts_.reset();
+  B_ = T_ = 0;
+  logits_whole_ = false;
+  impl_->full = {};
+  impl_->half = {};
+}
+
 template <class F>
 void Model<F>::set_precision(Precision p) {
   if (p == Precision::Bf16) (void)bf16_ops();  // refuse now, not at the first step
-  if (p != precision_) acts_.reset();          // the next reserve_activations re-declares
+  if (p != precision_) drop_activations();          // the next reserve_activations re-declares
   precision_ = p;
 }
 
@@ -701,6 +712,7 @@ void Model<F>::read_logits_as(const ComputeOps<A, F>& o, std::vector<F>& host) {
 
 template <class F>
 void Model<F>::read_layer_qkv(int l, std::vector<F>& host) const {
+  check(B_ > 0, "read_layer_qkv: no forward pass to read activations from");
   const int64_t n = B_ * T_ * layouts_.at(size_t(l)).qkv_width();
   if (precision_ == Precision::Bf16) return read_rows<bf16>(impl_->half.layers.at(size_t(l)).qkv, n, host);
   read_rows<F>(impl_->full.layers.at(size_t(l)).qkv, n, host);
@@ -708,6 +720,7 @@ void Model<F>::read_layer_qkv(int l, std::vector<F>& host) const {
 
 template <class F>
 void Model<F>::read_layer_attn_out(int l, std::vector<F>& host) const {
+  check(B_ > 0, "read_layer_attn_out: no forward pass to read activations from");
   const int64_t n = B_ * T_ * layouts_.at(size_t(l)).out_width();
   if (precision_ == Precision::Bf16) return read_rows<bf16>(impl_->half.layers.at(size_t(l)).atty, n, host);
   read_rows<F>(impl_->full.layers.at(size_t(l)).atty, n, host);

@@ -181,3 +181,20 @@ TEST_CASE("precision bf16 is refused where it cannot run", "[model][bf16][errors
   CHECK_THROWS_WITH(m.set_precision(Precision::Bf16), Catch::Contains("float model"));
   CHECK_THROWS_WITH(parse_precision("fp16", "train.precision"), Catch::Contains("train.precision"));
 }
+
+TEST_CASE("changing the precision drops the activations: read-backs ask for a forward", "[model][bf16][errors]") {
+  const ModelConfig cfg = mixed_config(false);
+  Model<float> m(cfg, cpu_backend<float>());
+  m.init_weights(2);
+  std::vector<int32_t> x(24, 3);
+  m.forward(x.data(), nullptr, 1, 24);
+  std::vector<float> host;
+  m.read_layer_qkv(0, host);
+  CHECK(!host.empty());
+  m.set_precision(Precision::Bf16);
+  CHECK_THROWS_WITH(m.read_layer_qkv(0, host), Catch::Contains("no forward pass"));
+  CHECK_THROWS_WITH(m.read_logits(host), Catch::Contains("no forward pass"));
+  m.forward(x.data(), nullptr, 1, 24);
+  m.read_layer_qkv(0, host);  // and after a forward it reads again
+  CHECK(!host.empty());
+}

@@ -151,6 +151,7 @@ class Model {
   template <class A>
   struct StepActs;
   void build(const HeadExtras& extras);
+  void drop_activations();
   void build_grad_ranges();
   void upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z);
   // The step, written once over the activation type A (F, or bf16 under Precision::Bf16) and
