@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "attention/layer_fixture.hpp"
+#include "cuda/attention_bf16_util.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "headwise/core/bf16.hpp"
 #include "headwise/core/device_memory.hpp"
@@ -34,154 +35,13 @@
 
 namespace {
 
-using hw::bf16;
-using hw::cudatest::DeviceArray;
-
-constexpr double kTol = 1e-2;
-
-double round_bf16(double x) { return hw::to_float(hw::to_bf16(static_cast<float>(x))); }
-double round_f32(double x) { return static_cast<float>(x); }
-
-void round_all(std::vector<double>& v, double (*round)(double)) {
-  for (double& x : v) x = round(x);
-}
-
-// Elements of T on the device starting `offset` elements into their allocation (offset 1
-// puts bf16 data 2 bytes off the allocation's alignment).
-template <class T>
-struct Dev {
-  std::unique_ptr<DeviceArray<T>> mem;
-  int64_t offset = 0, n = 0;
-  T* get() const { return mem->get() + offset; }
-};
-
-template <class T>
-Dev<T> put(const std::vector<T>& host, int64_t offset = 0) {
-  Dev<T> d{std::make_unique<DeviceArray<T>>(static_cast<int64_t>(host.size()) + offset), offset,
-           static_cast<int64_t>(host.size())};
-  if (!host.empty()) hw::device::copy_to_device(d.get(), host.data(), host.size() * sizeof(T));
-  return d;
-}
-
-template <class T>
-std::vector<T> get(const Dev<T>& d) {
-  std::vector<T> host(static_cast<size_t>(d.n));
-  if (!host.empty()) hw::device::copy_to_host(host.data(), d.get(), host.size() * sizeof(T));
-  return host;
-}
-
-std::vector<bf16> as_bf16(const std::vector<double>& v) {  // v already holds bf16 values
-  std::vector<bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_bf16(static_cast<float>(v[i]));
-  return out;
-}
-std::vector<float> widen(const std::vector<bf16>& v) {
-  std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_float(v[i]);
-  return out;
-}
-std::vector<bf16> bf16_nans(int64_t n) { return std::vector<bf16>(size_t(n), hw::to_bf16(NAN)); }
-std::vector<float> float_nans(int64_t n) { return std::vector<float>(size_t(n), NAN); }
-
-bool same_bits(const std::vector<bf16>& a, const std::vector<bf16>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(bf16)) == 0;
-}
-
-// max |got - ref| / max |ref| over rows x [col, col + width) of row-major [rows, ld] arrays;
-// the scale is at least 5% of the whole array's, since a block whose exact value is 0 (the dQ
-// of a window:1 head, where P = 1) holds only rounding noise.
-double block_err(const std::vector<float>& got, const std::vector<double>& ref, int64_t rows, int64_t ld, int64_t col,
-                 int64_t width) {
-  double scale = 0, err = 0;
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = col; c < col + width; ++c) {
-      const size_t i = static_cast<size_t>(r * ld + c);
-      if (!std::isfinite(got[i])) return INFINITY;
-      scale = std::max(scale, std::fabs(ref[i]));
-      err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-    }
-  double whole = 0;
-  for (double x : ref) whole = std::max(whole, std::fabs(x));
-  scale = std::max(scale, 0.05 * whole);
-  return scale > 0 ? err / scale : err;
-}
-
-// The head parameters on the device, as floats (the reference holds the same float values).
-struct DeviceParams {
-  std::vector<Dev<float>> keep;
-  std::vector<Dev<int32_t>> keep_i;
-  std::vector<float*> dL;
-  hw::attn::LayerHeadParams<float> params;
-
-  explicit DeviceParams(const fx::Packed<double>& c) {
-    params.linear_eps = c.params.linear_eps;
-    auto put_f = [&](const std::vector<double>& v) {
-      keep.push_back(put(std::vector<float>(v.begin(), v.end())));
-      return keep.back().get();
-    };
-    for (size_t h = 0; h < c.plan.size(); ++h) {
-      hw::attn::StaticHeadParams<float> s;
-      s.alpha = put_f(c.alpha[h]);
-      s.rho = put_f(c.rho[h]);
-      s.log_z = put_f(c.log_z[h]);
-      params.statics.push_back(s);
-      hw::attn::LinearHeadParams<float> l;
-      l.L = put_f(c.L[h]);
-      l.dL = put_f(c.dL[h]);
-      dL.push_back(l.dL);
-      keep_i.push_back(put(c.groups[h]));
-      l.groups = keep_i.back().get();
-      l.n_groups = c.params.linears[h].n_groups;
-      params.linears.push_back(l);
-    }
-  }
-};
+using namespace hw::cudatest::attn16;
 
 struct Case {
   std::vector<std::string> plan;
   int kv = 1;
 };
 
-// GPU forward and backward of one case on bf16 arrays placed `offset` elements into their
-// allocations; returns out, row_stats, dqkv and the linear heads' dL (from dL_init).
-struct GpuRun {
-  std::vector<bf16> out, dqkv;
-  std::vector<float> stats;
-  std::vector<std::vector<float>> dL;
-};
-
-GpuRun run_gpu(const fx::Packed<double>& ref, const std::vector<bf16>& qkv, const std::vector<bf16>& out_in,
-               const std::vector<float>& stats_in, const std::vector<bf16>& dout, int64_t offset) {
-  const auto& lay = ref.layout;
-  const auto& dims = ref.dims;
-  DeviceParams gp(ref);  // ref.dL still holds the initial values here (see run_case)
-  const int64_t N = dims.B * dims.T;
-  auto d_qkv = put(qkv, offset);
-  auto d_out = put(bf16_nans(N * lay.out_width()), offset);
-  auto d_stats = put(float_nans(dims.B * lay.n_head * dims.T));
-  auto d_ws = put(float_nans(hw::cuda::attention_workspace_floats(ref.plan, lay, dims)));
-  hw::cuda::launch_attention_forward(nullptr, ref.plan, lay, dims, gp.params, d_qkv.get(), d_out.get(), d_stats.get(),
-                                     d_ws.get());
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  GpuRun r;
-  r.out = get(d_out);
-  r.stats = get(d_stats);
-
-  auto d_out_in = put(out_in, offset);
-  auto d_stats_in = put(stats_in);
-  auto d_dout = put(dout, offset);
-  auto d_dqkv = put(bf16_nans(N * lay.qkv_width()), offset);
-  hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, dims, gp.params, d_qkv.get(), d_out_in.get(),
-                                      d_stats_in.get(), d_dout.get(), d_dqkv.get(), d_ws.get());
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  r.dqkv = get(d_dqkv);
-  for (size_t h = 0; h < ref.plan.size(); ++h) {
-    std::vector<float> dL(ref.dL[h].size());
-    hw::device::copy_to_host(dL.data(), gp.dL[h], dL.size() * sizeof(float));
-    r.dL.push_back(std::move(dL));
-  }
-  return r;
-}
 
 void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   std::vector<hw::attn::HeadSpec> plan;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attention/layer_fixture.hpp"
+#include "cuda/attention_bf16_util.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "headwise/core/bf16.hpp"
 #include "headwise/core/device_memory.hpp"
@@ -24,83 +25,7 @@
 
 namespace {
 
-using hw::bf16;
-using hw::cudatest::DeviceArray;
-
-constexpr double kTol = 1e-2;
-
-double round_bf16(double x) { return hw::to_float(hw::to_bf16(static_cast<float>(x))); }
-
-template <class T>
-std::unique_ptr<DeviceArray<T>> put(const std::vector<T>& host) {
-  auto d = std::make_unique<DeviceArray<T>>(static_cast<int64_t>(host.size()));
-  if (!host.empty()) hw::device::copy_to_device(d->get(), host.data(), host.size() * sizeof(T));
-  return d;
-}
-template <class T>
-std::vector<T> get(const DeviceArray<T>& d) {
-  std::vector<T> host(static_cast<size_t>(d.size()));
-  if (!host.empty()) hw::device::copy_to_host(host.data(), d.get(), host.size() * sizeof(T));
-  return host;
-}
-std::vector<bf16> as_bf16(const std::vector<double>& v) {
-  std::vector<bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_bf16(static_cast<float>(v[i]));
-  return out;
-}
-std::vector<float> widen(const std::vector<bf16>& v) {
-  std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_float(v[i]);
-  return out;
-}
-
-// max |got - ref| / max |ref| over rows x [col, col + width) of row-major [rows, ld] arrays, the
-// scale at least 5% of the whole array's (a head's dQ can be nearly zero, e.g. window:1).
-double block_err(const std::vector<float>& got, const std::vector<double>& ref, int64_t rows, int64_t ld, int64_t col,
-                 int64_t width) {
-  double scale = 0, err = 0, whole = 0;
-  for (double x : ref) whole = std::max(whole, std::fabs(x));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = col; c < col + width; ++c) {
-      const size_t i = static_cast<size_t>(r * ld + c);
-      if (!std::isfinite(got[i])) return INFINITY;
-      scale = std::max(scale, std::fabs(ref[i]));
-      err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-    }
-  scale = std::max(scale, 0.05 * whole);
-  return scale > 0 ? err / scale : err;
-}
-
-struct GpuRun {
-  std::vector<bf16> out, dqkv;
-  std::vector<float> stats;
-};
-
-GpuRun run_gpu(const fx::Packed<double>& ref, const hw::attn::LayerHeadParams<float>& params,
-               const std::vector<bf16>& qkv, const std::vector<bf16>& out_in, const std::vector<float>& stats_in,
-               const std::vector<bf16>& dout) {
-  const auto& lay = ref.layout;
-  const int64_t N = ref.dims.B * ref.dims.T;
-  auto d_qkv = put(qkv);
-  auto d_out = put(std::vector<bf16>(size_t(N * lay.out_width()), hw::to_bf16(NAN)));
-  auto d_stats = put(std::vector<float>(size_t(ref.dims.B * lay.n_head * ref.dims.T), NAN));
-  auto d_ws = put(std::vector<float>(size_t(hw::cuda::attention_workspace_floats(ref.plan, lay, ref.dims)), NAN));
-  hw::cuda::launch_attention_forward(nullptr, ref.plan, lay, ref.dims, params, d_qkv->get(), d_out->get(),
-                                     d_stats->get(), d_ws->get());
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  GpuRun r;
-  r.out = get(*d_out);
-  r.stats = get(*d_stats);
-  auto d_out_in = put(out_in);
-  auto d_stats_in = put(stats_in);
-  auto d_dout = put(dout);
-  auto d_dqkv = put(std::vector<bf16>(size_t(N * lay.qkv_width()), hw::to_bf16(NAN)));
-  hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, ref.dims, params, d_qkv->get(), d_out_in->get(),
-                                      d_stats_in->get(), d_dout->get(), d_dqkv->get(), d_ws->get());
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  r.dqkv = get(*d_dqkv);
-  return r;
-}
+using namespace hw::cudatest::attn16;
 
 void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, int64_t B, unsigned seed) {
   std::vector<hw::attn::HeadSpec> plan;
@@ -124,8 +49,7 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
   const std::vector<bf16> qkv = as_bf16(ref.qkv), out_in = as_bf16(ref.out), dout = as_bf16(ref.dout);
   ref.backward();
 
-  const hw::attn::LayerHeadParams<float> params;  // softmax-family heads take no parameters
-  const GpuRun g = run_gpu(ref, params, qkv, out_in, stats_in, dout);
+  const GpuRun g = run_gpu(ref, qkv, out_in, stats_in, dout, /*offset=*/0);
   std::string where = "plan";
   for (const auto& s : names) where += " " + s;
   INFO(where << " kv " << kv << " D " << D << " T " << T << " B " << B);
@@ -144,7 +68,7 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
     CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
     CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D) <= kTol);
   }
-  const GpuRun again = run_gpu(ref, params, qkv, out_in, stats_in, dout);
+  const GpuRun again = run_gpu(ref, qkv, out_in, stats_in, dout, /*offset=*/0);
   CHECK(std::memcmp(g.out.data(), again.out.data(), g.out.size() * sizeof(bf16)) == 0);
   CHECK(std::memcmp(g.dqkv.data(), again.dqkv.data(), g.dqkv.size() * sizeof(bf16)) == 0);
   CHECK(std::memcmp(g.stats.data(), again.stats.data(), g.stats.size() * sizeof(float)) == 0);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/layer_fixture.hpp"
+#include "cuda/attention_bf16_util.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "headwise/core/bf16.hpp"
 #include "headwise/core/device_memory.hpp"
@@ -26,102 +27,9 @@
 
 namespace {
 
-using hw::bf16;
-using hw::cudatest::DeviceArray;
+using namespace hw::cudatest::attn16;
 
-constexpr double kTol = 1e-2;
-
-double round_bf16(double x) { return hw::to_float(hw::to_bf16(static_cast<float>(x))); }
-void round_all(std::vector<double>& v, double (*round)(double)) {
-  for (double& x : v) x = round(x);
-}
-double round_f32(double x) { return static_cast<float>(x); }
-
-template <class T>
-std::unique_ptr<DeviceArray<T>> put(const std::vector<T>& host) {
-  auto d = std::make_unique<DeviceArray<T>>(static_cast<int64_t>(host.size()));
-  if (!host.empty()) hw::device::copy_to_device(d->get(), host.data(), host.size() * sizeof(T));
-  return d;
-}
-template <class T>
-std::vector<T> get(const DeviceArray<T>& d) {
-  std::vector<T> host(static_cast<size_t>(d.size()));
-  if (!host.empty()) hw::device::copy_to_host(host.data(), d.get(), host.size() * sizeof(T));
-  return host;
-}
-std::vector<bf16> as_bf16(const std::vector<double>& v) {
-  std::vector<bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_bf16(static_cast<float>(v[i]));
-  return out;
-}
-std::vector<float> widen(const std::vector<bf16>& v) {
-  std::vector<float> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = hw::to_float(v[i]);
-  return out;
-}
-
-// max |got - ref| / max |ref| over rows x [col, col + width) of row-major [rows, ld] arrays, the
-// scale at least 5% of the whole array's; a block whose reference is all zero must be exactly zero.
-double block_err(const std::vector<float>& got, const std::vector<double>& ref, int64_t rows, int64_t ld, int64_t col,
-                 int64_t width) {
-  double scale = 0, err = 0, whole = 0;
-  for (double x : ref) whole = std::max(whole, std::fabs(x));
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = col; c < col + width; ++c) {
-      const size_t i = static_cast<size_t>(r * ld + c);
-      if (!std::isfinite(got[i])) return INFINITY;
-      scale = std::max(scale, std::fabs(ref[i]));
-      err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-    }
-  if (scale == 0) return err == 0 ? 0 : INFINITY;
-  scale = std::max(scale, 0.05 * whole);
-  return err / scale;
-}
-
-struct GpuRun {
-  std::vector<bf16> out, dqkv;
-  std::vector<float> stats;
-};
-
-GpuRun run_gpu(const fx::Packed<double>& ref, const std::vector<bf16>& qkv, const std::vector<bf16>& out_in,
-               const std::vector<float>& stats_in, const std::vector<bf16>& dout) {
-  const auto& lay = ref.layout;
-  const int64_t N = ref.dims.B * ref.dims.T;
-  // Static parameters as floats (the reference holds the same float values).
-  std::vector<std::unique_ptr<DeviceArray<float>>> keep;
-  auto put_f = [&](const std::vector<double>& v) {
-    keep.push_back(put(std::vector<float>(v.begin(), v.end())));
-    return keep.back()->get();
-  };
-  hw::attn::LayerHeadParams<float> params;
-  for (size_t h = 0; h < ref.plan.size(); ++h) {
-    hw::attn::StaticHeadParams<float> s;
-    s.alpha = put_f(ref.alpha[h]);
-    s.rho = put_f(ref.rho[h]);
-    s.log_z = put_f(ref.log_z[h]);
-    params.statics.push_back(s);
-    params.linears.emplace_back();
-  }
-  auto d_qkv = put(qkv);
-  auto d_out = put(std::vector<bf16>(size_t(N * lay.out_width()), hw::to_bf16(NAN)));
-  auto d_stats = put(std::vector<float>(size_t(ref.dims.B * lay.n_head * ref.dims.T), NAN));
-  auto d_ws = put(std::vector<float>(size_t(hw::cuda::attention_workspace_floats(ref.plan, lay, ref.dims)), NAN));
-  hw::cuda::launch_attention_forward(nullptr, ref.plan, lay, ref.dims, params, d_qkv->get(), d_out->get(),
-                                     d_stats->get(), d_ws->get());
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  GpuRun r;
-  r.out = get(*d_out);
-  r.stats = get(*d_stats);
-  auto d_out_in = put(out_in);
-  auto d_stats_in = put(stats_in);
-  auto d_dout = put(dout);
-  auto d_dqkv = put(std::vector<bf16>(size_t(N * lay.qkv_width()), hw::to_bf16(NAN)));
-  hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, ref.dims, params, d_qkv->get(), d_out_in->get(),
-                                      d_stats_in->get(), d_dout->get(), d_dqkv->get(), d_ws->get());
-  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  r.dqkv = get(*d_dqkv);
-  return r;
-}
+constexpr bool kExact = true;  // block_err: a block whose reference is exactly zero must be zero
 
 void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, int64_t B, unsigned seed) {
   std::vector<hw::attn::HeadSpec> plan;
@@ -151,7 +59,7 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
   const std::vector<float> stats_in(ref.stats.begin(), ref.stats.end());
   ref.backward();
 
-  const GpuRun g = run_gpu(ref, qkv, out_in, stats_in, dout);
+  const GpuRun g = run_gpu(ref, qkv, out_in, stats_in, dout, /*offset=*/0);
   std::string where = "plan";
   for (const auto& s : names) where += " " + s;
   INFO(where << " kv " << kv << " D " << D << " T " << T << " B " << B);
@@ -160,17 +68,17 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
   CHECK(hw::cudatest::max_rel_err(dqkv, ref.dqkv) <= kTol);
   for (int h = 0; h < H; ++h) {
     INFO("head " << h << " (" << names[size_t(h)] << ")");
-    if (lay.o_slot[size_t(h)] >= 0) CHECK(block_err(out, out_ref, N, O, lay.out_col(h), D) <= kTol);
-    CHECK(block_err(g.stats, stats_ref, B, H * T, h * T, T) <= kTol);
-    if (lay.q_slot[size_t(h)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D) <= kTol);
+    if (lay.o_slot[size_t(h)] >= 0) CHECK(block_err(out, out_ref, N, O, lay.out_col(h), D, kExact) <= kTol);
+    CHECK(block_err(g.stats, stats_ref, B, H * T, h * T, T, kExact) <= kTol);
+    if (lay.q_slot[size_t(h)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D, kExact) <= kTol);
   }
   for (int grp = 0; grp < layer.KV; ++grp) {
     INFO("kv group " << grp);
-    if (lay.k_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
+    if (lay.k_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D, kExact) <= kTol);
     REQUIRE(lay.v_slot[size_t(grp)] >= 0);  // static heads read V
-    CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D) <= kTol);
+    CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D, kExact) <= kTol);
   }
-  const GpuRun again = run_gpu(ref, qkv, out_in, stats_in, dout);
+  const GpuRun again = run_gpu(ref, qkv, out_in, stats_in, dout, /*offset=*/0);
   CHECK(std::memcmp(g.out.data(), again.out.data(), g.out.size() * sizeof(bf16)) == 0);
   CHECK(std::memcmp(g.dqkv.data(), again.dqkv.data(), g.dqkv.size() * sizeof(bf16)) == 0);
   CHECK(std::memcmp(g.stats.data(), again.stats.data(), g.stats.size() * sizeof(float)) == 0);
