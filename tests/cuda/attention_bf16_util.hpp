@@ -168,4 +168,56 @@ inline GpuRun run_gpu(const fx::Packed<double>& ref, const std::vector<bf16>& qk
   return r;
 }
 
+// One layer prepared for a bf16 GPU run against the double reference: the values both sides
+// see (bf16 activations and output gradients, float head parameters, dL starting non-zero), the
+// reference forward's outputs, and the backward's inputs as a bf16 forward hands them on (out
+// rounded to bf16, statistics to float). run_gpu copies ref->dL, so call ref->backward() after it.
+struct Bf16Case {
+  std::vector<hw::attn::HeadSpec> plan;
+  int H = 0, KV = 0;
+  std::unique_ptr<fx::Packed<double>> ref;  // owns pointers into itself: never copied
+  std::vector<std::vector<double>> dL_init;
+  std::vector<double> out_ref, stats_ref;
+  std::vector<bf16> qkv, out_in, dout;
+  std::vector<float> stats_in;
+};
+
+inline Bf16Case prepare_case(const std::vector<std::string>& names, int kv, int D, int64_t T, int64_t B,
+                             unsigned seed) {
+  Bf16Case c;
+  for (const auto& s : names) c.plan.push_back(fx::spec(s.c_str()));
+  const ref::Layer layer = fx::make_layer(c.plan, kv, D, B, T, seed);
+  c.H = layer.H;
+  c.KV = layer.KV;
+  c.ref = std::make_unique<fx::Packed<double>>(layer);
+  fx::Packed<double>& ref = *c.ref;
+  const hw::attn::LayerLayout& lay = ref.layout;
+  round_all(ref.qkv, round_bf16);
+  for (size_t h = 0; h < c.plan.size(); ++h) {
+    round_all(ref.alpha[h], round_f32);
+    round_all(ref.rho[h], round_f32);
+    round_all(ref.log_z[h], round_f32);
+    round_all(ref.L[h], round_f32);
+    for (size_t i = 0; i < ref.dL[h].size(); ++i) ref.dL[h][i] = round_f32(0.01 * double(i % 7) - 0.02);
+  }
+  for (auto& s : ref.params.statics) s.dalpha = s.drho = nullptr;  // the GPU computes none
+  const auto R = fx::random_r(layer, seed + 1);
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < c.H; ++h)
+      if (lay.o_slot[size_t(h)] >= 0)
+        for (int64_t t = 0; t < T; ++t)
+          for (int d = 0; d < D; ++d) ref.dout_at(b, h, t, d) = round_bf16(R[size_t(b)][size_t(h)][size_t(t * D + d)]);
+  c.dL_init = ref.dL;
+  ref.forward();
+  c.out_ref = ref.out;
+  c.stats_ref = ref.stats;
+  round_all(ref.out, round_bf16);
+  round_all(ref.stats, round_f32);
+  c.qkv = as_bf16(ref.qkv);
+  c.out_in = as_bf16(ref.out);
+  c.dout = as_bf16(ref.dout);
+  c.stats_in.assign(ref.stats.begin(), ref.stats.end());
+  return c;
+}
+
 }  // namespace hw::cudatest::attn16

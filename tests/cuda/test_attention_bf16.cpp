@@ -22,6 +22,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention/layer_fixture.hpp"
@@ -44,39 +45,14 @@ struct Case {
 
 
 void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
-  std::vector<hw::attn::HeadSpec> plan;
-  for (const auto& s : cs.plan) plan.push_back(fx::spec(s.c_str()));
-  const ref::Layer layer = fx::make_layer(plan, cs.kv, D, B, T, seed);
-  fx::Packed<double> ref(layer);
+  Bf16Case c = prepare_case(cs.plan, cs.kv, D, T, B, seed);
+  fx::Packed<double>& ref = *c.ref;
+  const auto& plan = c.plan;
+  const auto& [out_ref, stats_ref, qkv, out_in, dout, stats_in] =
+      std::tie(c.out_ref, c.stats_ref, c.qkv, c.out_in, c.dout, c.stats_in);
   const hw::attn::LayerLayout& lay = ref.layout;
-  const int H = layer.H;
+  const int H = c.H;
   const int64_t N = B * T, W = lay.qkv_width(), O = lay.out_width();
-
-  // The values both sides see: bf16 activations, float parameters; dL accumulates from non-zero.
-  round_all(ref.qkv, round_bf16);
-  for (size_t h = 0; h < plan.size(); ++h) {
-    round_all(ref.alpha[h], round_f32);
-    round_all(ref.rho[h], round_f32);
-    round_all(ref.log_z[h], round_f32);
-    round_all(ref.L[h], round_f32);
-    for (size_t i = 0; i < ref.dL[h].size(); ++i) ref.dL[h][i] = round_f32(0.01 * double(i % 7) - 0.02);
-  }
-  for (auto& s : ref.params.statics) s.dalpha = s.drho = nullptr;  // the GPU computes none
-  const auto R = fx::random_r(layer, seed + 1);
-  for (int64_t b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h)
-      if (lay.o_slot[size_t(h)] >= 0)
-        for (int64_t t = 0; t < T; ++t)
-          for (int d = 0; d < D; ++d) ref.dout_at(b, h, t, d) = round_bf16(R[size_t(b)][size_t(h)][size_t(t * D + d)]);
-  const std::vector<std::vector<double>> dL_init = ref.dL;
-
-  // Forward reference, then the backward's inputs as a bf16 forward would hand them on.
-  ref.forward();
-  const std::vector<double> out_ref = ref.out, stats_ref = ref.stats;
-  round_all(ref.out, round_bf16);
-  round_all(ref.stats, round_f32);
-  const std::vector<bf16> qkv = as_bf16(ref.qkv), out_in = as_bf16(ref.out), dout = as_bf16(ref.dout);
-  const std::vector<float> stats_in(ref.stats.begin(), ref.stats.end());
 
   // The GPU parameters copy dL before the reference backward changes it.
   const GpuRun g = run_gpu(ref, qkv, out_in, stats_in, dout, 0);
@@ -100,7 +76,7 @@ void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
       CHECK(block_err(dL, ref.dL[size_t(h)], 1, int64_t(dL.size()), 0, int64_t(dL.size())) <= kTol);
     }
   }
-  for (int grp = 0; grp < layer.KV; ++grp) {
+  for (int grp = 0; grp < c.KV; ++grp) {
     INFO("kv group " << grp);
     if (lay.k_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
     if (lay.v_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D) <= kTol);
@@ -108,7 +84,7 @@ void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
 
   // Same inputs, same bits: again from the same dL, and with every bf16 array 2 bytes off its
   // alignment (scalar loads instead of 16-byte vectors).
-  ref.dL = dL_init;
+  ref.dL = c.dL_init;
   const GpuRun again = run_gpu(ref, qkv, out_in, stats_in, dout, 0);
   const GpuRun shifted = run_gpu(ref, qkv, out_in, stats_in, dout, 1);
   CHECK(same_bits(g.out, again.out));

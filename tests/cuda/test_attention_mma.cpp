@@ -14,6 +14,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention/layer_fixture.hpp"
@@ -28,25 +29,13 @@ namespace {
 using namespace hw::cudatest::attn16;
 
 void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, int64_t B, unsigned seed) {
-  std::vector<hw::attn::HeadSpec> plan;
-  for (const auto& s : names) plan.push_back(fx::spec(s.c_str()));
-  const ref::Layer layer = fx::make_layer(plan, kv, D, B, T, seed);
-  fx::Packed<double> ref(layer);
+  Bf16Case c = prepare_case(names, kv, D, T, B, seed);
+  fx::Packed<double>& ref = *c.ref;
+  const auto& [out_ref, stats_ref, qkv, out_in, dout, stats_in] =
+      std::tie(c.out_ref, c.stats_ref, c.qkv, c.out_in, c.dout, c.stats_in);
   const auto& lay = ref.layout;
-  const int H = layer.H;
+  const int H = c.H;
   const int64_t N = B * T, W = lay.qkv_width(), O = lay.out_width();
-  for (double& x : ref.qkv) x = round_bf16(x);
-  const auto R = fx::random_r(layer, seed + 1);
-  for (int64_t b = 0; b < B; ++b)
-    for (int h = 0; h < H; ++h)
-      for (int64_t t = 0; t < T; ++t)
-        for (int d = 0; d < D; ++d) ref.dout_at(b, h, t, d) = round_bf16(R[size_t(b)][size_t(h)][size_t(t * D + d)]);
-  ref.forward();
-  const std::vector<double> out_ref = ref.out, stats_ref = ref.stats;
-  for (double& x : ref.out) x = round_bf16(x);
-  std::vector<float> stats_in(ref.stats.begin(), ref.stats.end());
-  for (size_t i = 0; i < stats_in.size(); ++i) ref.stats[i] = stats_in[i];
-  const std::vector<bf16> qkv = as_bf16(ref.qkv), out_in = as_bf16(ref.out), dout = as_bf16(ref.dout);
   ref.backward();
 
   const GpuRun g = run_gpu(ref, qkv, out_in, stats_in, dout, /*offset=*/0);
@@ -63,7 +52,7 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
     CHECK(block_err(g.stats, stats_ref, B, H * T, h * T, T) <= kTol);
     CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D) <= kTol);
   }
-  for (int grp = 0; grp < layer.KV; ++grp) {
+  for (int grp = 0; grp < c.KV; ++grp) {
     INFO("kv group " << grp);
     CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D) <= kTol);
     CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D) <= kTol);
