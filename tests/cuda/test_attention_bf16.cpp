@@ -43,7 +43,6 @@ struct Case {
   int kv = 1;
 };
 
-
 void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   Bf16Case c = prepare_case(cs.plan, cs.kv, D, T, B, seed);
   fx::Packed<double>& ref = *c.ref;

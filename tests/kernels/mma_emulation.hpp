@@ -5,6 +5,7 @@
 // the layout functions of tiles/mma_fragments.hpp, multiplied in double and scattered back, and the
 // quad shuffle goes through shared slots. Plus word tiles of bf16 values as the kernels load them.
 #include <algorithm>
+#include <cmath>
 #include <barrier>
 #include <cstdint>
 #include <thread>
@@ -107,6 +108,24 @@ inline std::vector<uint32_t> word_tile(const Vec& x, int64_t n, int cols, int64_
     }
   }
   return t;
+}
+
+// max |got - ref| / scale over the rows [r0, r0 + 16) (those < T) of a [T][HD] reference, got
+// holding just those 16 rows; the scale is the block's max |ref|, at least 5% of the whole
+// array's (a block can be nearly zero). T = 1 makes dQ and dK exactly zero: then err itself.
+inline double row_block_err(const std::vector<float>& got, const std::vector<double>& ref, int64_t T, int HD,
+                            int64_t r0) {
+  double scale = 0, whole = 0, err = 0;
+  for (double x : ref) whole = std::max(whole, std::fabs(x));
+  for (int64_t r = r0; r < std::min(T, r0 + 16); ++r)
+    for (int c = 0; c < HD; ++c) {
+      const double g = got[size_t((r - r0) * HD + c)], x = ref[size_t(r * HD + c)];
+      if (!std::isfinite(g)) return INFINITY;
+      scale = std::max(scale, std::fabs(x));
+      err = std::max(err, std::fabs(g - x));
+    }
+  scale = std::max(scale, 0.05 * whole);
+  return scale > 0 ? err / scale : err;
 }
 
 }  // namespace hw_test_mma

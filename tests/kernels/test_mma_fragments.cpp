@@ -258,20 +258,9 @@ Problem make_problem(int64_t T, int HD, KeyRule rule, uint64_t seed) {
   return p;
 }
 
-// max |got - ref| / scale over rows [r0, r0 + 16) (those < T) of a [T][HD] array; the scale is
-// the block's max |ref|, at least 5% of the whole array's (a block can be nearly zero).
+// The error of one 16-row block (mma_emulation.hpp).
 double block_err(const std::vector<float>& got, const Vec& ref, const Problem& p, int64_t r0) {
-  double scale = 0, whole = 0, err = 0;
-  for (double x : ref) whole = std::max(whole, std::fabs(x));
-  for (int64_t r = r0; r < std::min(p.T, r0 + 16); ++r)
-    for (int c = 0; c < p.HD; ++c) {
-      const double g = got[size_t((r - r0) * p.HD + c)], x = ref[size_t(r * p.HD + c)];
-      if (!std::isfinite(g)) return INFINITY;
-      scale = std::max(scale, std::fabs(x));
-      err = std::max(err, std::fabs(g - x));
-    }
-  scale = std::max(scale, 0.05 * whole);
-  return scale > 0 ? err / scale : err;  // T = 1: dQ and dK are exactly zero
+  return row_block_err(got, ref, p.T, p.HD, r0);
 }
 
 constexpr int kHalfCols = 32;  // each of a row block's two warps takes half of every 64-wide tile

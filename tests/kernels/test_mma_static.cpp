@@ -79,20 +79,9 @@ std::vector<float> stage_of(const StaticProblem& p, int64_t i0, int64_t j0, int 
   return s;
 }
 
-// max |got - ref| / scale over rows [r0, r0 + 16) (those < T); the scale is the block's max |ref|,
-// at least 5% of the whole array's.
+// The error of one 16-row block (mma_emulation.hpp).
 double block_err(const std::vector<float>& got, const Vec& ref, const StaticProblem& p, int64_t r0) {
-  double scale = 0, whole = 0, err = 0;
-  for (double x : ref) whole = std::max(whole, std::fabs(x));
-  for (int64_t r = r0; r < std::min(p.T, r0 + 16); ++r)
-    for (int c = 0; c < p.HD; ++c) {
-      const double g = got[size_t((r - r0) * p.HD + c)], x = ref[size_t(r * p.HD + c)];
-      if (!std::isfinite(g)) return INFINITY;
-      scale = std::max(scale, std::fabs(x));
-      err = std::max(err, std::fabs(g - x));
-    }
-  scale = std::max(scale, 0.05 * whole);
-  return err / scale;
+  return row_block_err(got, ref, p.T, p.HD, r0);
 }
 
 // Forward of query rows [row0, row0 + 16) (row block rw of query tile qt), in the kernel's order:
