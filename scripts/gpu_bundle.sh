@@ -3,8 +3,8 @@
 # bare CUDA machine lacks (spdlog, fmt, OpenBLAS, ...; not the CUDA libraries, which the target
 # has in /usr/local/cuda), for `scripts/gpu_check.sh --bundle DIR` on a GPU machine that has CUDA
 # but not the Debian build dependencies. Usage: bash scripts/gpu_bundle.sh [DIR=.gpu_bundle]
-# Also writes DIR.tar.gz: the folder is ~60 MB (OpenBLAS alone is 36 MB), close to the device
-# tool's 64 MiB limit on what travels with the tree; the archive is a third of that. Carry the
+# Also writes DIR.tar.gz: the folder is ~55 MB (OpenBLAS alone is 36 MB), close to the device
+# tool's 64 MiB limit on what travels with the tree; the archive is 18 MB. Carry the
 # archive and run `bash scripts/gpu_check.sh --bundle DIR.tar.gz` there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
