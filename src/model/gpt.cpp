@@ -345,11 +345,19 @@ void Model<F>::refresh_weight_copy() {
   bf16_ops().round_weights(static_cast<bf16*>(weights16_.base()), static_cast<const F*>(params_.base()), n);
 }
 
+// The one place the precision picks the step's ops: fn gets the backend itself (Full) or its
+// bf16 ops (Bf16), and is generic over the ops' activation type.
+template <class F>
+template <class Fn>
+decltype(auto) Model<F>::with_step_ops(Fn&& fn) {
+  if constexpr (std::is_same_v<F, float>)
+    if (precision_ == Precision::Bf16) return fn(bf16_ops());
+  return fn(static_cast<const ComputeOps<F, F>&>(ops_));
+}
+
 template <class F>
 void Model<F>::reserve_activations(int64_t B, int64_t T) {
-  if constexpr (std::is_same_v<F, float>)
-    if (precision_ == Precision::Bf16) return reserve_activations_as<bf16>(bf16_ops(), B, T);
-  reserve_activations_as<F>(ops_, B, T);
+  with_step_ops([&](const auto& o) { reserve_activations_as(o, B, T); });
 }
 
 template <class F>
@@ -434,17 +442,16 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
 
 template <class F>
 void Model<F>::forward_layers(const int32_t* inputs, int64_t B, int64_t T) {
-  if constexpr (std::is_same_v<F, float>)
-    if (precision_ == Precision::Bf16) {
-      refresh_weight_copy();
-      return forward_layers_as<bf16>(bf16_ops(), inputs, B, T);
-    }
-  forward_layers_as<F>(ops_, inputs, B, T);
+  with_step_ops([&](const auto& o) { forward_layers_as(o, inputs, B, T); });
 }
 
 template <class F>
 template <class A>
 void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T) {
+  // The bf16 copy is re-rounded on every forward, not tracked against the writers of the
+  // parameters (optimizer, checkpoints, plan changes, planners): one elementwise pass over the
+  // weights, small next to the step, and never stale.
+  if constexpr (!std::is_same_v<A, F>) refresh_weight_copy();
   reserve_activations_as<A>(o, B, T);
   auto& I = *impl_;
   auto& S = I.template acts<A>();
@@ -511,9 +518,18 @@ int64_t Model<F>::upload_targets(const int32_t* targets, int64_t N) {
 
 template <class F>
 double Model<F>::classifier(bool backward, double dloss) {
-  if constexpr (std::is_same_v<F, float>)
-    if (precision_ == Precision::Bf16) return classifier_as<bf16>(bf16_ops(), backward, dloss);
-  return classifier_as<F>(ops_, backward, dloss);
+  return with_step_ops([&](const auto& o) { return classifier_as(o, backward, dloss); });
+}
+
+// Logits of rows [r0, r0 + n) of the final LayerNorm output into the logits buffer (the LM head,
+// tied with wte).
+template <class F>
+template <class A>
+void Model<F>::logits_rows_as(const ComputeOps<A, F>& o, int64_t r0, int64_t n) {
+  auto& S = impl_->template acts<A>();
+  const int64_t C = cfg_.n_embd;
+  o.matmul_forward(S.logits, S.lnf + r0 * C, impl_->template compute_weights<A>().wte, nullptr, n, C,
+                   cfg_.vocab_size, /*w_out_in=*/true);
 }
 
 template <class F>
@@ -529,7 +545,7 @@ double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double 
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t n = std::min(R, N - r0);
     const A* x = S.lnf + r0 * C;
-    o.matmul_forward(S.logits, x, wte, nullptr, n, C, V, /*w_out_in=*/true);
+    logits_rows_as(o, r0, n);
     // With backward, dlogits overwrite the logits in place: they are not needed afterwards.
     sum += o.crossentropy_forward_backward(S.losses + r0, backward ? S.logits : nullptr, S.logits, I.targets + r0, n,
                                            V, backward ? dloss : 0.0);
@@ -546,19 +562,8 @@ double Model<F>::forward(const int32_t* inputs, const int32_t* targets, int64_t 
   forward_layers(inputs, B, T);
   const int64_t N = B * T;
   if (!targets) {
-    logits_whole_ = false;  // chunked logits are computed when read
-    if (chunk_rows_for(N) == N) {
-      if constexpr (std::is_same_v<F, float>)
-        if (precision_ == Precision::Bf16) {
-          auto& S = impl_->half;
-          bf16_ops().matmul_forward(S.logits, S.lnf, impl_->w16.wte, nullptr, N, cfg_.n_embd, cfg_.vocab_size,
-                                    /*w_out_in=*/true);
-          logits_whole_ = true;
-          return 0.0;
-        }
-      auto& S = impl_->full;
-      ops_.matmul_forward(S.logits, S.lnf, impl_->w.wte, nullptr, N, cfg_.n_embd, cfg_.vocab_size,
-                          /*w_out_in=*/true);
+    if (chunk_rows_for(N) == N) {  // whole logits now; chunked ones are computed when read
+      with_step_ops([&](const auto& o) { logits_rows_as(o, 0, N); });
       logits_whole_ = true;
     }
     return 0.0;
@@ -616,9 +621,7 @@ void Model<F>::record_gate_grads_of_layer(int l) {
 
 template <class F>
 void Model<F>::backward() {
-  if constexpr (std::is_same_v<F, float>)
-    if (precision_ == Precision::Bf16) return backward_as<bf16>(bf16_ops());
-  backward_as<F>(ops_);
+  with_step_ops([&](const auto& o) { backward_as(o); });
 }
 
 // Backward from the final LayerNorm's output gradient (dln, left by the classifier) down.
@@ -682,9 +685,7 @@ void Model<F>::zero_grads() {
 
 template <class F>
 void Model<F>::read_logits(std::vector<F>& host) {
-  if constexpr (std::is_same_v<F, float>)
-    if (precision_ == Precision::Bf16) return read_logits_as<bf16>(bf16_ops(), host);
-  read_logits_as<F>(ops_, host);
+  with_step_ops([&](const auto& o) { read_logits_as(o, host); });
 }
 
 template <class F>
@@ -693,7 +694,7 @@ void Model<F>::read_logits_as(const ComputeOps<A, F>& o, std::vector<F>& host) {
   auto& I = *impl_;
   auto& S = I.template acts<A>();
   check(B_ > 0 && S.lnf != nullptr, "read_logits: no forward pass to read logits from");
-  const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
+  const int64_t N = B_ * T_, V = cfg_.vocab_size, R = chunk_rows_for(N);
   host.resize(size_t(N * V));
   std::vector<F> rows;
   if (logits_whole_) {
@@ -702,8 +703,7 @@ void Model<F>::read_logits_as(const ComputeOps<A, F>& o, std::vector<F>& host) {
   }
   for (int64_t r0 = 0; r0 < N; r0 += R) {  // the final LayerNorm output is still there: recompute
     const int64_t n = std::min(R, N - r0);
-    o.matmul_forward(S.logits, S.lnf + r0 * C, I.template compute_weights<A>().wte, nullptr, n, C, V,
-                     /*w_out_in=*/true);
+    logits_rows_as(o, r0, n);
     read_rows<A>(S.logits, n * V, rows);
     std::copy(rows.begin(), rows.end(), host.begin() + r0 * V);
   }

@@ -155,7 +155,9 @@ class Model {
   void build_grad_ranges();
   void upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z);
   // The step, written once over the activation type A (F, or bf16 under Precision::Bf16) and
-  // dispatched by the functions without a suffix.
+  // dispatched by the functions without a suffix through with_step_ops.
+  template <class Fn>
+  decltype(auto) with_step_ops(Fn&& fn);
   void forward_layers(const int32_t* inputs, int64_t B, int64_t T);
   template <class A>
   void forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T);
@@ -173,6 +175,8 @@ class Model {
   void reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int64_t T);
   template <class A>
   void read_logits_as(const ComputeOps<A, F>& o, std::vector<F>& host);
+  template <class A>
+  void logits_rows_as(const ComputeOps<A, F>& o, int64_t r0, int64_t n);
   // Device rows of an activation tensor, widened to F on the host.
   template <class A>
   void read_rows(const A* src, int64_t n, std::vector<F>& host) const;
