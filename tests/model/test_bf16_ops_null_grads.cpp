@@ -9,6 +9,7 @@
 #include "headwise/core/bf16.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "model/model_test_util.hpp"
 
 using namespace hw;
 
@@ -18,15 +19,6 @@ std::vector<bf16> random_bf16(size_t n, Rng& rng) {
   std::vector<bf16> v(n);
   for (auto& x : v) x = to_bf16(float(rng.normal()));
   return v;
-}
-
-double rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
-  double scale = 0.0, err = 0.0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    scale = std::max(scale, std::fabs(ref[i]));
-    err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-  }
-  return err / scale;
 }
 
 }  // namespace
@@ -47,8 +39,8 @@ TEST_CASE("bf16 matmul_backward with a null dinp gives dW and dbias", "[model][b
       db_ref[size_t(o)] += g;
       for (int64_t i = 0; i < I; ++i) dw_ref[size_t(i * O + o)] += double(to_float(inp[size_t(n * I + i)])) * g;
     }
-  CHECK(rel_err(dw, dw_ref) < 1e-5);
-  CHECK(rel_err(db, db_ref) < 1e-5);
+  CHECK(test::max_rel_err(dw, dw_ref) < 1e-5);
+  CHECK(test::max_rel_err(db, db_ref) < 1e-5);
 }
 
 TEST_CASE("bf16 layernorm_backward with a null dinp gives dweight and dbias", "[model][bf16]") {
@@ -78,6 +70,6 @@ TEST_CASE("bf16 layernorm_backward with a null dinp gives dweight and dbias", "[
       db_ref[size_t(c)] += g;
     }
   }
-  CHECK(rel_err(dweight, dw_ref) < 1e-5);
-  CHECK(rel_err(dbias, db_ref) < 1e-5);
+  CHECK(test::max_rel_err(dweight, dw_ref) < 1e-5);
+  CHECK(test::max_rel_err(dbias, db_ref) < 1e-5);
 }

@@ -41,12 +41,7 @@ double logits_err(Model<float>& half, const ModelConfig& cfg) {
   half.read_logits(got);
   ref.read_logits(want);
   REQUIRE(got.size() == want.size());
-  double scale = 0.0, err = 0.0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    scale = std::max(scale, std::fabs(want[i]));
-    err = std::max(err, std::fabs(double(got[i]) - want[i]));
-  }
-  return err / scale;
+  return test::max_rel_err(got, want);
 }
 
 // Every matmul weight and wte changed in place, as an optimizer step would.

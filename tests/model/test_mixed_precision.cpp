@@ -33,17 +33,6 @@ ModelConfig mixed_config(bool rope) {
   return cfg;
 }
 
-// max |a - ref| / max |ref| over one tensor.
-template <class T>
-double rel_err(const T* a, const double* ref, int64_t n) {
-  double scale = 0.0, err = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    scale = std::max(scale, std::fabs(ref[i]));
-    err = std::max(err, std::fabs(double(a[i]) - ref[i]));
-  }
-  return scale > 0 ? err / scale : err;
-}
-
 struct GradErrors {
   double loss = 0, worst = 0, linear = 0;  // worst: over every gradient but the linear heads' L
   std::string worst_name;
@@ -63,7 +52,7 @@ GradErrors errors_against_double(Model<float>& m, Model<double>& ref, int64_t B,
   const double ld = ref.forward_backward(x.data(), y.data(), B, T, 1.0);
   e.loss = std::fabs(lf - ld) / std::fabs(ld);
   for (const auto& t : m.grads().tensors()) {
-    const double err = rel_err(t->f32(), ref.grads().get(t->name).as<double>(), t->numel());
+    const double err = test::max_rel_err(t->f32(), ref.grads().get(t->name).as<double>(), t->numel());
     if (t->name.find(".linear.") != std::string::npos) {
       e.linear = std::max(e.linear, err);  // L's gradient sums many cancelling terms: fp32 too is 100x worse on it
       continue;
@@ -167,11 +156,11 @@ TEST_CASE("bf16 logits and layer read-backs are the bf16 tensors widened", "[mod
   half.read_logits(logits);
   ref.read_logits(ref_logits);
   REQUIRE(logits.size() == ref_logits.size());
-  CHECK(rel_err(logits.data(), ref_logits.data(), int64_t(logits.size())) < 2e-2);
+  CHECK(test::max_rel_err(logits.data(), ref_logits.data(), int64_t(logits.size())) < 2e-2);
   for (float v : logits) CHECK(to_float(to_bf16(v)) == v);  // values are bf16 numbers
   half.read_layer_qkv(1, qkv);
   ref.read_layer_qkv(1, ref_qkv);
-  CHECK(rel_err(qkv.data(), ref_qkv.data(), int64_t(qkv.size())) < 2e-2);
+  CHECK(test::max_rel_err(qkv.data(), ref_qkv.data(), int64_t(qkv.size())) < 2e-2);
   CHECK_THROWS_WITH(half.layer_qkv(0), Catch::Contains("read_layer_qkv"));
 }
 
