@@ -220,4 +220,36 @@ inline Bf16Case prepare_case(const std::vector<std::string>& names, int kv, int 
   return c;
 }
 
+// The GPU run g of case c (after c.ref->backward()) against the reference: out, row_stats and
+// dqkv within kTol as a whole and per head / KV-group column block the layout has (zero_exact:
+// see block_err); then a second run gives the same bits.
+inline void check_case(Bf16Case& c, const GpuRun& g, const std::vector<std::string>& names, bool zero_exact) {
+  fx::Packed<double>& ref = *c.ref;
+  const auto& lay = ref.layout;
+  const int64_t B = ref.dims.B, T = ref.dims.T, N = B * T, W = lay.qkv_width(), O = lay.out_width();
+  const int H = c.H, D = lay.head_dim;
+  std::string where = "plan";
+  for (const auto& s : names) where += " " + s;
+  INFO(where << " kv " << c.KV << " D " << D << " T " << T << " B " << B);
+  const std::vector<float> out = widen(g.out), dqkv = widen(g.dqkv);
+  CHECK(hw::cudatest::max_rel_err(out, c.out_ref) <= kTol);
+  CHECK(hw::cudatest::max_rel_err(g.stats, c.stats_ref) <= kTol);
+  CHECK(hw::cudatest::max_rel_err(dqkv, ref.dqkv) <= kTol);
+  for (int h = 0; h < H; ++h) {
+    INFO("head " << h << " (" << names[size_t(h)] << ")");
+    if (lay.o_slot[size_t(h)] >= 0) CHECK(block_err(out, c.out_ref, N, O, lay.out_col(h), D, zero_exact) <= kTol);
+    CHECK(block_err(g.stats, c.stats_ref, B, H * T, h * T, T, zero_exact) <= kTol);
+    if (lay.q_slot[size_t(h)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D, zero_exact) <= kTol);
+  }
+  for (int grp = 0; grp < c.KV; ++grp) {
+    INFO("kv group " << grp);
+    if (lay.k_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(grp), D, zero_exact) <= kTol);
+    if (lay.v_slot[size_t(grp)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(grp), D, zero_exact) <= kTol);
+  }
+  const GpuRun again = run_gpu(ref, c.qkv, c.out_in, c.stats_in, c.dout, /*offset=*/0);
+  CHECK(same_bits(g.out, again.out));
+  CHECK(same_bits(g.dqkv, again.dqkv));
+  CHECK(std::memcmp(g.stats.data(), again.stats.data(), g.stats.size() * sizeof(float)) == 0);
+}
+
 }  // namespace hw::cudatest::attn16
