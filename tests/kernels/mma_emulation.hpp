@@ -3,7 +3,8 @@
 // tiles/mma_attention_warp.hpp and tiles/mma_static_warp.hpp: the 32 lanes are 32 threads running
 // the kernel's own lane code; the warp's m16n8k16 mma is gathered from the lanes' fragments with
 // the layout functions of tiles/mma_fragments.hpp, multiplied in double and scattered back, and the
-// quad shuffle goes through shared slots. Plus word tiles of bf16 values as the kernels load them.
+// quad shuffle goes through shared slots; the m16n8k8 tf32 mma of tiles/mma_tf32.hpp likewise. Plus
+// word tiles of bf16 values as the kernels load them.
 #include <algorithm>
 #include <cmath>
 #include <barrier>
@@ -14,6 +15,7 @@
 #include "headwise/core/bf16.hpp"
 #include "headwise/kernels/tiles/bf16_pack.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
+#include "headwise/kernels/tiles/mma_tf32.hpp"
 
 namespace hw_test_mma {
 
@@ -59,6 +61,33 @@ inline void emulate_mma(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], 
     }
 }
 
+// One warp's m16n8k8 tf32: the same, with the tf32 layouts. The tensor core reads only the tf32
+// bits of an operand register, so the low 13 bits are dropped here too (an operand that skipped
+// tf32_round is truncated, as on the hardware, and the tests see the difference).
+inline void emulate_mma_tf32(const uint32_t (&a)[32][4], const uint32_t (&b)[32][2], float (&c)[32][4]) {
+  double A[16][8] = {}, B[8][8] = {}, C[16][8] = {};
+  auto value = [](uint32_t u) { return double(mma::tf32_bits_to_float(u & ~0x1fffu)); };
+  for (int lane = 0; lane < 32; ++lane) {
+    for (int i = 0; i < 4; ++i) {
+      const mma::Coord p = mma::tf32_a_coord(lane, i);
+      A[p.row][p.col] = value(a[lane][i]);
+      const mma::Coord q = mma::c_coord(lane, i);
+      C[q.row][q.col] = c[lane][i];
+    }
+    for (int i = 0; i < 2; ++i) {
+      const mma::Coord p = mma::tf32_b_coord(lane, i);
+      B[p.row][p.col] = value(b[lane][i]);
+    }
+  }
+  for (int lane = 0; lane < 32; ++lane)
+    for (int i = 0; i < 4; ++i) {
+      const mma::Coord q = mma::c_coord(lane, i);
+      double d = C[q.row][q.col];
+      for (int k = 0; k < 8; ++k) d += A[q.row][k] * B[k][q.col];
+      c[lane][i] = static_cast<float>(d);
+    }
+}
+
 struct HostWarp {
   static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     WarpShared& w = *t_warp;
@@ -68,6 +97,17 @@ struct HostWarp {
     std::copy(d, d + 4, w.c[l]);
     w.bar.arrive_and_wait();
     if (l == 0) emulate_mma(w.a, w.b, w.c);
+    w.bar.arrive_and_wait();
+    std::copy(w.c[l], w.c[l] + 4, d);
+  }
+  static void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    WarpShared& w = *t_warp;
+    const int l = t_lane;
+    std::copy(a, a + 4, w.a[l]);
+    std::copy(b, b + 2, w.b[l]);
+    std::copy(d, d + 4, w.c[l]);
+    w.bar.arrive_and_wait();
+    if (l == 0) emulate_mma_tf32(w.a, w.b, w.c);
     w.bar.arrive_and_wait();
     std::copy(w.c[l], w.c[l] + 4, d);
   }
