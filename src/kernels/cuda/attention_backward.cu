@@ -19,19 +19,14 @@
 #include <cuda_runtime.h>
 
 #include <string>
-#include <type_traits>
 
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
-#include "headwise/kernels/tiles/online_softmax.hpp"
 #include "headwise/kernels/tiles/work_schedule.hpp"
+#include "kernels/cuda/attention_items.cuh"
 #include "kernels/cuda/attention_kernels.hpp"
-#include "kernels/cuda/attention_linear.cuh"
-#include "kernels/cuda/attention_mma_backward.cuh"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_softmax_backward.cuh"
-#include "kernels/cuda/attention_static.cuh"
-#include "kernels/cuda/attention_tile_gemm.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace hw::cuda {
@@ -43,21 +38,8 @@ template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
     attention_backward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
   extern __shared__ float4 smem4[];
-  float* smem = reinterpret_cast<float*>(smem4);
-  const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
-  switch (w.kind) {
-    // bf16 activations: tensor-core tiles; fp32: the exact SIMT tiles (parity 1e-5).
-    case tiles::kBwdDq:
-      if constexpr (std::is_same_v<St, bf16>) attn_mma::dq_item<HD>(p, w.b, w.unit, w.tile, smem);
-      else attn_items::dq_item<HD, St>(p, w.b, w.unit, w.tile, smem);
-      break;
-    case tiles::kBwdDkv:
-      if constexpr (std::is_same_v<St, bf16>) attn_mma::dkv_item<HD>(p, w.b, w.unit, w.tile, smem);
-      else attn_items::dkv_item<HD, St>(p, w.b, w.unit, w.tile, smem);
-      break;
-    case tiles::kBwdLinear: attn_dev::linear_item_backward<HD, St>(p, w.b, w.unit, smem); break;
-    default: break;
-  }
+  attn_items::attention_backward_item<HD, St>(p, tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x)),
+                                              reinterpret_cast<float*>(smem4));
 }
 
 // The post-launch reductions of linear heads (bodies in attention_softmax_backward.cuh).
@@ -75,38 +57,8 @@ __global__ void __launch_bounds__(tiles::kAttnThreads)
 }
 
 template <int HD, class St>
-int backward_smem_bytes(const AttnLaunchParamsT<St>& p) {
-  bool any_static = false;
-  for (int h = 0; h < p.n_head; ++h) any_static = any_static || p.heads[h].kind == kStatic;
-  const tiles::WorkSchedule& s = p.schedule;
-  const int softmax_need = std::is_same_v<St, bf16>
-                               ? attn_mma::backward_smem_bytes<HD>()
-                               : attn_items::softmax_backward_smem_floats<HD>() * int(sizeof(float));
-  int bytes = 0;
-  for (int g = 0; g < s.n_segments; ++g) {
-    int need = 0;
-    switch (s.seg[g].kind) {
-      case tiles::kBwdDq: need = softmax_need; break;
-      case tiles::kBwdDkv: {
-        need = softmax_need;
-        // dv_acc, then the static tiles' scratch (bf16: tensor-core tiles, attention_mma_static.cuh)
-        const int static_scratch = std::is_same_v<St, bf16> ? attn_mma::static_tiles_bytes<HD>()
-                                                            : attn_dev::static_backward_smem_bytes<HD>();
-        const int static_need = 64 * HD * int(sizeof(float)) + static_scratch;
-        if (any_static && static_need > need) need = static_need;
-        break;
-      }
-      case tiles::kBwdLinear: need = attn_dev::linear_backward_smem_bytes<HD>(); break;
-      default: break;
-    }
-    bytes = need > bytes ? need : bytes;
-  }
-  return bytes;
-}
-
-template <int HD, class St>
 void enqueue_main(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
-  const int smem = backward_smem_bytes<HD>(p);
+  const int smem = attn_items::attention_backward_smem_bytes<HD, St>(p);
   HW_CUDA_CHECK(
       cudaFuncSetAttribute(attention_backward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   attention_backward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);

@@ -1,5 +1,5 @@
 // Forward of a whole layer in one launch: block i runs item i of the schedule, whatever its
-// head kind. Softmax-family items follow FlashAttention-2: a query tile stays in shared
+// head kind (the item bodies: attention_items.cuh). Softmax-family items follow FlashAttention-2: a query tile stays in shared
 // memory while the block walks only the key tiles that intersect the head's key set (tiles
 // outside a window are never loaded), with an online softmax; O is written once. Static and
 // linear items run the device code in attention_static.cuh and attention_linear.cuh.
@@ -7,19 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <string>
-#include <type_traits>
 
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
-#include "headwise/kernels/tiles/online_softmax.hpp"
 #include "headwise/kernels/tiles/work_schedule.hpp"
+#include "kernels/cuda/attention_items.cuh"
 #include "kernels/cuda/attention_kernels.hpp"
-#include "kernels/cuda/attention_linear.cuh"
-#include "kernels/cuda/attention_mma_forward.cuh"
 #include "kernels/cuda/attention_params.hpp"
-#include "kernels/cuda/attention_softmax_forward.cuh"
-#include "kernels/cuda/attention_static.cuh"
-#include "kernels/cuda/attention_tile_gemm.cuh"
 #include "kernels/cuda/cuda_check.hpp"
 
 namespace hw::cuda {
@@ -31,52 +25,13 @@ template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
     attention_forward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
   extern __shared__ float4 smem4[];
-  float* smem = reinterpret_cast<float*>(smem4);
-  const tiles::WorkItem w = tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x));
-  switch (w.kind) {
-    case tiles::kFwdSoftmax:
-      // bf16 activations: tensor-core tiles; fp32: the exact SIMT tiles (parity 1e-5).
-      if constexpr (std::is_same_v<St, bf16>) attn_mma::softmax_forward_item<HD>(p, w.b, w.unit, w.tile, smem);
-      else attn_items::softmax_forward_item<HD, St>(p, w.b, w.unit, w.tile, smem);
-      break;
-    case tiles::kFwdStatic: {
-      // Static heads save no row statistics; the CPU reference writes zeros. bf16 activations:
-      // tensor-core tiles (dispatched inside static_item_forward); fp32: the exact SIMT tiles.
-      const int64_t i = int64_t(w.tile) * tiles::kBr + threadIdx.x;
-      if (threadIdx.x < tiles::kBr && i < p.T) row_stats_out(p, w.b, w.unit)[i] = 0.f;
-      attn_dev::static_item_forward<HD, St>(p, w.b, w.unit, w.tile, smem);
-      break;
-    }
-    case tiles::kFwdLinear: attn_dev::linear_item_forward<HD, St>(p, w.b, w.unit, smem); break;
-    default: break;
-  }
-}
-
-template <int HD, class St>
-int forward_smem_bytes(const tiles::WorkSchedule& s) {
-  int bytes = 0;
-  for (int g = 0; g < s.n_segments; ++g) {
-    int need = 0;
-    switch (s.seg[g].kind) {
-      case tiles::kFwdSoftmax:
-        need = std::is_same_v<St, bf16> ? attn_mma::forward_smem_bytes<HD>()
-                                        : attn_items::softmax_forward_smem_floats<HD>() * int(sizeof(float));
-        break;
-      case tiles::kFwdStatic:  // bf16: tensor-core static tiles (attention_mma_static.cuh)
-        need = std::is_same_v<St, bf16> ? attn_mma::static_forward_smem_bytes<HD>()
-                                        : attn_dev::static_forward_smem_bytes<HD>();
-        break;
-      case tiles::kFwdLinear: need = attn_dev::linear_forward_smem_bytes<HD>(); break;
-      default: break;
-    }
-    bytes = need > bytes ? need : bytes;
-  }
-  return bytes;
+  attn_items::attention_forward_item<HD, St>(p, tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x)),
+                                             reinterpret_cast<float*>(smem4));
 }
 
 template <int HD, class St>
 void enqueue_forward(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
-  const int smem = forward_smem_bytes<HD, St>(p.schedule);
+  const int smem = attn_items::attention_forward_smem_bytes<HD, St>(p.schedule);
   HW_CUDA_CHECK(
       cudaFuncSetAttribute(attention_forward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   attention_forward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);

@@ -1,7 +1,7 @@
 #pragma once
-// Device side of the tensor-core (bf16) attention tiles: the warp policy the lane-indexed routines
-// of tiles/mma_attention_warp.hpp take (the m16n8k16 bf16 mma instruction and the quad shuffle),
-// and the block-level pieces around them: bf16 rows into shared word tiles (16-byte vectors when
+// Device side of the tensor-core (bf16) attention tiles, the block-level pieces around the
+// lane-indexed routines of tiles/mma_attention_warp.hpp (their warp policy, DeviceWarp, is in
+// device_warp.cuh): bf16 rows into shared word tiles (16-byte vectors when
 // the rows allow it) and delta = dO . O from a word tile. Used only with bf16 activations; the
 // fp32 kernels keep their SIMT tiles (attention_tile_gemm.cuh).
 #include <cuda_runtime.h>
@@ -13,22 +13,11 @@
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
 #include "kernels/cuda/attention_tile_gemm.cuh"
+#include "kernels/cuda/device_warp.cuh"
 
 namespace hw::cuda::attn_mma {
 
 using tiles::kAttnThreads;
-
-// The hardware behind tiles::mma's policy. mma.sync with bf16 operands needs sm_80 or later; it is a
-// warp-collective instruction, so it is volatile (never moved into or out of divergent code).
-struct DeviceWarp {
-  __device__ __forceinline__ static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
-  __device__ __forceinline__ static float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
-};
 
 // Words per row of a [64][HD] bf16 tile, and the floats per row of the fp32 exchange blocks
 // (HD + 8: the 8 rows of a fragment store land on distinct bank groups, at most 2-way).
