@@ -31,7 +31,8 @@ using namespace hw::cudatest::attn16;
 void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, int64_t B, unsigned seed) {
   Bf16Case c = prepare_case(names, kv, D, T, B, seed);
   c.ref->backward();
-  check_case(c, run_gpu(*c.ref, c.qkv, c.out_in, c.stats_in, c.dout, /*offset=*/0), names, /*zero_exact=*/false);
+  const auto run = [&] { return run_gpu(*c.ref, c.qkv, c.out_in, c.stats_in, c.dout, /*offset=*/0); };
+  check_case(c, run(), names, /*zero_exact=*/false, run);
 }
 
 const std::vector<std::string> kPlan = {"softmax", "window:1", "sink_window:2:3", "window:17"};

@@ -36,7 +36,8 @@ void run_case(const std::vector<std::string>& names, int kv, int D, int64_t T, i
   Bf16Case c = prepare_case(names, kv, D, T, B, seed);
   for (int grp = 0; grp < c.KV; ++grp) REQUIRE(c.ref->layout.v_slot[size_t(grp)] >= 0);  // static heads read V
   c.ref->backward();
-  check_case(c, run_gpu(*c.ref, c.qkv, c.out_in, c.stats_in, c.dout, /*offset=*/0), names, kExact);
+  const auto run = [&] { return run_gpu(*c.ref, c.qkv, c.out_in, c.stats_in, c.dout, /*offset=*/0); };
+  check_case(c, run(), names, kExact, run);
 }
 
 }  // namespace
