@@ -179,7 +179,8 @@ double tf32d(float x) { return double(float_of(mma::tf32_round(x))); }
 // C = C0 + A B with the operands in NaN-filled buffers (every address not holding an element of
 // A (m < M, k < K) or B (k < K, n < N) is NaN, including the ragged k step past K), run as the
 // block's 8 warps with policy W.
-template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS, class W = HostWarp>
+template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS, class W = HostWarp,
+          mma::TcPrecision P = mma::TcPrecision::kTf32>
 Errors run_product(uint64_t seed) {
   constexpr int KP = (K + 7) / 8 * 8;  // k padded to whole steps: the span a broken kernel might read
   const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -198,7 +199,7 @@ Errors run_product(uint64_t seed) {
       mma::TcAcc<M, N> acc;
       acc.zero();
       acc.for_each(w, lane, [&](int r, int c, float& x) { x = c0[size_t(r * N + c)]; });
-      mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, W>(acc, A.data(), B.data(), w, lane);
+      mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, W, P>(acc, A.data(), B.data(), w, lane);
       const mma::TcAcc<M, N>& cacc = acc;
       cacc.for_each(w, lane, [&](int r, int c, const float& x) { got[size_t(r * N + c)] = x; });
     });
@@ -243,6 +244,19 @@ TEST_CASE("mma tf32: block products on the linear heads' shapes match a double r
   check_product<32, 128, 32, 1, 33, 129, 1>(5);    // transposed A, wide N (4 tiles per warp)
   check_product<32, 32, 128, 129, 1, 33, 1>(6);    // long K
   check_product<32, 128, 33, 33, 1, 1, 33>(7);     // ragged K (one element in the last step), B^T rows
+}
+
+TEST_CASE("mma tf32: split operands (3xTF32) give fp32-level products") {
+  // The unrounded double product is the reference now; single tf32 rounding misses it by ~1e-4.
+  using mma::TcPrecision;
+  const Errors one = run_product<64, 32, 65, 1, 65, 33, 1, HostWarp, TcPrecision::kTf32>(11);
+  const Errors split = run_product<64, 32, 65, 1, 65, 33, 1, HostWarp, TcPrecision::kSplit3>(11);
+  const Errors wide = run_product<32, 128, 33, 33, 1, 1, 33, HostWarp, TcPrecision::kSplit3>(12);
+  REQUIRE(split.finite);
+  REQUIRE(wide.finite);
+  CHECK(split.unrounded < 1e-6);
+  CHECK(wide.unrounded < 1e-6);
+  CHECK(one.unrounded > 100 * split.unrounded);
 }
 
 TEST_CASE("mma tf32: a wrong register order fails the same comparison") {

@@ -5,15 +5,16 @@
 // functions: headwise/kernels/tiles/linear_chunk.hpp, CPU-tested in
 // tests/attention/test_linear_chunk.cpp): per chunk of kLinChunk tokens the block streams the
 // prefix state S (one block of FB feature slots at a time, [FB][D+1] in shared memory) and
-// runs every product through attn_tile::tile_gemm_acc (SIMT fp32 now; tensor cores by swapping
-// that one function). Same-chunk pairs use the chunk kernel matrix Kap = Psi^T Phi, which the
-// same feature blocks accumulate.
+// runs every product through the item's tile policy LinTiles<St>: SIMT fp32 FMAs for fp32
+// activations (parity 1e-5 with the CPU), tf32 tensor cores (tiles/mma_tf32.hpp) for bf16
+// activations. Same-chunk pairs use the chunk kernel matrix Kap = Psi^T Phi, which the same
+// feature blocks accumulate. Accumulators are read and written only through the policy's
+// for_each, so the code below does not depend on which thread owns which element.
 //
 // Global scratch of an item (linear_scratch(p, b, h), private to the (b, head)):
 //   [S or R: NF x (D+1)] [W: NF query-side weights] [Tt: NF per-feature totals for dL].
 //
-// Thread mappings (256 threads): tile products as attn_tile (16 x 16 grid, rows ty + 16a,
-// columns tx + 16c); chunk rows in row sums: row tid / 8, lanes tid % 8; feature rows in
+// Thread mappings (256 threads): tile products as the policy's accumulators; chunk rows in row sums: row tid / 8, lanes tid % 8; feature rows in
 // feature sums: slot tid / (256 / FB); feature tiles: slot tid % FB, chunk rows tid / FB + k
 // (256 / FB); the Jacobian: warp w owns chunk rows w + 8u, lane l owns columns l + 32v, so the
 // row sums of the pair Jacobian are warp reductions.
@@ -22,8 +23,10 @@
 #include "headwise/kernels/tiles/attention_storage.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/linear_chunk.hpp"
+#include "headwise/kernels/tiles/mma_tf32.hpp"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_tile_gemm.cuh"
+#include "kernels/cuda/device_warp.cuh"
 
 namespace hw::cuda::attn_dev {
 
@@ -49,7 +52,7 @@ struct LinCfg {
   static constexpr int pb_off = pa_off + r4(FB * LDP);  // [FB][LDP] Phi; later dX or Kap
   static constexpr int s_off = pb_off + r4(FB * LDP);   // [FB][LDU] state block
   static constexpr int w_off = s_off + r4(FB * LDU);    // [FB] weights of the block
-  static constexpr int den_off = w_off + FB;            // [C] row denominators
+  static constexpr int den_off = w_off + FB;            // [C] 1 / row denominators
   static constexpr int forward_floats = den_off + C;
   static constexpr int g_off = forward_floats;          // [C][LDU] G rows (backward)
   static constexpr int dk_off = g_off + r4(C * LDU);    // [C][LDP] dKT[j][i] (backward)
@@ -57,6 +60,45 @@ struct LinCfg {
   static_assert(HD * (HD + 1) <= backward_floats, "dL's row sums reuse the backward's shared memory");
 
   static constexpr int64_t scratch_floats = int64_t(NF) * LDU + 2 * int64_t(NF);
+};
+
+// The tile products of a linear item and element access to their accumulators. fp32
+// activations: attn_tile's SIMT tiles (16 x 16 thread grid, exact fp32 FMAs in a fixed order).
+template <class St>
+struct LinTiles {
+  template <int M, int N>
+  using Acc = attn_tile::Acc<M, N>;
+  template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
+  __device__ __forceinline__ static void gemm(Acc<M, N>& acc, const float* A, const float* B) {
+    attn_tile::tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS>(acc, A, B);
+  }
+  // f(row, col, value&) for every element this thread owns.
+  template <int M, int N, class F>
+  __device__ __forceinline__ static void for_each(Acc<M, N>& acc, F&& f) {
+    const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
+#pragma unroll
+    for (int a = 0; a < M / 16; ++a)
+#pragma unroll
+      for (int c = 0; c < N / 16; ++c) f(ty + 16 * a, tx + 16 * c, acc.v[a][c]);
+  }
+};
+// bf16 activations: m16n8k8 tf32 tensor-core tiles, each warp owning 16 x 8 output tiles, with
+// split operands (3xTF32, fp32-level accuracy): the state and feature products cancel exactly
+// in places (dQ of a position that sees one key), where single tf32 rounding leaves noise of
+// 1e-3 of the terms.
+template <>
+struct LinTiles<bf16> {
+  template <int M, int N>
+  using Acc = tiles::mma::TcAcc<M, N>;
+  template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
+  __device__ __forceinline__ static void gemm(Acc<M, N>& acc, const float* A, const float* B) {
+    tiles::mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, attn_mma::DeviceWarp, tiles::mma::TcPrecision::kSplit3>(
+        acc, A, B, static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32);
+  }
+  template <int M, int N, class F>
+  __device__ __forceinline__ static void for_each(Acc<M, N>& acc, F&& f) {
+    acc.for_each(static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32, f);
+  }
 };
 
 template <int HD>
@@ -135,21 +177,15 @@ __device__ __forceinline__ void load_state_block(float* sS, float* sW, const flo
 
 // State step of one block (global rows Sg): Sg[s][e] = sS[s][e] + sum_j A[s][j] B[j][e] for e <= HD,
 // with A a feature tile [FB][LDP] and B chunk rows [C][LDU] (prefix: Phi and U; suffix: Psi and G).
-template <int HD>
+template <int HD, class St>
 __device__ __forceinline__ void state_step(float* Sg, const float* sS, const float* A, const float* B) {
   using Cfg = LinCfg<HD>;
+  using Tl = LinTiles<St>;
   constexpr int FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP;
-  const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
-  attn_tile::Acc<FB, HD> up;
-#pragma unroll
-  for (int a = 0; a < FB / 16; ++a)
-#pragma unroll
-    for (int c = 0; c < HD / 16; ++c) up.v[a][c] = sS[(ty + 16 * a) * LDU + tx + 16 * c];
-  attn_tile::tile_gemm_acc<FB, HD, Cfg::C, LDP, 1, LDU, 1>(up, A, B);
-#pragma unroll
-  for (int a = 0; a < FB / 16; ++a)
-#pragma unroll
-    for (int c = 0; c < HD / 16; ++c) Sg[(ty + 16 * a) * LDU + tx + 16 * c] = up.v[a][c];
+  typename Tl::template Acc<FB, HD> up;
+  Tl::for_each(up, [&](int r, int c, float& x) { x = sS[r * LDU + c]; });
+  Tl::template gemm<FB, HD, Cfg::C, LDP, 1, LDU, 1>(up, A, B);
+  Tl::for_each(up, [&](int r, int c, float& x) { Sg[r * LDU + c] = x; });
   // column HD (denominator side): slot tid / LPF, its lanes split the chunk rows
   const int tid = static_cast<int>(threadIdx.x), s = tid / Cfg::LPF, l = tid % Cfg::LPF;
   float z = 0.f;
@@ -160,19 +196,14 @@ __device__ __forceinline__ void state_step(float* Sg, const float* sS, const flo
 
 // Stores a chunk matrix accumulator [C][C] into M[i * LDP + j], keeping j <= i < n (the causal
 // pairs of the chunk) and zeroing the rest. `key_major` stores M[j * LDP + i] instead.
-template <int HD>
-__device__ __forceinline__ void store_causal(float* M, const attn_tile::Acc<LinCfg<HD>::C, LinCfg<HD>::C>& acc, int n,
-                                             bool key_major) {
+template <int HD, class St>
+__device__ __forceinline__ void store_causal(float* M, typename LinTiles<St>::template Acc<LinCfg<HD>::C, LinCfg<HD>::C>& acc,
+                                             int n, bool key_major) {
   using Cfg = LinCfg<HD>;
-  const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
-#pragma unroll
-  for (int a = 0; a < Cfg::C / 16; ++a)
-#pragma unroll
-    for (int c = 0; c < Cfg::C / 16; ++c) {
-      const int r = ty + 16 * a, col = tx + 16 * c;  // r: query row for key_major == false
-      const int i = key_major ? col : r, j = key_major ? r : col;
-      M[r * Cfg::LDP + col] = (j <= i && i < n) ? acc.v[a][c] : 0.f;
-    }
+  LinTiles<St>::for_each(acc, [&](int r, int col, float& x) {  // r: query row for key_major == false
+    const int i = key_major ? col : r, j = key_major ? r : col;
+    M[r * Cfg::LDP + col] = (j <= i && i < n) ? x : 0.f;
+  });
 }
 
 // Backward chunk setup: q, k, U and G rows, then dKT[j][i] = G_i . U_j for j <= i < n.
@@ -199,10 +230,11 @@ __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h
   od = group_sum<Cfg::LPR>(od);
   if (l == 0) sG[i * LDU + HD] = -od * inv;
   __syncthreads();
-  attn_tile::Acc<C, C> kt;  // kt[j][i]
+  using Tl = LinTiles<St>;
+  typename Tl::template Acc<C, C> kt;  // kt[j][i]
   kt.zero();
-  attn_tile::tile_gemm_acc<C, C, HD + 1, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sG);
-  store_causal<HD>(smem + Cfg::dk_off, kt, n, true);
+  Tl::template gemm<C, C, HD + 1, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sG);
+  store_causal<HD, St>(smem + Cfg::dk_off, kt, n, true);
   __syncthreads();
 }
 
@@ -262,6 +294,7 @@ __device__ __forceinline__ void store_jacobian_rows(Rows<U> dst, const float (&d
 template <int HD, class St>
 __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h, float* smem) {
   using Cfg = LinCfg<HD>;
+  using Tl = LinTiles<St>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
   __syncthreads();
@@ -276,7 +309,7 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
   float* sPhi = smem + Cfg::pb_off;
   float* sS = smem + Cfg::s_off;
   float* sW = smem + Cfg::w_off;
-  float* sDen = smem + Cfg::den_off;
+  float* sInv = smem + Cfg::den_off;  // 1 / row denominators
   const int tid = static_cast<int>(threadIdx.x), drow = tid / LPR, dlane = tid % LPR;
   const int64_t T = p.T;
   const Rows<St> out = out_rows(p, b, h);
@@ -287,8 +320,8 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
     ld::load_chunk_rows<HD>(sq, HD, q_rows(p, b, h), t0, n);
     ld::load_chunk_rows<HD>(sk, HD, k_rows(p, b, h), t0, n);
     ld::load_u<HD>(sU, v_rows(p, b, h), t0, n);
-    attn_tile::Acc<C, HD> acc;  // numerators acc[i][e]
-    attn_tile::Acc<C, C> kap;   // chunk kernel matrix kap[i][j]
+    typename Tl::template Acc<C, HD> acc;  // numerators acc[i][e]
+    typename Tl::template Acc<C, C> kap;   // chunk kernel matrix kap[i][j]
     acc.zero();
     kap.zero();
     float den = 0.f;  // partial of row drow
@@ -298,32 +331,25 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
       __syncthreads();
       ld::fill_features<HD>(sPsi, sPhi, f0, sW, sq, sk, n);
       __syncthreads();
-      attn_tile::tile_gemm_acc<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sS);  // earlier chunks
-      attn_tile::tile_gemm_acc<C, C, FB, 1, LDP, LDP, 1>(kap, sPsi, sPhi);
+      Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sS);  // earlier chunks
+      Tl::template gemm<C, C, FB, 1, LDP, LDP, 1>(kap, sPsi, sPhi);
       for (int s = dlane; s < FB; s += LPR) den = fmaf(sPsi[s * LDP + drow], sS[s * LDU + HD], den);
-      ld::state_step<HD>(S + int64_t(f0) * LDU, sS, sPhi, sU);  // S += Phi^T [v, 1]
+      ld::state_step<HD, St>(S + int64_t(f0) * LDU, sS, sPhi, sU);  // S += Phi^T [v, 1]
     }
     __syncthreads();  // done with sPsi: it takes the masked chunk kernel
-    ld::store_causal<HD>(sPsi, kap, n, false);
+    ld::store_causal<HD, St>(sPsi, kap, n, false);
     __syncthreads();
-    attn_tile::tile_gemm_acc<C, HD, C, LDP, 1, LDU, 1>(acc, sPsi, sU);  // same chunk
+    Tl::template gemm<C, HD, C, LDP, 1, LDU, 1>(acc, sPsi, sU);  // same chunk
     for (int j = dlane; j < C; j += LPR) den += sPsi[drow * LDP + j];
     den = ld::group_sum<LPR>(den);
     if (dlane == 0) {
-      sDen[drow] = den;
+      sInv[drow] = 1.f / den;
       if (drow < n) stats[t0 + drow] = den;
     }
     __syncthreads();
-    const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
-#pragma unroll
-    for (int a = 0; a < C / 16; ++a) {
-      const int i = ty + 16 * a;
-      if (i >= n) continue;
-      const float inv = 1.f / sDen[i];
-#pragma unroll
-      for (int c = 0; c < HD / 16; ++c)
-        tiles::store_from_float(out.ptr + (t0 + i) * out.stride + tx + 16 * c, acc.v[a][c] * inv);
-    }
+    Tl::for_each(acc, [&](int i, int e, float& x) {
+      if (i < n) tiles::store_from_float(out.ptr + (t0 + i) * out.stride + e, x * sInv[i]);
+    });
   }
   __syncthreads();
 }
@@ -333,6 +359,7 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
 template <int HD, class St>
 __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int h, float* smem) {
   using Cfg = LinCfg<HD>;
+  using Tl = LinTiles<St>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPF = Cfg::LPF;
   constexpr int JU = Cfg::JU, JV = Cfg::JV;
@@ -366,17 +393,13 @@ __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int 
       __syncthreads();
       ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, sk, n);  // sPA: unweighted X(q)
       __syncthreads();
-      attn_tile::Acc<FB, C> dX;  // dX[s][i]
+      typename Tl::template Acc<FB, C> dX;  // dX[s][i]
       dX.zero();
-      attn_tile::tile_gemm_acc<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sG);
-      attn_tile::tile_gemm_acc<FB, C, C, LDP, 1, LDP, 1>(dX, sPB, sDK);
-      ld::state_step<HD>(S + int64_t(f0) * LDU, sS, sPB, sU);
+      Tl::template gemm<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sG);
+      Tl::template gemm<FB, C, C, LDP, 1, LDP, 1>(dX, sPB, sDK);
+      ld::state_step<HD, St>(S + int64_t(f0) * LDU, sS, sPB, sU);
       __syncthreads();  // done with Phi: sPB takes dX
-      const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
-#pragma unroll
-      for (int a = 0; a < FB / 16; ++a)
-#pragma unroll
-        for (int c = 0; c < C / 16; ++c) sPB[(ty + 16 * a) * LDP + tx + 16 * c] = dX.v[a][c];
+      Tl::for_each(dX, [&](int r, int c, float& x) { sPB[r * LDP + c] = x; });
       __syncthreads();
       {  // Tt[s] += sum_i dX[s][i] X_s(q_i)
         const int s = tid / LPF, l = tid % LPF;
@@ -401,8 +424,8 @@ __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int 
     __syncthreads();
     ld::load_backward_chunk<HD>(p, b, h, smem, t0, n);
     float dk[JU][JV] = {};
-    attn_tile::Acc<C, HD> dv;  // dv[j][e]
-    attn_tile::Acc<C, C> kap;  // kap[i][j]
+    typename Tl::template Acc<C, HD> dv;  // dv[j][e]
+    typename Tl::template Acc<C, C> kap;  // kap[i][j]
     dv.zero();
     kap.zero();
     for (int f0 = 0; f0 < NF; f0 += FB) {
@@ -411,36 +434,27 @@ __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int 
       __syncthreads();
       ld::fill_features<HD>(sPA, sPB, f0, sW, sq, sk, n);  // sPA: Psi, sPB: Phi
       __syncthreads();
-      attn_tile::Acc<FB, C> dX;  // dX[s][j]
+      typename Tl::template Acc<FB, C> dX;  // dX[s][j]
       dX.zero();
-      attn_tile::tile_gemm_acc<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sU);
-      attn_tile::tile_gemm_acc<FB, C, C, LDP, 1, 1, LDP>(dX, sPA, sDK);
-      attn_tile::tile_gemm_acc<C, HD, FB, 1, LDP, LDU, 1>(dv, sPB, sS);
-      attn_tile::tile_gemm_acc<C, C, FB, 1, LDP, LDP, 1>(kap, sPA, sPB);
-      ld::state_step<HD>(S + int64_t(f0) * LDU, sS, sPA, sG);  // R += Psi^T G
+      Tl::template gemm<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sU);
+      Tl::template gemm<FB, C, C, LDP, 1, 1, LDP>(dX, sPA, sDK);
+      Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(dv, sPB, sS);
+      Tl::template gemm<C, C, FB, 1, LDP, LDP, 1>(kap, sPA, sPB);
+      ld::state_step<HD, St>(S + int64_t(f0) * LDU, sS, sPA, sG);  // R += Psi^T G
       __syncthreads();  // done with Psi: sPA takes dX
-      const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
-#pragma unroll
-      for (int a = 0; a < FB / 16; ++a)
-#pragma unroll
-        for (int c = 0; c < C / 16; ++c) sPA[(ty + 16 * a) * LDP + tx + 16 * c] = dX.v[a][c];
+      Tl::for_each(dX, [&](int r, int c, float& x) { sPA[r * LDP + c] = x; });
       __syncthreads();
       ld::jacobian_block<HD>(dk, f0, sPA, nullptr, sk);
     }
     __syncthreads();  // done with Phi: sPB takes the masked chunk kernel
-    ld::store_causal<HD>(sPB, kap, n, false);
+    ld::store_causal<HD, St>(sPB, kap, n, false);
     __syncthreads();
-    attn_tile::tile_gemm_acc<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
+    Tl::template gemm<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
     ld::store_jacobian_rows<HD>(linear_dk_rows(p, b, h), dk, t0, n);
     const Rows<float> dvr = linear_dv_rows(p, b, h);
-    const int ty = attn_tile::tid_y(), tx = attn_tile::tid_x();
-#pragma unroll
-    for (int a = 0; a < C / 16; ++a) {
-      const int j = ty + 16 * a;
-      if (j >= n) continue;
-#pragma unroll
-      for (int c = 0; c < HD / 16; ++c) dvr.ptr[(t0 + j) * dvr.stride + tx + 16 * c] = dv.v[a][c];
-    }
+    Tl::for_each(dv, [&](int j, int e, float& x) {
+      if (j < n) dvr.ptr[(t0 + j) * dvr.stride + e] = x;
+    });
   }
 
   // A = sum over pairs of dkappa s s^T from the totals: row sums by group, then entries.

@@ -101,35 +101,54 @@ struct TcAcc {
   }
 };
 
+// Precision of a tensor-core tile product. kTf32: each operand rounded once to tf32 (10
+// mantissa bits, relative error 2^-11 per operand). kSplit3: "3xTF32", each operand split
+// into a tf32 high part and a tf32 rounding of the remainder, x = hi + lo (to about 2^-22),
+// and A B formed as lo_a hi_b + hi_a lo_b + hi_a hi_b (small terms first; lo_a lo_b, below fp32's
+// resolution, is dropped): fp32-level accuracy for three instructions instead of one. Products
+// whose exact value cancels (a linear head's dQ at T = 1) need it.
+enum class TcPrecision { kTf32, kSplit3 };
+
+// The tf32 operand parts of x for precision P (lo is 0 for kTf32).
+template <TcPrecision P>
+HW_HOST_DEVICE void tf32_parts(float x, uint32_t& hi, uint32_t& lo) {
+  hi = tf32_round(x);
+  lo = P == TcPrecision::kSplit3 ? tf32_round(x - tf32_bits_to_float(hi)) : 0u;
+}
+
 // acc[m][n] += sum_k A(m, k) B(k, n) with A(m, k) = A[m * ARS + k * ACS] and
 // B(k, n) = B[k * BRS + n * BCS] (shared memory; the stride convention of attn_tile::tile_gemm_acc).
 // K is any positive count: k steps of 8, and elements at k >= K are zero in the fragments and
-// never read, so a ragged last step does not touch memory past the tile. Operands are rounded
-// to tf32 (tf32_round) as the fragments are loaded; the warp's products go through the policy's
-// W::mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]). Fixed order (k steps
-// ascending, the instruction's own accumulation), so results are bit-reproducible.
-template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS, class W>
+// never read, so a ragged last step does not touch memory past the tile. Operands are split or
+// rounded to tf32 as the fragments are loaded (TcPrecision); the warp's products go through the
+// policy's W::mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]). Fixed
+// order (k steps ascending, the instruction's own accumulation), so results are bit-reproducible.
+template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS, class W, TcPrecision P = TcPrecision::kTf32>
 HW_HOST_DEVICE void tc_tile_gemm_acc(TcAcc<M, N>& acc, const float* A, const float* B, int warp, int lane) {
   static_assert(K > 0, "tc_tile_gemm_acc: K must be positive");
   using Acc = TcAcc<M, N>;
   const int r0 = Acc::tile_row0(warp);
   const float* a_strip = A + r0 * ARS;
   for (int k0 = 0; k0 < K; k0 += kTf32K) {
-    uint32_t af[4];
+    uint32_t a_hi[4], a_lo[4];
     for (int i = 0; i < 4; ++i) {
       const Coord p = tf32_a_coord(lane, i);
       const int k = k0 + p.col;
-      af[i] = k < K ? tf32_round(a_strip[p.row * ARS + k * ACS]) : 0u;
+      tf32_parts<P>(k < K ? a_strip[p.row * ARS + k * ACS] : 0.f, a_hi[i], a_lo[i]);
     }
     unroll<Acc::TPW>([&](auto j) {
       const int n0 = Acc::tile_col0(warp, j);
-      uint32_t bf[2];
+      uint32_t b_hi[2], b_lo[2];
       for (int i = 0; i < 2; ++i) {
         const Coord p = tf32_b_coord(lane, i);
         const int k = k0 + p.row;
-        bf[i] = k < K ? tf32_round(B[k * BRS + (n0 + p.col) * BCS]) : 0u;
+        tf32_parts<P>(k < K ? B[k * BRS + (n0 + p.col) * BCS] : 0.f, b_hi[i], b_lo[i]);
       }
-      W::mma_tf32(acc.v[j], af, bf);
+      if constexpr (P == TcPrecision::kSplit3) {
+        W::mma_tf32(acc.v[j], a_lo, b_hi);
+        W::mma_tf32(acc.v[j], a_hi, b_lo);
+      }
+      W::mma_tf32(acc.v[j], a_hi, b_hi);
     });
   }
 }
