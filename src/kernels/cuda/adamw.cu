@@ -5,6 +5,7 @@
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "headwise/kernels/tiles/pointwise_math.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -76,7 +77,7 @@ void launch_adamw_update(cudaStream_t stream, float* p, const float* g, float* m
   const auto split = tiles::vec4_split(n, all_aligned(p, g, m, v));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  adamw_kernel<<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(p, g, m, v, n, s, split);
+  launch_kernel(adamw_kernel, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, p, g, m, v, n, s, split);
   check_launch("adamw_kernel");
 }
 
@@ -86,8 +87,8 @@ void launch_adamw_update_bf16_sr(cudaStream_t stream, float* master, __nv_bfloat
   const auto split = tiles::vec4_split(n, all_aligned(master, g, m, v));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  adamw_bf16_sr_kernel<<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(master, p_bf16, g, m, v,
-                                                                                          n, s, seed, split);
+  launch_kernel(adamw_bf16_sr_kernel, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, master, p_bf16, g, m,
+                v, n, s, seed, split);
   check_launch("adamw_bf16_sr_kernel");
 }
 

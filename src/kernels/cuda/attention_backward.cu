@@ -28,6 +28,8 @@
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_softmax_backward.cuh"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/dynamic_smem.cuh"
+#include "kernels/cuda/launch_kernel.cuh"
 
 namespace hw::cuda {
 namespace {
@@ -37,9 +39,8 @@ using tiles::kAttnThreads;
 template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
     attention_backward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
-  extern __shared__ float4 smem4[];
   attn_items::attention_backward_item<HD, St>(p, tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x)),
-                                              reinterpret_cast<float*>(smem4));
+                                             dynamic_smem_floats());
 }
 
 // The post-launch reductions of linear heads (bodies in attention_softmax_backward.cuh).
@@ -61,7 +62,8 @@ void enqueue_main(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
   const int smem = attn_items::attention_backward_smem_bytes<HD, St>(p);
   HW_CUDA_CHECK(
       cudaFuncSetAttribute(attention_backward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  attention_backward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
+  launch_kernel(attention_backward_kernel<HD, St>, static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem,
+                stream, p);
   check_launch("attention_backward_kernel");
 }
 
@@ -78,9 +80,9 @@ void enqueue_attention_backward(cudaStream_t stream, const AttnLaunchParamsT<St>
   if (p.n_linear == 0) return;
   const dim3 grid(static_cast<unsigned>(tiles::ceil_div(int64_t(p.T) * p.head_dim, kAttnThreads)),
                   static_cast<unsigned>(p.n_kv_head), static_cast<unsigned>(p.B));
-  combine_linear_dkv_kernel<St><<<grid, kAttnThreads, 0, stream>>>(p);
+  launch_kernel(combine_linear_dkv_kernel<St>, grid, kAttnThreads, 0, stream, p);
   check_launch("combine_linear_dkv_kernel");
-  linear_dL_kernel<St><<<static_cast<unsigned>(p.n_head), kAttnThreads, 0, stream>>>(p);
+  launch_kernel(linear_dL_kernel<St>, static_cast<unsigned>(p.n_head), kAttnThreads, 0, stream, p);
   check_launch("linear_dL_kernel");
 }
 

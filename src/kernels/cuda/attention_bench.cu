@@ -13,6 +13,7 @@
 #include "kernels/cuda/attention_bench.hpp"
 #include "kernels/cuda/attention_launch.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 
 namespace hw::cuda {
 namespace {
@@ -45,7 +46,7 @@ struct Buffer {
 template <class T>
 void fill(T* x, int64_t n, uint32_t seed) {
   if (n == 0) return;
-  fill_uniform_kernel<<<1024, 256>>>(x, n, seed);
+  launch_kernel(fill_uniform_kernel<T>, 1024, 256, 0, nullptr, x, n, seed);
   check_launch("fill_uniform_kernel");
 }
 

@@ -15,6 +15,8 @@
 #include "kernels/cuda/attention_kernels.hpp"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/dynamic_smem.cuh"
+#include "kernels/cuda/launch_kernel.cuh"
 
 namespace hw::cuda {
 namespace {
@@ -24,9 +26,8 @@ using tiles::kAttnThreads;
 template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
     attention_forward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
-  extern __shared__ float4 smem4[];
   attn_items::attention_forward_item<HD, St>(p, tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x)),
-                                             reinterpret_cast<float*>(smem4));
+                                             dynamic_smem_floats());
 }
 
 template <int HD, class St>
@@ -34,7 +35,8 @@ void enqueue_forward(cudaStream_t stream, const AttnLaunchParamsT<St>& p) {
   const int smem = attn_items::attention_forward_smem_bytes<HD, St>(p.schedule);
   HW_CUDA_CHECK(
       cudaFuncSetAttribute(attention_forward_kernel<HD, St>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  attention_forward_kernel<HD, St><<<static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem, stream>>>(p);
+  launch_kernel(attention_forward_kernel<HD, St>, static_cast<unsigned>(p.schedule.n_items), tiles::kAttnThreads, smem,
+                stream, p);
   check_launch("attention_forward_kernel");
 }
 

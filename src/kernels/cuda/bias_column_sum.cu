@@ -2,6 +2,7 @@
 // (double accumulation, fixed order; ops_column_sum.cuh). dout is float or bf16 (widened
 // exactly); dbias is float.
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_column_sum.cuh"
 #include "kernels/cuda/ops_device.cuh"
@@ -20,8 +21,8 @@ struct RowValueTerm {
 template <class T>
 void launch_bias_column_sum_t(cudaStream_t stream, float* dbias, const T* dout, int64_t N, int64_t O) {
   if (!dbias || N <= 0 || O <= 0) return;
-  dev::column_sum_kernel<1><<<dev::column_sum_grid(O), dev::column_sum_block(), 0, stream>>>(
-      dbias, nullptr, N, O, RowValueTerm<T>{dout, O});
+  launch_kernel(dev::column_sum_kernel<1, RowValueTerm<T>>, dev::column_sum_grid(O), dev::column_sum_block(), 0, stream,
+                dbias, nullptr, N, O, RowValueTerm<T>{dout, O});
   check_launch("column_sum_kernel (bias)");
 }
 

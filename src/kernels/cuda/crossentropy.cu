@@ -12,6 +12,7 @@
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "headwise/kernels/tiles/reduction_partials.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 #include "kernels/cuda/ops_partials.hpp"
@@ -86,8 +87,8 @@ void launch_crossentropy_t(cudaStream_t stream, float* losses, T* dlogits, const
   const int64_t blocks = tiles::row_partials_blocks(N, kReductionPartials);
   if (blocks > 0) {
     const bool vec = tiles::rows_vec4(V, tiles::vec4_aligned(logits) && tiles::vec4_aligned(dlogits));
-    crossentropy_kernel<T><<<static_cast<unsigned>(blocks), tiles::crossentropy_threads(V), 0, stream>>>(
-        losses, dlogits, logits, targets, N, V, dloss, vec, scratch.partials);
+    launch_kernel(crossentropy_kernel<T>, static_cast<unsigned>(blocks), tiles::crossentropy_threads(V), 0, stream,
+                  losses, dlogits, logits, targets, N, V, dloss, vec, scratch.partials);
     check_launch("crossentropy_kernel");
   }
   launch_partials_total(stream, scratch.partials, blocks, scratch.result);

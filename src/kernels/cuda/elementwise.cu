@@ -3,6 +3,7 @@
 // when every operand is aligned for them, a scalar loop for the tail (or everything).
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -40,7 +41,7 @@ void launch_add(cudaStream_t stream, T* out, const T* a, const T* b, int64_t n, 
       tiles::vec4_split(n, tiles::vec4_aligned(out) && tiles::vec4_aligned(a) && tiles::vec4_aligned(b));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  add_kernel<T><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(out, a, b, n, split);
+  launch_kernel(add_kernel<T>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, out, a, b, n, split);
   check_launch(what);
 }
 
@@ -56,7 +57,7 @@ void launch_scale(cudaStream_t stream, float* x, float s, int64_t n) {
   const auto split = tiles::vec4_split(n, tiles::aligned16(x));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  scale_kernel<<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(x, s, n, split);
+  launch_kernel(scale_kernel, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, x, s, n, split);
   check_launch("scale_kernel");
 }
 

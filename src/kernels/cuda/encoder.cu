@@ -3,6 +3,7 @@
 // or bf16 storage (the sum in fp32, rounded once).
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -41,11 +42,11 @@ void launch_encoder_forward_t(cudaStream_t stream, S* out, const int32_t* tokens
   const int64_t W = vec ? C / 4 : C;
   const int64_t blocks = tiles::stride_grid_blocks(N * W, tiles::kOpThreads, tiles::kOpMaxBlocks);
   if (vec)
-    encoder_forward_kernel<S, true><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(
-        out, tokens, wte, wpe, N * W, W, T);
+    launch_kernel(encoder_forward_kernel<S, true>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, out,
+                  tokens, wte, wpe, N * W, W, T);
   else
-    encoder_forward_kernel<S, false><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(
-        out, tokens, wte, wpe, N * W, W, T);
+    launch_kernel(encoder_forward_kernel<S, false>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, out,
+                  tokens, wte, wpe, N * W, W, T);
   check_launch("encoder_forward_kernel");
 }
 

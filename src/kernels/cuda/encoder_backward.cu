@@ -9,6 +9,7 @@
 #include "headwise/kernels/tiles/encoder_buckets.hpp"
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -90,13 +91,14 @@ void launch_encoder_backward_t(cudaStream_t stream, float* dwte, float* dwpe, co
     const int64_t buckets = tiles::encoder_buckets(C);
     const dim3 grid(static_cast<unsigned>((C + tiles::kEncoderWarpChannels - 1) / tiles::kEncoderWarpChannels),
                     static_cast<unsigned>(buckets / tiles::kEncoderWarpsPerBlock));
-    encoder_dwte_kernel<S><<<grid, dim3(32, tiles::kEncoderWarpsPerBlock), 0, stream>>>(dwte, dout, tokens, N, C,
-                                                                                        buckets);
+    launch_kernel(encoder_dwte_kernel<S>, grid, dim3(32, tiles::kEncoderWarpsPerBlock), 0, stream, dwte, dout, tokens,
+                  N, C, buckets);
     check_launch("encoder_dwte_kernel");
   }
   if (dwpe) {
     const int64_t blocks = tiles::stride_grid_blocks(T * C, tiles::kOpThreads, tiles::kOpMaxBlocks);
-    encoder_dwpe_kernel<S><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(dwpe, dout, B, T, C);
+    launch_kernel(encoder_dwpe_kernel<S>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, dwpe, dout, B, T,
+                  C);
     check_launch("encoder_dwpe_kernel");
   }
 }

@@ -3,6 +3,7 @@
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "headwise/kernels/tiles/pointwise_math.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -46,7 +47,8 @@ void launch_gelu_forward_t(cudaStream_t stream, T* out, const T* inp, int64_t n)
   const auto split = tiles::vec4_split(n, tiles::vec4_aligned(out) && tiles::vec4_aligned(inp));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  gelu_forward_kernel<T><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(out, inp, n, split);
+  launch_kernel(gelu_forward_kernel<T>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, out, inp, n,
+                split);
   check_launch("gelu_forward_kernel");
 }
 
@@ -57,8 +59,8 @@ void launch_gelu_backward_t(cudaStream_t stream, T* dinp, const T* inp, const T*
       n, tiles::vec4_aligned(dinp) && tiles::vec4_aligned(inp) && tiles::vec4_aligned(dout));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  gelu_backward_kernel<T><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(dinp, inp, dout, n,
-                                                                                            split);
+  launch_kernel(gelu_backward_kernel<T>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, dinp, inp, dout,
+                n, split);
   check_launch("gelu_backward_kernel");
 }
 

@@ -4,6 +4,7 @@
 // works. Rows are float or bf16 (T); weight, bias, mean and rstd are float.
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -85,8 +86,8 @@ void launch_layernorm_forward_t(cudaStream_t stream, T* out, float* mean, float*
   if (N <= 0 || C <= 0) return;
   const bool vec = tiles::rows_vec4(C, tiles::vec4_aligned(out) && tiles::vec4_aligned(inp) &&
                                            tiles::vec4_aligned(weight) && tiles::vec4_aligned(bias));
-  layernorm_kernel<T, false><<<static_cast<unsigned>(row_blocks(N)), 32 * tiles::kRowsPerBlock, 0, stream>>>(
-      out, mean, rstd, nullptr, nullptr, nullptr, inp, weight, bias, N, C, eps, vec);
+  launch_kernel(layernorm_kernel<T, false>, static_cast<unsigned>(row_blocks(N)), 32 * tiles::kRowsPerBlock, 0, stream,
+                out, mean, rstd, nullptr, nullptr, nullptr, inp, weight, bias, N, C, eps, vec);
   check_launch("layernorm_kernel");
 }
 
@@ -98,8 +99,8 @@ void launch_residual_layernorm_forward_t(cudaStream_t stream, T* resid_out, T* l
   const bool vec = tiles::rows_vec4(C, tiles::vec4_aligned(resid_out) && tiles::vec4_aligned(ln_out) &&
                                            tiles::vec4_aligned(a) && tiles::vec4_aligned(b) &&
                                            tiles::vec4_aligned(weight) && tiles::vec4_aligned(bias));
-  layernorm_kernel<T, true><<<static_cast<unsigned>(row_blocks(N)), 32 * tiles::kRowsPerBlock, 0, stream>>>(
-      ln_out, mean, rstd, resid_out, a, b, nullptr, weight, bias, N, C, eps, vec);
+  launch_kernel(layernorm_kernel<T, true>, static_cast<unsigned>(row_blocks(N)), 32 * tiles::kRowsPerBlock, 0, stream,
+                ln_out, mean, rstd, resid_out, a, b, nullptr, weight, bias, N, C, eps, vec);
   check_launch("layernorm_kernel (residual)");
 }
 

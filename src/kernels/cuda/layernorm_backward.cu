@@ -4,6 +4,7 @@
 // weight, mean, rstd, dweight and dbias are float.
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_column_sum.cuh"
 #include "kernels/cuda/ops_device.cuh"
@@ -80,13 +81,13 @@ void launch_layernorm_backward_t(cudaStream_t stream, T* dinp, float* dweight, f
     const bool vec = tiles::rows_vec4(C, tiles::vec4_aligned(dinp) && tiles::vec4_aligned(dout) &&
                                              tiles::vec4_aligned(inp) && tiles::vec4_aligned(weight));
     const int64_t blocks = (N + tiles::kRowsPerBlock - 1) / tiles::kRowsPerBlock;
-    layernorm_dinp_kernel<T><<<static_cast<unsigned>(blocks), 32 * tiles::kRowsPerBlock, 0, stream>>>(
-        dinp, dout, inp, weight, mean, rstd, N, C, vec);
+    launch_kernel(layernorm_dinp_kernel<T>, static_cast<unsigned>(blocks), 32 * tiles::kRowsPerBlock, 0, stream, dinp,
+                  dout, inp, weight, mean, rstd, N, C, vec);
     check_launch("layernorm_dinp_kernel");
   }
   if (dweight || dbias) {
-    dev::column_sum_kernel<2><<<dev::column_sum_grid(C), dev::column_sum_block(), 0, stream>>>(
-        dweight, dbias, N, C, LayerNormParamTerm<T>{dout, inp, mean, rstd, C});
+    launch_kernel(dev::column_sum_kernel<2, LayerNormParamTerm<T>>, dev::column_sum_grid(C), dev::column_sum_block(), 0,
+                  stream, dweight, dbias, N, C, LayerNormParamTerm<T>{dout, inp, mean, rstd, C});
     check_launch("column_sum_kernel (layernorm dweight/dbias)");
   }
 }

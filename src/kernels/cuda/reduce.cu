@@ -4,6 +4,7 @@
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "headwise/kernels/tiles/reduction_partials.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 #include "kernels/cuda/ops_partials.hpp"
@@ -46,15 +47,15 @@ __global__ void partials_total_kernel(const double* partials, int64_t count, dou
 }  // namespace
 
 void launch_partials_total(cudaStream_t stream, const double* partials, int64_t count, double* result) {
-  partials_total_kernel<<<1, tiles::kPartialsFinishThreads, 0, stream>>>(partials, count, result);
+  launch_kernel(partials_total_kernel, 1, tiles::kPartialsFinishThreads, 0, stream, partials, count, result);
   check_launch("partials_total_kernel");
 }
 
 void launch_sum_squares(cudaStream_t stream, const float* x, int64_t n, const ReductionScratch& scratch) {
   const tiles::PartialsPlan plan = tiles::plan_partials(n, kReductionPartials, kSumSquaresMinPerBlock);
   if (plan.blocks > 0) {
-    sum_squares_kernel<<<static_cast<unsigned>(plan.blocks), kSumSquaresThreads, 0, stream>>>(
-        x, n, plan.per_block, tiles::aligned16(x), scratch.partials);
+    launch_kernel(sum_squares_kernel, static_cast<unsigned>(plan.blocks), kSumSquaresThreads, 0, stream, x, n,
+                  plan.per_block, tiles::aligned16(x), scratch.partials);
     check_launch("sum_squares_kernel");
   }
   launch_partials_total(stream, scratch.partials, plan.blocks, scratch.result);

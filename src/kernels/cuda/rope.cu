@@ -9,6 +9,7 @@
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "headwise/kernels/tiles/rope_angle.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -42,8 +43,8 @@ void launch_rope(cudaStream_t stream, S* x, int64_t B, int64_t T, int64_t row_st
   const int64_t rows = B * T;
   if (rows <= 0 || n_heads <= 0) return;
   const int64_t blocks = tiles::stride_grid_blocks(rows * (hd / 2), tiles::kOpThreads, tiles::kOpMaxBlocks);
-  rope_kernel<S><<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(x, rows, T, row_stride, col0,
-                                                                               n_heads, hd, theta, direction);
+  launch_kernel(rope_kernel<S>, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, x, rows, T, row_stride,
+                col0, n_heads, hd, theta, direction);
   check_launch("rope_kernel");
 }
 

@@ -4,6 +4,7 @@
 // it, a scalar loop for the tail (or everything).
 #include "headwise/kernels/tiles/ops_grid.hpp"
 #include "kernels/cuda/cuda_check.hpp"
+#include "kernels/cuda/launch_kernel.cuh"
 #include "kernels/cuda/launch_ops.hpp"
 #include "kernels/cuda/ops_device.cuh"
 
@@ -24,7 +25,7 @@ void launch_round_to_bf16(cudaStream_t stream, bf16* dst, const float* src, int6
   const auto split = tiles::vec4_split(n, tiles::vec4_aligned(dst) && tiles::vec4_aligned(src));
   const int64_t blocks = tiles::stride_grid_blocks(tiles::vec4_loop_items(split, n), tiles::kOpThreads,
                                                    tiles::kOpMaxBlocks);
-  round_to_bf16_kernel<<<static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream>>>(dst, src, n, split);
+  launch_kernel(round_to_bf16_kernel, static_cast<unsigned>(blocks), tiles::kOpThreads, 0, stream, dst, src, n, split);
   check_launch("round_to_bf16_kernel");
 }
 
