@@ -1,6 +1,6 @@
-// The block emulator's fibers (block_emulator.hpp): fibers with their own stacks, a
-// round-robin scheduler, and gates (barriers); the scheduler resumes a waiting fiber only once
-// its gate has opened. A round in which no fiber can run and no gate opens is a deadlock.
+// The block emulator (block_emulator.hpp): fibers with their own stacks, a round-robin
+// scheduler, and gates (barriers); the scheduler resumes a waiting fiber only once its gate
+// has opened. A round in which no fiber can run and no gate opens is a deadlock.
 #include "emulated/block_emulator.hpp"
 
 #include <algorithm>
@@ -10,18 +10,19 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "emulated/fiber_switch.hpp"
-#include "emulated/shim/cuda_runtime.h"
 #include "headwise/core/error.hpp"
 #include "kernels/mma_emulation.hpp"
 
 namespace hw_emu {
 namespace {
 
+constexpr int kMaxWarps = kMaxBlockThreads / 32;
 constexpr int kGuardFloats = 1024;
 constexpr uint32_t kGuardBits = 0x7fc0dead;  // a NaN payload no kernel writes
-constexpr size_t kStackBytes = 256 * 1024;
+constexpr size_t kStackBytes = 256 * 1024;   // virtual; the kernels' frames take a few KiB
 
 // A barrier of `members` fibers: the last to arrive opens it (bumps the generation).
 struct Gate {
@@ -31,35 +32,43 @@ struct Gate {
 
 struct WarpSlots {
   Gate gate;
+  int members = 32;
   uint32_t a[32][4] = {};
   uint32_t b[32][2] = {};
   float c[32][4] = {};
-  float v[32] = {};
+  uint64_t v[32] = {};
 };
 
-struct Scheduler {
+struct Emulator {
   FiberContext main_ctx;
-  FiberContext ctx[kBlockThreads];
-  const Gate* waiting_on[kBlockThreads] = {};  // the gate a fiber waits at (null: runnable)
-  unsigned waiting_generation[kBlockThreads] = {};
-  std::unique_ptr<char[]> stacks;
-  ThreadPlace places[kBlockThreads];
-  bool done[kBlockThreads] = {};
-  int current = 0, live = 0;
+  FiberContext ctx[kMaxBlockThreads];
+  const Gate* waiting_on[kMaxBlockThreads] = {};  // the gate a fiber waits at (null: runnable)
+  unsigned waiting_generation[kMaxBlockThreads] = {};
+  bool done[kMaxBlockThreads] = {};
+  ThreadPlace places[kMaxBlockThreads];
+  std::unique_ptr<char[]> stacks{new char[kStackBytes * kMaxBlockThreads]};
+  int threads = 0, current = 0, live = 0;
   uint64_t progress = 0;  // gates opened + fibers finished
   Gate block_gate;
-  WarpSlots warps[kWarps];
-  const std::function<void(float*)>* body = nullptr;
-  float* smem = nullptr;
+  WarpSlots warps[kMaxWarps];
+  const std::function<void()>* body = nullptr;
+  std::vector<float> smem;
 };
-Scheduler* g_sched = nullptr;
 
-void yield_to_scheduler() { fiber_switch(g_sched->ctx[g_sched->current], g_sched->main_ctx); }
+Emulator& emulator() {
+  static Emulator e;
+  return e;
+}
+
+void yield_to_scheduler() {
+  Emulator& e = emulator();
+  fiber_switch(e.ctx[e.current], e.main_ctx);
+}
 
 void open_gate(Gate& g) {
   g.arrived = 0;
   ++g.generation;
-  ++g_sched->progress;
+  ++emulator().progress;
 }
 
 void wait_at(Gate& g, int members) {
@@ -68,28 +77,28 @@ void wait_at(Gate& g, int members) {
     open_gate(g);
     return;
   }
-  Scheduler& s = *g_sched;
-  s.waiting_on[s.current] = &g;
-  s.waiting_generation[s.current] = mine;
+  Emulator& e = emulator();
+  e.waiting_on[e.current] = &g;
+  e.waiting_generation[e.current] = mine;
   while (g.generation == mine) yield_to_scheduler();
-  s.waiting_on[s.current] = nullptr;
+  e.waiting_on[e.current] = nullptr;
 }
 
 [[noreturn]] void fiber_main() {
-  Scheduler& s = *g_sched;
-  const int me = s.current;
-  (*s.body)(s.smem);
+  Emulator& e = emulator();
+  const int me = e.current;
+  (*e.body)();
   // An exited thread stops counting for __syncthreads: the others may now be complete.
-  s.done[me] = true;
-  --s.live;
-  ++s.progress;
-  if (s.block_gate.arrived > 0 && s.block_gate.arrived == s.live) open_gate(s.block_gate);
-  fiber_switch(s.ctx[me], s.main_ctx);  // never resumed
+  e.done[me] = true;
+  --e.live;
+  ++e.progress;
+  if (e.block_gate.arrived > 0 && e.block_gate.arrived == e.live) open_gate(e.block_gate);
+  fiber_switch(e.ctx[me], e.main_ctx);  // never resumed
   std::abort();
 }
 
-WarpSlots& my_warp() { return g_sched->warps[g_sched->current / 32]; }
-int my_lane() { return g_sched->current % 32; }
+WarpSlots& my_warp() { return emulator().warps[emulator().current / 32]; }
+int my_lane() { return emulator().current % 32; }
 
 template <class Emulate>
 void warp_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], Emulate emulate) {
@@ -98,24 +107,84 @@ void warp_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], Emu
   std::copy(a, a + 4, w.a[l]);
   std::copy(b, b + 2, w.b[l]);
   std::copy(d, d + 4, w.c[l]);
-  wait_at(w.gate, 32);
+  wait_at(w.gate, w.members);
   if (l == 0) emulate(w.a, w.b, w.c);
-  wait_at(w.gate, 32);
+  wait_at(w.gate, w.members);
   std::copy(w.c[l], w.c[l] + 4, d);
+}
+
+template <class Read>
+uint64_t warp_exchange(uint64_t v, Read read) {
+  WarpSlots& w = my_warp();
+  const int l = my_lane();
+  w.v[l] = v;
+  wait_at(w.gate, w.members);
+  const uint64_t r = read(w, l);
+  wait_at(w.gate, w.members);
+  return r;
+}
+
+void run_block(dim3 block_idx, dim3 grid, dim3 block, size_t smem_bytes) {
+  Emulator& e = emulator();
+  const size_t n = (smem_bytes + 3) / 4;
+  e.smem.assign(n + kGuardFloats, NAN);
+  for (size_t i = n; i < e.smem.size(); ++i) std::memcpy(&e.smem[i], &kGuardBits, 4);
+  e.live = e.threads;
+  e.block_gate = Gate{};
+  for (int w = 0; w < (e.threads + 31) / 32; ++w) {
+    e.warps[w].gate = Gate{};
+    e.warps[w].members = std::min(32, e.threads - 32 * w);
+  }
+  for (int t = 0; t < e.threads; ++t) {
+    e.done[t] = false;
+    e.waiting_on[t] = nullptr;
+    const unsigned ut = static_cast<unsigned>(t);
+    e.places[t] = ThreadPlace{dim3(ut % block.x, ut / block.x % block.y, ut / (block.x * block.y)), block_idx, block,
+                              grid};
+    fiber_start(e.ctx[t], e.stacks.get() + kStackBytes * static_cast<size_t>(t), kStackBytes, fiber_main);
+  }
+  while (e.live > 0) {
+    const uint64_t before = e.progress;
+    for (int t = 0; t < e.threads; ++t) {
+      if (e.done[t] || (e.waiting_on[t] && e.waiting_on[t]->generation == e.waiting_generation[t])) continue;
+      e.current = t;
+      g_place = &e.places[t];
+      fiber_switch(e.main_ctx, e.ctx[t]);
+    }
+    if (e.progress == before) {
+      std::fprintf(stderr, "block emulator: block (%u, %u, %u) deadlocked: %d threads wait at a barrier "
+                           "that can never open (a divergent __syncthreads or warp collective)\n",
+                   block_idx.x, block_idx.y, block_idx.z, e.live);
+      std::abort();
+    }
+  }
+  g_place = nullptr;
+  for (size_t i = n; i < e.smem.size(); ++i) {
+    uint32_t bits;
+    std::memcpy(&bits, &e.smem[i], 4);
+    hw::check(bits == kGuardBits, "block emulator: block (" + std::to_string(block_idx.x) + ", " +
+                                      std::to_string(block_idx.y) + ", " + std::to_string(block_idx.z) +
+                                      ") wrote shared memory float " + std::to_string(i) + " past the " +
+                                      std::to_string(smem_bytes) + " bytes the launch requests");
+  }
 }
 
 }  // namespace
 
-void sync_block() { wait_at(g_sched->block_gate, g_sched->live); }
+void sync_block() { wait_at(emulator().block_gate, emulator().live); }
 
-float shfl_xor(float v, int mask) {
-  WarpSlots& w = my_warp();
-  const int l = my_lane();
-  w.v[l] = v;
-  wait_at(w.gate, 32);
-  const float r = w.v[l ^ mask];
-  wait_at(w.gate, 32);
-  return r;
+uint64_t shfl_xor_bits(uint64_t v, int lane_mask) {
+  return warp_exchange(v, [lane_mask](const WarpSlots& w, int l) { return w.v[(l ^ lane_mask) & 31]; });
+}
+uint64_t shfl_bits(uint64_t v, int src_lane) {
+  return warp_exchange(v, [src_lane](const WarpSlots& w, int) { return w.v[src_lane & 31]; });
+}
+unsigned ballot(bool pred) {
+  return static_cast<unsigned>(warp_exchange(pred ? 1u : 0u, [](const WarpSlots& w, int) {
+    unsigned bits = 0;
+    for (int l = 0; l < w.members; ++l) bits |= static_cast<unsigned>(w.v[l] & 1u) << l;
+    return uint64_t(bits);
+  }));
 }
 
 void warp_mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -125,55 +194,28 @@ void warp_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]
   warp_mma(d, a, b, [](auto& A, auto& B, auto& C) { hw_test_mma::emulate_mma_tf32(A, B, C); });
 }
 
-struct BlockEmulator::Fibers : Scheduler {};
+float* block_smem() { return emulator().smem.data(); }
 
-BlockEmulator::BlockEmulator() : fibers_(new Fibers) {
-  fibers_->stacks.reset(new char[kStackBytes * kBlockThreads]);
-}
-BlockEmulator::~BlockEmulator() { delete fibers_; }
-
-void BlockEmulator::run(unsigned bx, unsigned by, unsigned bz, int smem_bytes,
-                        const std::function<void(float*)>& body) {
-  const size_t n = static_cast<size_t>(smem_bytes + 3) / 4;
-  smem_.assign(n + kGuardFloats, NAN);
-  for (size_t i = n; i < smem_.size(); ++i) std::memcpy(&smem_[i], &kGuardBits, 4);
-
-  Scheduler& s = *fibers_;
-  g_sched = &s;
-  s.body = &body;
-  s.smem = smem_.data();
-  s.live = kBlockThreads;
-  s.block_gate = Gate{};
-  for (WarpSlots& w : s.warps) w.gate = Gate{};
-  for (int t = 0; t < kBlockThreads; ++t) {
-    s.done[t] = false;
-    s.places[t] = ThreadPlace{dim3{static_cast<unsigned>(t), 0, 0}, dim3{bx, by, bz},
-                              dim3{static_cast<unsigned>(kBlockThreads), 1, 1}};
-    s.waiting_on[t] = nullptr;
-    fiber_start(s.ctx[t], s.stacks.get() + kStackBytes * static_cast<size_t>(t), kStackBytes, fiber_main);
-  }
-  while (s.live > 0) {
-    const uint64_t before = s.progress;
-    for (int t = 0; t < kBlockThreads; ++t) {
-      if (s.done[t] || (s.waiting_on[t] && s.waiting_on[t]->generation == s.waiting_generation[t])) continue;
-      s.current = t;
-      g_place = &s.places[t];
-      fiber_switch(s.main_ctx, s.ctx[t]);
-    }
-    if (s.progress == before) {
-      std::fprintf(stderr, "block emulator: block (%u, %u, %u) deadlocked: %d threads wait at a barrier "
-                           "that can never open (a divergent __syncthreads or warp collective)\n", bx, by, bz, s.live);
-      std::abort();
-    }
-  }
-  g_place = nullptr;
-  for (size_t i = n; i < smem_.size(); ++i) {
-    uint32_t bits;
-    std::memcpy(&bits, &smem_[i], 4);
-    hw::check(bits == kGuardBits, "block emulator: block (" + std::to_string(bx) + ", " + std::to_string(by) + ", " +
-                                      std::to_string(bz) + ") wrote shared memory float " + std::to_string(i) +
-                                      " past the " + std::to_string(smem_bytes) + " bytes the launch requests");
-  }
+void launch_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body) {
+  const uint64_t threads = uint64_t(block.x) * block.y * block.z;
+  hw::check(threads >= 1 && threads <= kMaxBlockThreads,
+            "block emulator: a block of " + std::to_string(threads) + " threads (1..1024 allowed)");
+  hw::check(uint64_t(grid.x) * grid.y * grid.z >= 1, "block emulator: an empty grid");
+  Emulator& e = emulator();
+  hw::check(e.body == nullptr, "block emulator: a launch from inside a kernel");
+  e.threads = static_cast<int>(threads);
+  e.body = &body;
+  for (unsigned z = 0; z < grid.z; ++z)
+    for (unsigned y = 0; y < grid.y; ++y)
+      for (unsigned x = 0; x < grid.x; ++x) {
+        try {
+          run_block(dim3(x, y, z), grid, block, smem_bytes);
+        } catch (...) {
+          e.body = nullptr;
+          throw;
+        }
+      }
+  e.body = nullptr;
 }
 
 }  // namespace hw_emu

@@ -1,5 +1,6 @@
-// The CUDA attention kernels' device code run on the CPU block emulator, against the CPU
-// reference: every head kind mixed in one layer, fp32 activations (the exact SIMT tiles) and
+// The CUDA attention launchers and kernels (attention_launch.cu, attention_forward.cu,
+// attention_backward.cu and the device code they include) run on the CPU block emulator,
+// against the CPU reference: every head kind mixed in one layer, fp32 activations (the exact SIMT tiles) and
 // bf16 activations (the tensor-core tiles, mma emulated per warp in double), T not a multiple
 // of any tile. This is the GPU parity suite (tests/cuda) without a GPU: it checks indexing,
 // masks, barriers, shared-memory carving and the item schedule; it cannot check timing,
@@ -14,18 +15,11 @@
 
 #include "attention/bf16_layer_case.hpp"
 #include "attention/layer_fixture.hpp"
-#include "emulated/block_emulator.hpp"
-#include "emulated/emulated_attention.hpp"
-#include "kernels/cuda/attention_setup.hpp"
+#include "kernels/cuda/attention_launch.hpp"
 
 namespace {
 
 using hw::attn_case::block_err;
-
-hw_emu::BlockEmulator& emulator() {
-  static hw_emu::BlockEmulator emu;
-  return emu;
-}
 
 struct Case {
   std::vector<std::string> plan;
@@ -93,10 +87,10 @@ void run_fp32(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
 
   ref.forward();
   ref.backward();
-  hw_emu::emulate_attention_forward<float>(emulator(), ref.plan, lay, ref.dims, params, qkv.data(), out.data(),
-                                           stats.data(), ws.data());
-  hw_emu::emulate_attention_backward<float>(emulator(), ref.plan, lay, ref.dims, params, qkv.data(), out.data(),
-                                            stats.data(), dout.data(), dqkv.data(), ws.data());
+  hw::cuda::launch_attention_forward(nullptr, ref.plan, lay, ref.dims, params, qkv.data(), out.data(), stats.data(),
+                                     ws.data());
+  hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, ref.dims, params, qkv.data(), out.data(), stats.data(),
+                                      dout.data(), dqkv.data(), ws.data());
   INFO(describe(cs, D, T));
   for (int h = 0; h < layer.H; ++h) {
     INFO("head " << h << " (" << cs.plan[size_t(h)] << ")");
@@ -136,11 +130,10 @@ hw::attn_case::LayerRun run_bf16_emulated(const fx::Packed<double>& ref, const h
   r.stats = nans(ref.dims.B * lay.n_head * ref.dims.T);
   r.dqkv = hw::attn_case::as_bf16(std::vector<double>(size_t(N * lay.qkv_width()), NAN));
   std::vector<float> ws = nans(std::max<int64_t>(1, hw::cuda::attention_workspace_floats(ref.plan, lay, ref.dims)));
-  hw_emu::emulate_attention_forward<bf16>(emulator(), ref.plan, lay, ref.dims, params, c.qkv.data(), r.out.data(),
-                                          r.stats.data(), ws.data());
-  hw_emu::emulate_attention_backward<bf16>(emulator(), ref.plan, lay, ref.dims, params, c.qkv.data(),
-                                           c.out_in.data(), c.stats_in.data(), c.dout.data(), r.dqkv.data(),
-                                           ws.data());
+  hw::cuda::launch_attention_forward(nullptr, ref.plan, lay, ref.dims, params, c.qkv.data(), r.out.data(),
+                                     r.stats.data(), ws.data());
+  hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, ref.dims, params, c.qkv.data(), c.out_in.data(),
+                                      c.stats_in.data(), c.dout.data(), r.dqkv.data(), ws.data());
   for (size_t h = 0; h < ref.plan.size(); ++h) r.dL.push_back(std::vector<float>(params.linears[h].dL,
                                                                                  params.linears[h].dL + ref.L[h].size()));
   return r;

@@ -1,22 +1,28 @@
 #pragma once
-// Stand-in for <cuda_runtime.h> when the attention kernels' device code is compiled as host
-// C++ for the CPU block emulator (tests/emulated): this folder comes first on the emulator's
-// include path, so the kernels' own `#include <cuda_runtime.h>` lands here. It supplies the few
-// CUDA names the attention items use; a block's 256 threads are fibers (block_emulator.hpp),
-// so barriers and warp shuffles behave as on the GPU, including the deadlock a divergent
-// __syncthreads would cause (the emulator reports it and aborts instead of hanging).
+// Stand-in for <cuda_runtime.h> when the CUDA backend's kernels and launchers are compiled as
+// host C++ for the CPU block emulator (tests/emulated): this folder comes first on the
+// emulator's include path, so the sources' own `#include <cuda_runtime.h>` lands here. It
+// supplies the CUDA names those sources use. A block's threads are fibers
+// (block_emulator.hpp), so barriers and warp collectives behave as on the GPU, including the
+// deadlock a divergent __syncthreads would cause (the emulator reports it and aborts).
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #define __device__
 #define __host__
 #define __global__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 #define __grid_constant__
+// A block's threads share one instance of a __shared__ variable: a function-local static (the
+// emulator runs one block at a time).
+#define __shared__ static
 
 struct dim3 {
-  unsigned x = 1, y = 1, z = 1;
+  unsigned x, y, z;
+  constexpr dim3(unsigned vx = 1, unsigned vy = 1, unsigned vz = 1) : x(vx), y(vy), z(vz) {}
 };
 struct uint4 {
   unsigned x, y, z, w;
@@ -28,21 +34,68 @@ struct alignas(16) float4 {
   float x, y, z, w;
 };
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+
+// ---- the runtime API the launchers call (host memory, no streams: everything is in order) ----
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
+inline const char* cudaGetErrorString(cudaError_t) { return "emulated"; }
+inline cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t = nullptr) {
+  std::memset(p, value, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int value, size_t width, size_t height,
+                                     cudaStream_t = nullptr) {
+  for (size_t r = 0; r < height; ++r) std::memset(static_cast<char*>(p) + r * pitch, value, width);
+  return cudaSuccess;
+}
+template <class F>
+cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
 
 namespace hw_emu {
-// The running emulated thread's place in its block (the block emulator points this at the
+// The running emulated thread's place in its grid (the block emulator points this at the
 // fiber it resumes).
 struct ThreadPlace {
-  dim3 thread, block, block_dim;
+  dim3 thread, block, block_dim, grid_dim;
 };
 inline ThreadPlace* g_place = nullptr;
-void sync_block();                  // __syncthreads
-float shfl_xor(float v, int mask);  // within the running thread's warp
+void sync_block();  // __syncthreads
+// Warp collectives of the running thread's warp, on 64-bit slots.
+uint64_t shfl_xor_bits(uint64_t v, int lane_mask);
+uint64_t shfl_bits(uint64_t v, int src_lane);
+unsigned ballot(bool pred);
+
+template <class T>
+T shfl_via_bits(T v, uint64_t (*op)(uint64_t, int), int arg) {
+  static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+  uint64_t u = 0;
+  std::memcpy(&u, &v, sizeof(T));
+  u = op(u, arg);
+  T r;
+  std::memcpy(&r, &u, sizeof(T));
+  return r;
+}
 }  // namespace hw_emu
 
 #define threadIdx (hw_emu::g_place->thread)
 #define blockIdx (hw_emu::g_place->block)
 #define blockDim (hw_emu::g_place->block_dim)
+#define gridDim (hw_emu::g_place->grid_dim)
 
 inline void __syncthreads() { hw_emu::sync_block(); }
-inline float __shfl_xor_sync(unsigned /*mask*/, float v, int lane_mask) { return hw_emu::shfl_xor(v, lane_mask); }
+template <class T>
+T __shfl_xor_sync(unsigned /*mask*/, T v, int lane_mask) {
+  return hw_emu::shfl_via_bits(v, hw_emu::shfl_xor_bits, lane_mask);
+}
+template <class T>
+T __shfl_sync(unsigned /*mask*/, T v, int src_lane) {
+  return hw_emu::shfl_via_bits(v, hw_emu::shfl_bits, src_lane);
+}
+inline unsigned __ballot_sync(unsigned /*mask*/, int pred) { return hw_emu::ballot(pred != 0); }

@@ -14,7 +14,7 @@ struct DeviceWarp {
   static void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     hw_emu::warp_mma_tf32(d, a, b);
   }
-  static float shfl_xor(float v, int mask) { return hw_emu::shfl_xor(v, mask); }
+  static float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
 };
 
 }  // namespace hw::cuda::attn_mma
