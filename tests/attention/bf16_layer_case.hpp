@@ -15,6 +15,7 @@
 
 #include "attention/layer_fixture.hpp"
 #include "headwise/core/bf16.hpp"
+#include "support/rel_err.hpp"
 
 namespace hw::attn_case {
 
@@ -67,17 +68,7 @@ inline double block_err(const std::vector<float>& got, const std::vector<double>
   return scale > 0 ? err / scale : err;
 }
 
-// max |got - ref| / max |ref| over whole arrays (a NaN anywhere fails).
-inline double max_rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double scale = 0.0, err = 0.0;
-  for (size_t i = 0; i < ref.size(); i++) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    scale = std::max(scale, std::fabs(ref[i]));
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
-  }
-  return scale > 0.0 ? err / scale : err;
-}
+using hw::test::max_rel_err;
 
 // What one forward + backward of a layer on bf16 activations hands back: out, row_stats, dqkv
 // and the linear heads' dL.

@@ -14,6 +14,7 @@
 #include "headwise/core/bf16.hpp"
 #include "headwise/core/device_memory.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "support/rel_err.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
 
 namespace hw::cudatest {
@@ -62,18 +63,7 @@ inline std::vector<float> random_vector(int64_t n, uint32_t seed, float lo = -1.
 
 inline std::vector<double> to_double(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
-// max |got - ref| / max |ref| (the reference's scale, so small elements do not dominate);
-// +inf when got has a NaN or the sizes differ.
-inline double max_rel_err(const std::vector<float>& got, const std::vector<double>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double scale = 0.0, err = 0.0;
-  for (size_t i = 0; i < ref.size(); i++) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    scale = std::max(scale, std::fabs(ref[i]));
-    err = std::max(err, std::fabs(static_cast<double>(got[i]) - ref[i]));
-  }
-  return scale > 0.0 ? err / scale : err;
-}
+using hw::test::max_rel_err;
 
 // One float array on the GPU and its double twin for the CPU reference, starting equal:
 // run the op on d() with the CUDA backend and on r() with reference(), then compare.

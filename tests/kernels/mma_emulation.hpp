@@ -89,27 +89,25 @@ inline void emulate_mma_tf32(const uint32_t (&a)[32][4], const uint32_t (&b)[32]
 }
 
 struct HostWarp {
-  static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  // One warp-collective mma: every lane posts its fragments, lane 0 multiplies, every lane
+  // reads its result fragment back.
+  template <class Emulate>
+  static void exchange_mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2], Emulate emulate) {
     WarpShared& w = *t_warp;
     const int l = t_lane;
     std::copy(a, a + 4, w.a[l]);
     std::copy(b, b + 2, w.b[l]);
     std::copy(d, d + 4, w.c[l]);
     w.bar.arrive_and_wait();
-    if (l == 0) emulate_mma(w.a, w.b, w.c);
+    if (l == 0) emulate(w.a, w.b, w.c);
     w.bar.arrive_and_wait();
     std::copy(w.c[l], w.c[l] + 4, d);
   }
+  static void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+    exchange_mma(d, a, b, [](auto& A, auto& B, auto& C) { emulate_mma(A, B, C); });
+  }
   static void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-    WarpShared& w = *t_warp;
-    const int l = t_lane;
-    std::copy(a, a + 4, w.a[l]);
-    std::copy(b, b + 2, w.b[l]);
-    std::copy(d, d + 4, w.c[l]);
-    w.bar.arrive_and_wait();
-    if (l == 0) emulate_mma_tf32(w.a, w.b, w.c);
-    w.bar.arrive_and_wait();
-    std::copy(w.c[l], w.c[l] + 4, d);
+    exchange_mma(d, a, b, [](auto& A, auto& B, auto& C) { emulate_mma_tf32(A, B, C); });
   }
   static float shfl_xor(float v, int mask) {
     WarpShared& w = *t_warp;

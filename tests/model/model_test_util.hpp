@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "headwise/model/gpt.hpp"
+#include "support/rel_err.hpp"
 
 namespace hw::test {
 
@@ -23,21 +24,6 @@ inline nlohmann::json read_json(const std::string& path) {
 
 inline std::string fixture_dir(const std::string& name) {
   return std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/" + name;
-}
-
-// max |got - ref| / max |ref| over n elements (max |got - ref| when ref is all zero).
-template <class T>
-double max_rel_err(const T* got, const double* ref, int64_t n) {
-  double scale = 0.0, err = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    scale = std::max(scale, std::fabs(ref[i]));
-    err = std::max(err, std::fabs(double(got[i]) - ref[i]));
-  }
-  return scale > 0 ? err / scale : err;
-}
-template <class T>
-double max_rel_err(const std::vector<T>& got, const std::vector<double>& ref) {
-  return max_rel_err(got.data(), ref.data(), static_cast<int64_t>(ref.size()));
 }
 
 // Copy every parameter and buffer of a float model into a double model of the same config.
