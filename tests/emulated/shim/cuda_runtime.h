@@ -8,12 +8,16 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 
 #define __device__
 #define __host__
 #define __global__
 #define __forceinline__ inline
+// Empty, not __attribute__((noinline)): libstdc++ writes __attribute__((__noinline__)), which
+// that definition would turn into a nested attribute; inlining changes nothing on the emulator.
+#define __noinline__
 #define __launch_bounds__(...)
 #define __grid_constant__
 // A block's threads share one instance of a __shared__ variable: a function-local static (the
@@ -38,9 +42,18 @@ inline uint2 make_uint2(unsigned x, unsigned y) { return {x, y}; }
 inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
 
 // ---- the runtime API the launchers call (host memory, no streams: everything is in order) ----
-enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
-struct CUstream_st;
+enum cudaError_t { cudaSuccess = 0, cudaErrorInvalidValue = 1, cudaErrorMemoryAllocation = 2 };
+// Streams and events are distinct dummy objects (a stream must not be null: the backend tells
+// its stream from "no stream"); every launch runs to completion when it is made, so there is
+// nothing to order or wait for.
+struct CUstream_st {
+  int unused;
+};
 using cudaStream_t = CUstream_st*;
+struct CUevent_st {
+  int unused;
+};
+using cudaEvent_t = CUevent_st*;
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
@@ -99,3 +112,91 @@ T __shfl_sync(unsigned /*mask*/, T v, int src_lane) {
   return hw_emu::shfl_via_bits(v, hw_emu::shfl_bits, src_lane);
 }
 inline unsigned __ballot_sync(unsigned /*mask*/, int pred) { return hw_emu::ballot(pred != 0); }
+
+// ---- the host runtime the backend object and the GPU tests call: device memory is host memory ----
+// One emulated device; allocations are 256-byte aligned like cudaMalloc's, so every alignment
+// the kernels' vector paths test for comes out as on the GPU.
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4
+};
+constexpr unsigned cudaStreamNonBlocking = 1;
+constexpr unsigned cudaEventDefault = 0;
+struct cudaDeviceProp {
+  char name[256];
+  size_t totalGlobalMem;
+  size_t sharedMemPerBlock;
+  size_t sharedMemPerBlockOptin;
+  int major, minor;
+  int multiProcessorCount;
+  int maxThreadsPerBlock;
+  int warpSize;
+};
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* dev) {
+  *dev = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int dev) { return dev == 0 ? cudaSuccess : cudaErrorInvalidValue; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int dev) {
+  if (dev != 0) return cudaErrorInvalidValue;
+  *p = cudaDeviceProp{};
+  std::strcpy(p->name, "emulated");
+  p->totalGlobalMem = size_t(16) << 30;
+  p->sharedMemPerBlock = 48 << 10;
+  p->sharedMemPerBlockOptin = 227 << 10;  // sm_90's opt-in limit
+  p->major = 9;
+  p->minor = 0;
+  p->multiProcessorCount = 132;
+  p->maxThreadsPerBlock = 1024;
+  p->warpSize = 32;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaMalloc(void** p, size_t bytes) {
+  *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256 * (bytes == 0));
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind) {
+  if (bytes) std::memmove(dst, src, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t = nullptr) {
+  return cudaMemcpy(dst, src, bytes, kind);
+}
+inline cudaError_t cudaMemset(void* p, int value, size_t bytes) { return cudaMemsetAsync(p, value, bytes); }
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  *s = new CUstream_st{};
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  delete s;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new CUevent_st{};
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t = nullptr) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+// No timing on the emulator: every interval is 0 ms.
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0.0f;
+  return cudaSuccess;
+}
