@@ -1,8 +1,8 @@
 // The block emulator's GemmLt (declared in shim/kernels/cuda/gemm_lt.hpp): stands in for
 // cuBLASLt with plain loops, so the CUDA backend object runs on the CPU. Only the semantics of
 // src/kernels/cuda/gemm_lt.cpp are reproduced, not cuBLASLt's algorithms:
-// - D[M,N] = op(A) @ op(B) (+ bias[N]) (+ beta * D), row-major, with gemm_lt.cpp's mapping of
-//   the three dense layers (forward overwrites; backward accumulates with beta = 1);
+// - D[M,N] = op(A) @ op(B) (+ bias[N]) (+ beta * D), row-major; the three dense layers' mapping
+//   to such GEMMs is the real one (src/kernels/cuda/gemm_layers.cpp, compiled in too);
 // - products accumulate in double (at least fp32's precision, in a fixed order); TF32 rounds
 //   each input to 10 mantissa bits as cvt.rna.tf32.f32 does (tiles/mma_tf32.hpp);
 // - bf16 inputs are read as bf16; each output is rounded once, through fp32, to its type (a
@@ -97,61 +97,6 @@ void compute(const RowMajorGemm& g, GemmPrecision p) {
   }
 }
 
-// The three dense layers as row-major GEMMs: the same mapping as gemm_lt.cpp.
-RowMajorGemm forward_gemm(void* out, const void* inp, const void* w, const void* bias, int64_t N, int64_t I, int64_t O,
-                          bool w_out_in) {
-  RowMajorGemm g;
-  g.M = N, g.N = O, g.K = I;
-  g.A = inp, g.lda = I;
-  g.B = w, g.trans_b = w_out_in, g.ldb = w_out_in ? I : O;
-  g.D = out, g.ldd = O;
-  g.bias = bias;
-  return g;
-}
-
-RowMajorGemm backward_input_gemm(void* dinp, const void* dout, const void* w, int64_t N, int64_t I, int64_t O,
-                                 bool w_out_in) {
-  RowMajorGemm g;
-  g.M = N, g.N = I, g.K = O;
-  g.A = dout, g.lda = O;
-  g.B = w, g.trans_b = !w_out_in, g.ldb = w_out_in ? I : O;
-  g.D = dinp, g.ldd = I, g.beta = 1.0f;
-  return g;
-}
-
-RowMajorGemm backward_weight_gemm(void* dw, const void* dout, const void* inp, int64_t N, int64_t I, int64_t O,
-                                  bool w_out_in) {
-  RowMajorGemm g;
-  g.K = N, g.trans_a = true, g.beta = 1.0f;
-  if (w_out_in) {  // dW[O,I] += dout^T @ inp
-    g.M = O, g.N = I;
-    g.A = dout, g.lda = O;
-    g.B = inp, g.ldb = I;
-    g.D = dw, g.ldd = I;
-  } else {  // dW[I,O] += inp^T @ dout
-    g.M = I, g.N = O;
-    g.A = inp, g.lda = I;
-    g.B = dout, g.ldb = O;
-    g.D = dw, g.ldd = O;
-  }
-  return g;
-}
-
-RowMajorGemm with_types(RowMajorGemm g, cudaDataType_t ab, cudaDataType_t cd) {
-  g.ab_type = ab;
-  g.cd_type = cd;
-  return g;
-}
-
-bool skip_forward(int64_t N, int64_t I, int64_t O) {
-  if (N == 0 || O == 0) return true;
-  check(I > 0, "matmul_forward on CUDA: the input width I is 0 (N=" + std::to_string(N) + ", O=" + std::to_string(O) +
-                   ")");
-  return false;
-}
-
-bool gelu_epilogue_fits(int64_t N, int64_t I, int64_t O) { return N > 0 && O > 0 && I > 0 && O % 8 == 0; }
-
 }  // namespace
 
 GemmLt::GemmLt(cudaStream_t, void*, size_t, GemmPrecision precision) : precision_(precision) {}
@@ -162,8 +107,12 @@ size_t GemmLt::plan_count() const {
 }
 
 void GemmLt::run(const RowMajorGemm& g, GemmPrecision precision) const {
+  if (!try_run(g, precision)) fail("cuBLASLt has no algorithm for the GEMM " + describe(g, precision));
+}
+
+bool GemmLt::try_run(const RowMajorGemm& g, GemmPrecision precision) const {
   check_shape(g, precision);
-  if (!has_algorithm(g, precision)) fail("cuBLASLt has no algorithm for the GEMM " + describe(g, precision));
+  if (!has_algorithm(g, precision)) return false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     shapes_.emplace(g.trans_a, g.trans_b, g.M, g.N, g.K, g.lda, g.ldb, g.ldd, static_cast<int>(g.ab_type),
@@ -171,54 +120,7 @@ void GemmLt::run(const RowMajorGemm& g, GemmPrecision precision) const {
                     g.gelu_pre != nullptr);
   }
   compute(g, precision);
-}
-
-void GemmLt::matmul_forward(float* out, const float* inp, const float* w, const float* bias, int64_t N, int64_t I,
-                            int64_t O, bool w_out_in) const {
-  if (skip_forward(N, I, O)) return;
-  run(forward_gemm(out, inp, w, bias, N, I, O, w_out_in), precision_);
-}
-
-bool GemmLt::matmul_gelu_forward(float* pre, float* out, const float* inp, const float* w, const float* bias,
-                                 int64_t N, int64_t I, int64_t O, bool w_out_in) const {
-  if (!gelu_epilogue_fits(N, I, O)) return false;
-  RowMajorGemm g = forward_gemm(out, inp, w, bias, N, I, O, w_out_in);
-  g.gelu_pre = pre;
-  run(g, precision_);
   return true;
-}
-
-void GemmLt::matmul_backward(float* dinp, float* dw, const float* dout, const float* inp, const float* w, int64_t N,
-                             int64_t I, int64_t O, bool w_out_in) const {
-  if (N == 0 || O == 0 || I == 0) return;
-  if (dinp) run(backward_input_gemm(dinp, dout, w, N, I, O, w_out_in), precision_);
-  if (dw) run(backward_weight_gemm(dw, dout, inp, N, I, O, w_out_in), precision_);
-}
-
-void GemmLt::matmul_forward(bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int64_t N, int64_t I,
-                            int64_t O, bool w_out_in) const {
-  if (skip_forward(N, I, O)) return;
-  run(with_types(forward_gemm(out, inp, w, bias, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_16BF), GemmPrecision::Fp32);
-}
-
-bool GemmLt::matmul_gelu_forward(bf16* pre, bf16* out, const bf16* inp, const bf16* w, const bf16* bias, int64_t N,
-                                 int64_t I, int64_t O, bool w_out_in) const {
-  if (!gelu_epilogue_fits(N, I, O)) return false;
-  RowMajorGemm g = with_types(forward_gemm(out, inp, w, bias, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_16BF);
-  g.gelu_pre = pre;
-  run(g, GemmPrecision::Fp32);
-  return true;
-}
-
-void GemmLt::matmul_backward(bf16* dinp, float* dw, const bf16* dout, const bf16* inp, const bf16* w, int64_t N,
-                             int64_t I, int64_t O, bool w_out_in) const {
-  if (N == 0 || O == 0 || I == 0) return;
-  if (dinp)
-    run(with_types(backward_input_gemm(dinp, dout, w, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_16BF),
-        GemmPrecision::Fp32);
-  if (dw)
-    run(with_types(backward_weight_gemm(dw, dout, inp, N, I, O, w_out_in), CUDA_R_16BF, CUDA_R_32F),
-        GemmPrecision::Fp32);
 }
 
 }  // namespace hw::cuda

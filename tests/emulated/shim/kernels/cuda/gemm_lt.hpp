@@ -62,6 +62,10 @@ class GemmLt {
   size_t plan_count() const;
 
  private:
+  // Returns false when "cuBLASLt" offers no algorithm (the real one's contract; gemm_layers.cpp
+  // calls it for the GELU epilogue).
+  bool try_run(const RowMajorGemm& g, GemmPrecision precision) const;
+
   using ShapeKey = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, bool,
                               bool>;
   GemmPrecision precision_;
