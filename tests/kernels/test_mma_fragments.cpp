@@ -21,6 +21,7 @@
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
+#include "headwise/kernels/tiles/mma_tf32.hpp"
 #include "mma_emulation.hpp"
 
 namespace {
@@ -67,6 +68,7 @@ TEST_CASE("mma fragments: lane coordinates match hand-derived PTX facts") {
   for (int i = 0; i < 4; ++i) CHECK(mma::c_coord(13, i).row == mma::owned_row(13, mma::c_row_half(i)));
 }
 
+// Both instructions' layouts: bf16 m16n8k16 (this file) and tf32 m16n8k8 (tiles/mma_tf32.hpp).
 TEST_CASE("mma fragments: every operand's (lane, element) map is a bijection onto its tile") {
   auto check = [](int rows, int cols, int per_lane, mma::Coord (*f)(int, int)) {
     std::set<std::pair<int, int>> seen;
@@ -82,6 +84,8 @@ TEST_CASE("mma fragments: every operand's (lane, element) map is a bijection ont
   check(16, 16, mma::kAElems, mma::a_coord);
   check(16, 8, mma::kBElems, mma::b_coord);
   check(16, 8, mma::kCElems, mma::c_coord);
+  check(16, 8, mma::kTf32AElems, mma::tf32_a_coord);
+  check(8, 8, mma::kTf32BElems, mma::tf32_b_coord);
 }
 
 TEST_CASE("mma fragments: a C-fragment pair becomes the A fragment of the same 16x16 values") {

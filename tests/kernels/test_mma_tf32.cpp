@@ -67,23 +67,6 @@ TEST_CASE("mma tf32: fragment coordinates match hand-derived PTX facts") {
   CHECK(at(mma::c_coord(27, 3), 14, 7));
 }
 
-TEST_CASE("mma tf32: every operand's (lane, register) map is a bijection onto its tile") {
-  auto check = [](int rows, int cols, int per_lane, mma::Coord (*f)(int, int)) {
-    std::set<std::pair<int, int>> seen;
-    for (int lane = 0; lane < 32; ++lane)
-      for (int i = 0; i < per_lane; ++i) {
-        const mma::Coord p = f(lane, i);
-        CHECK((p.row >= 0 && p.row < rows && p.col >= 0 && p.col < cols));
-        seen.insert({p.row, p.col});
-      }
-    CHECK(static_cast<int>(seen.size()) == rows * cols);
-    CHECK(32 * per_lane == rows * cols);
-  };
-  check(16, 8, mma::kTf32AElems, mma::tf32_a_coord);
-  check(8, 8, mma::kTf32BElems, mma::tf32_b_coord);
-  check(16, 8, mma::kCElems, mma::c_coord);
-}
-
 template <int M, int N>
 void check_acc_cover() {
   std::vector<int> hits(size_t(M * N), 0);
