@@ -64,12 +64,7 @@ TEST_CASE("GPU bf16 step: loss and every gradient within bf16 rounding of the CP
 
 TEST_CASE("GPU bf16 resume reproduces the uninterrupted bf16 GPU run exactly", "[cuda][resume][bf16]") {
   const std::string dir = test::temp_dir("cuda_bf16_resume");
-  nlohmann::json doc = test::tiny_run_doc(dir);
-  doc["model"] = {{"n_layer", 2},   {"n_head", 2},         {"n_embd", 128}, {"block_size", 16},
-                  {"vocab_size", 32}, {"head_plan", nullptr}};
-  // Parsed, not braced: nested braces of string pairs would build a JSON object, not an array of layers.
-  doc["model"]["head_plan"] = nlohmann::json::parse(R"([["softmax", "static"], ["window:4", "softmax"]])");
-  doc["train"]["device"] = "cuda";
+  nlohmann::json doc = test::tiny_gpu_run_doc(dir);
   doc["train"]["precision"] = "bf16";
   const RunConfig cfg = RunConfig::from_json(doc);
   dist::LocalComm comm;

@@ -83,13 +83,7 @@ TEST_CASE("GPU training step: loss and every gradient match the CPU reference in
 
 TEST_CASE("GPU resume reproduces the uninterrupted GPU run exactly", "[cuda][resume]") {
   const std::string dir = test::temp_dir("cuda_resume");
-  nlohmann::json doc = test::tiny_run_doc(dir);
-  // The tiny model with a head_dim the attention kernels support and a static head.
-  doc["model"] = {{"n_layer", 2},   {"n_head", 2},         {"n_embd", 128}, {"block_size", 16},
-                  {"vocab_size", 32}, {"head_plan", nullptr}};
-  // Parsed, not braced: nested braces of string pairs would build a JSON object, not an array of layers.
-  doc["model"]["head_plan"] = nlohmann::json::parse(R"([["softmax", "static"], ["window:4", "softmax"]])");
-  doc["train"]["device"] = "cuda";
+  nlohmann::json doc = test::tiny_gpu_run_doc(dir);
   doc["train"]["tf32"] = false;
   const RunConfig cfg = RunConfig::from_json(doc);
   dist::LocalComm comm;

@@ -44,6 +44,16 @@ inline nlohmann::json tiny_run_doc(const std::string& dir) {
   return doc;
 }
 
+// tiny_run_doc with a model the CUDA attention kernels take (head_dim 64) and a mixed plan with
+// a static head: the GPU (and emulated) training-step and resume tests.
+inline nlohmann::json tiny_gpu_run_doc(const std::string& dir) {
+  nlohmann::json doc = tiny_run_doc(dir);
+  doc["model"] = nlohmann::json::parse(R"({"n_layer": 2, "n_head": 2, "n_embd": 128, "block_size": 16,
+    "vocab_size": 32, "head_plan": [["softmax", "static"], ["window:4", "softmax"]]})");
+  doc["train"]["device"] = "cuda";
+  return doc;
+}
+
 // Per-update training losses from a run's metrics.jsonl, in order.
 inline std::vector<double> losses_of(const std::string& metrics) {
   std::vector<double> out;
