@@ -1,6 +1,7 @@
 // GPU parity of the static and linear head device functions (src/kernels/cuda/attention_static.cuh,
 // attention_linear.cuh), called directly from small test kernels, one block per item (so they
-// are checked apart from the mixed-head launcher and its schedule): out, linear row
+// are checked apart from the mixed-head launcher and its schedule; a linear head's stages run
+// one launch per stage, so each finds its predecessor done): out, linear row
 // denominators, linear dQ / dK / dV partials and dL, static dV, against the CPU entry point
 // (attn::layer_forward / layer_backward) in float, for T not a multiple of the tile or chunk.
 #include <catch2/catch.hpp>
@@ -23,7 +24,8 @@ namespace {
 
 using namespace hw::cuda;
 
-// An item of the test kernels: kind 0 static (tile = query tile, or key tile backward), 1 linear.
+// An item of the test kernels: kind 0 static (tile = query tile, or key tile backward), 1 linear
+// (forward, or the dQ chain backward), 2 the linear dK/dV chain; tile = stage for linear kinds.
 struct TestItem {
   int kind, b, h, tile;
 };
@@ -34,7 +36,7 @@ __global__ void __launch_bounds__(256) forward_items(const __grid_constant__ Att
   float* smem = reinterpret_cast<float*>(smem4);
   const TestItem it = items[blockIdx.x];
   if (it.kind == 0) attn_dev::static_item_forward<HD>(p, it.b, it.h, it.tile, smem);
-  else attn_dev::linear_item_forward<HD>(p, it.b, it.h, smem);
+  else attn_dev::linear_item_forward<HD>(p, it.b, it.h, it.tile, smem);
 }
 
 // Static items add into a zeroed [64][HD] dV block in shared memory, then store its rows to
@@ -46,7 +48,11 @@ __global__ void __launch_bounds__(256) backward_items(const __grid_constant__ At
   float* smem = reinterpret_cast<float*>(smem4);
   const TestItem it = items[blockIdx.x];
   if (it.kind == 1) {
-    attn_dev::linear_item_backward<HD>(p, it.b, it.h, smem);
+    attn_dev::linear_item_backward_dq<HD>(p, it.b, it.h, it.tile, smem);
+    return;
+  }
+  if (it.kind == 2) {
+    attn_dev::linear_item_backward_dkv<HD>(p, it.b, it.h, it.tile, smem);
     return;
   }
   float* dv_acc = smem;
@@ -115,7 +121,10 @@ void check_plan(int64_t B, int64_t T, unsigned seed) {
   Dev<float> stats(std::vector<float>(pk.stats.size(), NAN)), stats_in(pk.stats);
   Dev<float> dqkv(std::vector<float>(pk.qkv.size(), NAN));
   const int64_t slot = linear_dA_floats(HD) + 2 * T * HD + attn_dev::linear_scratch_floats(HD, T);
-  Dev<float> ws(std::vector<float>(size_t(B * n_lin * slot), NAN));
+  const int64_t sync = linear_sync_floats(B, n_lin, HD);  // zeroed: tickets are unused here
+  std::vector<float> ws_init(size_t(sync + B * n_lin * slot), NAN);
+  std::fill(ws_init.begin(), ws_init.begin() + sync, 0.f);
+  Dev<float> ws(ws_init);
   Dev<float> dv_static(std::vector<float>(size_t(B * H * T * HD), NAN));
   std::vector<std::unique_ptr<Dev<float>>> keep;
   std::vector<std::unique_ptr<Dev<int32_t>>> keep_i;
@@ -138,8 +147,12 @@ void check_plan(int64_t B, int64_t T, unsigned seed) {
   p.scale = 1.f / std::sqrt(float(HD));
   p.linear_eps = float(l.eps);
   p.n_linear = n_lin;
+  p.linear_sync_floats = sync;
   p.linear_slot_floats = slot;
+  // Static items in one launch; linear items by stage (launch s holds stage s of every head).
+  constexpr int n_stages = hw::tiles::linear_stage_count(HD);
   std::vector<TestItem> fwd, bwd;
+  std::vector<std::vector<TestItem>> fwd_lin(n_stages), bwd_lin(n_stages);
   for (int h = 0, ls = 0; h < H; ++h) {
     AttnHeadDesc& d = p.heads[h];
     const bool lin = plan[size_t(h)].kind == fx::HeadKind::Linear;
@@ -166,8 +179,11 @@ void check_plan(int64_t B, int64_t T, unsigned seed) {
     }
     for (int b = 0; b < int(B); ++b) {
       if (lin) {
-        fwd.push_back({1, b, h, 0});
-        bwd.push_back({1, b, h, 0});
+        for (int st = 0; st < n_stages; ++st) {
+          fwd_lin[size_t(st)].push_back({1, b, h, st});
+          bwd_lin[size_t(st)].push_back({1, b, h, st});
+          bwd_lin[size_t(st)].push_back({2, b, h, st});
+        }
       } else {
         for (int t = 0; t < int(hw::tiles::ceil_div(T, 64)); ++t) {
           fwd.push_back({0, b, h, t});
@@ -176,20 +192,26 @@ void check_plan(int64_t B, int64_t T, unsigned seed) {
       }
     }
   }
-  const Dev<TestItem> fwd_items(fwd), bwd_items(bwd);
   const int fwd_smem = std::max(attn_dev::static_forward_smem_bytes<HD>(), attn_dev::linear_forward_smem_bytes<HD>());
   const int bwd_smem = std::max(int(sizeof(float)) * 64 * HD + attn_dev::static_backward_smem_bytes<HD>(),
                                 attn_dev::linear_backward_smem_bytes<HD>());
   cuda_ok(cudaFuncSetAttribute(forward_items<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwd_smem), "smem fwd");
   cuda_ok(cudaFuncSetAttribute(backward_items<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, bwd_smem), "smem bwd");
-  forward_items<HD><<<unsigned(fwd.size()), 256, size_t(fwd_smem)>>>(p, fwd_items.ptr);
-  cuda_ok(cudaGetLastError(), "forward launch");
-  backward_items<HD><<<unsigned(bwd.size()), 256, size_t(bwd_smem)>>>(p, bwd_items.ptr, dv_static.ptr);
-  cuda_ok(cudaGetLastError(), "backward launch");
-  cuda_ok(cudaDeviceSynchronize(), "kernels");
+  auto run = [&](const std::vector<TestItem>& items, bool backward) {
+    const Dev<TestItem> d_items(items);
+    if (backward) backward_items<HD><<<unsigned(items.size()), 256, size_t(bwd_smem)>>>(p, d_items.ptr, dv_static.ptr);
+    else forward_items<HD><<<unsigned(items.size()), 256, size_t(fwd_smem)>>>(p, d_items.ptr);
+    cuda_ok(cudaGetLastError(), backward ? "backward launch" : "forward launch");
+    cuda_ok(cudaDeviceSynchronize(), "kernels");
+  };
+  run(fwd, false);
+  for (const auto& items : fwd_lin) run(items, false);
+  cuda_ok(cudaMemset(ws.ptr, 0, sizeof(float) * size_t(sync)), "chain counters");  // the dQ chain reuses them
+  run(bwd, true);
+  for (const auto& items : bwd_lin) run(items, true);
 
   const auto g_out = out.get(pk.out.size()), g_stats = stats.get(pk.stats.size());
-  const auto g_dqkv = dqkv.get(pk.qkv.size()), g_ws = ws.get(size_t(B * n_lin * slot));
+  const auto g_dqkv = dqkv.get(pk.qkv.size()), g_ws = ws.get(size_t(sync + B * n_lin * slot));
   const auto g_dv_static = dv_static.get(size_t(B * H * T * HD));
   const double tol = 2e-5;  // float on both sides: each within ~1e-5 of the double reference
   for (int h = 0; h < H; ++h) {
@@ -198,7 +220,7 @@ void check_plan(int64_t B, int64_t T, unsigned seed) {
     for (int64_t b = 0; b < B; ++b) {
       INFO("head " << h << (lin ? " (linear)" : " (static)") << " sequence " << b);
       std::vector<float> o, co, s, cs, dq, cdq, dk, cdk, dv, cdv;
-      const float* sl = lin ? g_ws.data() + (b * n_lin + p.heads[h].linear_slot) * slot : nullptr;
+      const float* sl = lin ? g_ws.data() + sync + (b * n_lin + p.heads[h].linear_slot) * slot : nullptr;
       for (int64_t t = 0; t < T; ++t) {
         s.push_back(g_stats[size_t((b * H + h) * T + t)]);
         cs.push_back(pk.stats[size_t((b * H + h) * T + t)]);

@@ -189,7 +189,8 @@ std::set<Key> expected_forward(const ScheduleInput& in) {
   for (int b = 0; b < in.B; ++b)
     for (int h = 0; h < static_cast<int>(in.heads.size()); ++h) {
       const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-      if (k == kShapeLinear) e.insert({kFwdLinear, b, h, 0});
+      if (k == kShapeLinear)
+        for (int st = 0; st < linear_stage_count(in.head_dim); ++st) e.insert({kFwdLinear, b, h, st});
       else if (k != kShapePruned)
         for (int t = 0; t < nqt; ++t) e.insert({softmax_family(k) ? kFwdSoftmax : kFwdStatic, b, h, t});
     }
@@ -203,7 +204,11 @@ std::set<Key> expected_backward(const ScheduleInput& in) {
   for (int b = 0; b < in.B; ++b) {
     for (int h = 0; h < H; ++h) {
       const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-      if (k == kShapeLinear) e.insert({kBwdLinear, b, h, 0});
+      if (k == kShapeLinear)
+        for (int st = 0; st < linear_stage_count(in.head_dim); ++st) {
+          e.insert({kBwdLinearDq, b, h, st});
+          e.insert({kBwdLinearDkv, b, h, st});
+        }
       if (softmax_family(k))
         for (int t = 0; t < nt; ++t) e.insert({kBwdDq, b, h, t});
     }
@@ -221,7 +226,8 @@ std::set<Key> expected_backward(const ScheduleInput& in) {
 }
 
 // Decodes every item; checks it is a bijection onto `expected` and (when `ordered`) that
-// costs never increase along the launch order.
+// costs never increase along the launch order. Always: a linear stage comes after its
+// predecessor in the same chain (it waits for it, chain_sync.cuh).
 void check_schedule(const ScheduleInput& in, const WorkSchedule& s, const std::set<Key>& expected, bool ordered) {
   REQUIRE(s.n_segments <= kMaxSegments);
   REQUIRE(s.n_items == static_cast<int32_t>(expected.size()));
@@ -232,6 +238,7 @@ void check_schedule(const ScheduleInput& in, const WorkSchedule& s, const std::s
     const Key k{w.kind, w.b, w.unit, w.tile};
     REQUIRE(expected.count(k) == 1);
     REQUIRE(got.insert(k).second);
+    if (is_linear_item(w.kind) && w.tile > 0) REQUIRE(got.count(Key{w.kind, w.b, w.unit, w.tile - 1}) == 1);
     const double c = item_cost(in, w);
     if (ordered) REQUIRE(c <= prev + 1e-12);
     prev = c;

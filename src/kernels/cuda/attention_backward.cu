@@ -6,8 +6,9 @@
 //           this order, the static heads' dV (static_kv_tile_backward, into shared
 //           memory), then for each softmax-family head of the group (head order) the query
 //           tiles that see the key tile: dV += P^T dO, dK += dS^T Q, in registers.
-//   kBwdLinear (b, head): the whole-head linear backward; writes dQ directly and its
-//           dK/dV contributions and dA into its workspace slot.
+//   kBwdLinearDq / kBwdLinearDkv (b, head, stage): one stage of a linear head's two chains
+//           (attention_linear.cuh); the dQ chain's last stage writes dQ and dA, the dK/dV
+//           chain leaves the head's dK/dV contributions in its workspace slot.
 // Two small kernels follow when the layer has linear heads: the combine adds the linear heads'
 // dK/dV partials to dQKV in head order (or writes them where the group has no other head),
 // and the dL reduction sums dA over the batch in b order and adds dL += 2 A L_lower, as the
@@ -39,7 +40,7 @@ using tiles::kAttnThreads;
 template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
     attention_backward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
-  attn_items::attention_backward_item<HD, St>(p, tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x)),
+  attn_items::attention_backward_item<HD, St>(p, tiles::decode_item(p.schedule, attn_items::launch_item(p)),
                                              dynamic_smem_floats());
 }
 

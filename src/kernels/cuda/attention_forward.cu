@@ -1,8 +1,10 @@
-// Forward of a whole layer in one launch: block i runs item i of the schedule, whatever its
-// head kind (the item bodies: attention_items.cuh). Softmax-family items follow FlashAttention-2: a query tile stays in shared
-// memory while the block walks only the key tiles that intersect the head's key set (tiles
-// outside a window are never loaded), with an online softmax; O is written once. Static and
-// linear items run the device code in attention_static.cuh and attention_linear.cuh.
+// Forward of a whole layer in one launch: each block runs one item of the schedule (block i
+// item i, or ticket order when the layer has linear heads: attention_items.cuh), whatever its
+// head kind (the item bodies: attention_items.cuh). Softmax-family items follow
+// FlashAttention-2: a query tile stays in shared memory while the block walks only the key
+// tiles that intersect the head's key set (tiles outside a window are never loaded), with an
+// online softmax; O is written once. Static and linear items run the device code in
+// attention_static.cuh and attention_linear.cuh.
 // Instantiated for fp32 and bf16 activations (tiles hold fp32 either way).
 #include <cuda_runtime.h>
 
@@ -26,7 +28,7 @@ using tiles::kAttnThreads;
 template <int HD, class St>
 __global__ void __launch_bounds__(tiles::kAttnThreads)
     attention_forward_kernel(const __grid_constant__ AttnLaunchParamsT<St> p) {
-  attn_items::attention_forward_item<HD, St>(p, tiles::decode_item(p.schedule, static_cast<int32_t>(blockIdx.x)),
+  attn_items::attention_forward_item<HD, St>(p, tiles::decode_item(p.schedule, attn_items::launch_item(p)),
                                              dynamic_smem_floats());
 }
 

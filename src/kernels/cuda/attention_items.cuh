@@ -19,13 +19,22 @@
 #include "kernels/cuda/attention_softmax_backward.cuh"
 #include "kernels/cuda/attention_softmax_forward.cuh"
 #include "kernels/cuda/attention_static.cuh"
+#include "kernels/cuda/chain_sync.cuh"
 
 namespace hw::cuda::attn_items {
 
 template <class St>
 constexpr bool kTensorCores = std::is_same_v<St, bf16>;
 
-// Forward item w: softmax-family query tile, static query tile or whole linear head.
+// The block's item: block i runs item i, except in a launch with linear heads, whose chained
+// stages need the items handed out in ticket order (chain_sync.cuh).
+template <class St>
+__device__ __forceinline__ int32_t launch_item(const AttnLaunchParamsT<St>& p) {
+  if (p.n_linear > 0) return chain::grab_item(linear_ticket(p));
+  return static_cast<int32_t>(blockIdx.x);
+}
+
+// Forward item w: softmax-family query tile, static query tile or a linear head's stage.
 template <int HD, class St>
 __device__ void attention_forward_item(const AttnLaunchParamsT<St>& p, const tiles::WorkItem& w, float* smem) {
   switch (w.kind) {
@@ -41,12 +50,13 @@ __device__ void attention_forward_item(const AttnLaunchParamsT<St>& p, const til
       attn_dev::static_item_forward<HD, St>(p, w.b, w.unit, w.tile, smem);
       break;
     }
-    case tiles::kFwdLinear: attn_dev::linear_item_forward<HD, St>(p, w.b, w.unit, smem); break;
+    case tiles::kFwdLinear: attn_dev::linear_item_forward<HD, St>(p, w.b, w.unit, w.tile, smem); break;
     default: break;
   }
 }
 
-// Backward item w of the main launch: dQ tile, dK/dV tile of a KV group, or whole linear head.
+// Backward item w of the main launch: dQ tile, dK/dV tile of a KV group, or a stage of one of a
+// linear head's two chains.
 template <int HD, class St>
 __device__ void attention_backward_item(const AttnLaunchParamsT<St>& p, const tiles::WorkItem& w, float* smem) {
   switch (w.kind) {
@@ -58,7 +68,8 @@ __device__ void attention_backward_item(const AttnLaunchParamsT<St>& p, const ti
       if constexpr (kTensorCores<St>) attn_mma::dkv_item<HD>(p, w.b, w.unit, w.tile, smem);
       else dkv_item<HD, St>(p, w.b, w.unit, w.tile, smem);
       break;
-    case tiles::kBwdLinear: attn_dev::linear_item_backward<HD, St>(p, w.b, w.unit, smem); break;
+    case tiles::kBwdLinearDq: attn_dev::linear_item_backward_dq<HD, St>(p, w.b, w.unit, w.tile, smem); break;
+    case tiles::kBwdLinearDkv: attn_dev::linear_item_backward_dkv<HD, St>(p, w.b, w.unit, w.tile, smem); break;
     default: break;
   }
 }
@@ -107,7 +118,8 @@ int attention_backward_smem_bytes(const AttnLaunchParamsT<St>& p) {
         if (any_static && static_need > need) need = static_need;
         break;
       }
-      case tiles::kBwdLinear: need = attn_dev::linear_backward_smem_bytes<HD>(); break;
+      case tiles::kBwdLinearDq:
+      case tiles::kBwdLinearDkv: need = attn_dev::linear_backward_smem_bytes<HD>(); break;
       default: break;
     }
     bytes = need > bytes ? need : bytes;

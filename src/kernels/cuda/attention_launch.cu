@@ -17,14 +17,18 @@ namespace hw::cuda {
 namespace {
 // The checks and parameter block both directions share; false when there is nothing to do.
 template <class St>
-bool prepare(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, const attn::LayerLayout& layout,
-             const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, float* workspace, bool backward) {
+bool prepare(cudaStream_t stream, AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan,
+             const attn::LayerLayout& layout, const attn::AttnDims& dims,
+             const attn::LayerHeadParams<float>& params, float* workspace, bool backward) {
   check_attention_layer(plan, layout, dims, params, backward);
   if (dims.B == 0 || dims.T == 0) return false;
   check(workspace || attention_workspace_floats(plan, layout, dims) == 0,
         "attention (CUDA): the layer has linear heads but no workspace");
   fill_attention_params(p, plan, layout, dims, params, backward);
   p.workspace = workspace;
+  // The linear heads' item ticket and chain counters start at zero in every launch.
+  if (p.linear_sync_floats > 0)
+    HW_CUDA_CHECK(cudaMemsetAsync(workspace, 0, sizeof(float) * static_cast<size_t>(p.linear_sync_floats), stream));
   return true;
 }
 
@@ -33,7 +37,7 @@ void forward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::Layer
              const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, const St* qkv, St* out,
              float* row_stats, float* workspace) {
   AttnLaunchParamsT<St> p;
-  if (!prepare(p, plan, layout, dims, params, workspace, false)) return;
+  if (!prepare(stream, p, plan, layout, dims, params, workspace, false)) return;
   p.qkv = qkv;
   p.out = out;
   p.row_stats = row_stats;
@@ -51,7 +55,7 @@ void backward(cudaStream_t stream, const attn::LayerPlan& plan, const attn::Laye
               const attn::AttnDims& dims, const attn::LayerHeadParams<float>& params, const St* qkv, const St* out,
               const float* row_stats, const St* dout, St* dqkv, float* workspace) {
   AttnLaunchParamsT<St> p;
-  if (!prepare(p, plan, layout, dims, params, workspace, true)) return;
+  if (!prepare(stream, p, plan, layout, dims, params, workspace, true)) return;
   p.qkv = qkv;
   p.out_in = out;
   p.row_stats_in = row_stats;

@@ -1,23 +1,34 @@
 #pragma once
-// Device code of the linear (OAL) head items, called per work item (b, head) from the
-// mixed-head kernels (contract: attention_params.hpp). Exact chunked evaluation of the
-// grouped quadratic kernel in feature space (math, feature layout and the serial chunk
-// functions: headwise/kernels/tiles/linear_chunk.hpp, CPU-tested in
-// tests/attention/test_linear_chunk.cpp): per chunk of kLinChunk tokens the block streams the
-// prefix state S (one block of FB feature slots at a time, [FB][D+1] in shared memory) and
-// runs every product through the item's tile policy LinTiles<St>: SIMT fp32 FMAs for fp32
+// Device code of the linear (OAL) head items (contract: attention_params.hpp). Exact chunked
+// evaluation of the grouped quadratic kernel in feature space (math, feature layout and the
+// serial chunk functions: headwise/kernels/tiles/linear_chunk.hpp, CPU-tested in
+// tests/attention/test_linear_chunk.cpp).
+//
+// Work split: a head's NF feature slots are cut into stages of SF = kLinStageBlocks x FB
+// slots, one work item each. A stage keeps its slice of the prefix (or suffix) state,
+// [SF][D+1], in shared memory for the whole sequence and walks the chunks of kLinChunk
+// tokens in order; per chunk it computes its slots' share of every sum (numerators and
+// denominators, dQ, dK, dV), including the same-chunk pairs through its share of the chunk
+// kernel matrix Kap = Psi^T Phi. The stages of one (b, head) form a chain: stage s waits
+// until stage s - 1 has published the chunk (chain_sync.cuh), adds its share to the running
+// sum in the workspace and publishes in turn; the last stage finishes the chunk (divides by
+// the denominator, rounds once to the storage type). Sums therefore have one fixed order, the
+// state never travels through global memory, and a head is linear_stage_count(HD) items that
+// run side by side, a chunk apart.
+//
+// Every product runs through the item's tile policy LinTiles<St>: SIMT fp32 FMAs for fp32
 // activations (parity 1e-5 with the CPU), tf32 tensor cores (tiles/mma_tf32.hpp) for bf16
-// activations. Same-chunk pairs use the chunk kernel matrix Kap = Psi^T Phi, which the same
-// feature blocks accumulate. Accumulators are read and written only through the policy's
-// for_each, so the code below does not depend on which thread owns which element.
+// activations. Accumulators are read and written only through the policy's for_each, so the
+// code below does not depend on which thread owns which element.
 //
-// Global scratch of an item (linear_scratch(p, b, h), private to the (b, head)):
-//   [S or R: NF x (D+1)] [W: NF query-side weights] [Tt: NF per-feature totals for dL].
+// Global scratch of (b, head) (attention_params.hpp): linear_acc, the running sums [T][D+1],
+// and linear_totals, the per-feature totals for dL [NF].
 //
-// Thread mappings (256 threads): tile products as the policy's accumulators; chunk rows in row sums: row tid / 8, lanes tid % 8; feature rows in
-// feature sums: slot tid / (256 / FB); feature tiles: slot tid % FB, chunk rows tid / FB + k
-// (256 / FB); the Jacobian: warp w owns chunk rows w + 8u, lane l owns columns l + 32v, so the
-// row sums of the pair Jacobian are warp reductions.
+// Thread mappings (256 threads): tile products as the policy's accumulators; chunk rows in
+// row sums: row tid / 8, lanes tid % 8; feature rows in feature sums: slot tid / (256 / FB);
+// feature tiles: slot tid % FB, chunk rows tid / FB + k (256 / FB); the Jacobian: warp w owns
+// chunk rows w + 8u, lane l owns columns l + 32v, so the row sums of the pair Jacobian are
+// warp reductions.
 #include <cstdint>
 
 #include "headwise/kernels/tiles/attention_storage.hpp"
@@ -26,6 +37,7 @@
 #include "headwise/kernels/tiles/mma_tf32.hpp"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_tile_gemm.cuh"
+#include "kernels/cuda/chain_sync.cuh"
 #include "kernels/cuda/device_warp.cuh"
 
 namespace hw::cuda::attn_dev {
@@ -35,6 +47,10 @@ struct LinCfg {
   static constexpr int C = tiles::kLinChunk;
   static constexpr int FB = tiles::linear_feature_block(HD);
   static constexpr int NF = tiles::linear_feature_slots(HD);
+  static constexpr int NB = tiles::linear_feature_blocks(HD);
+  static constexpr int SB = tiles::kLinStageBlocks;  // feature blocks per stage
+  static constexpr int SF = SB * FB;                 // slots per stage
+  static constexpr int NS = tiles::linear_stage_count(HD);
   static constexpr int LDU = HD + 1;  // rows [v, 1], [G, G_den], [S, z]: odd, conflict-free B views
   static constexpr int LDP = C + 1;   // feature tiles [FB][LDP] and chunk matrices [C][LDP]
   static constexpr int LPR = tiles::kAttnThreads / C;   // lanes per chunk row in row sums
@@ -50,16 +66,16 @@ struct LinCfg {
   static constexpr int u_off = k_off + C * HD;      // [C][LDU] U rows [v, 1]
   static constexpr int pa_off = u_off + r4(C * LDU);  // [FB][LDP] Psi (or X(q)); later dX or Kap
   static constexpr int pb_off = pa_off + r4(FB * LDP);  // [FB][LDP] Phi; later dX or Kap
-  static constexpr int s_off = pb_off + r4(FB * LDP);   // [FB][LDU] state block
-  static constexpr int w_off = s_off + r4(FB * LDU);    // [FB] weights of the block
-  static constexpr int den_off = w_off + FB;            // [C] 1 / row denominators
+  static constexpr int s_off = pb_off + r4(FB * LDP);   // [SF][LDU] the stage's state slice
+  static constexpr int w_off = s_off + r4(SF * LDU);    // [SF] its query-side weights
+  static constexpr int den_off = w_off + SF;            // [C] 1 / row denominators
   static constexpr int forward_floats = den_off + C;
   static constexpr int g_off = forward_floats;          // [C][LDU] G rows (backward)
   static constexpr int dk_off = g_off + r4(C * LDU);    // [C][LDP] dKT[j][i] (backward)
-  static constexpr int backward_floats = dk_off + r4(C * LDP);
-  static_assert(HD * (HD + 1) <= backward_floats, "dL's row sums reuse the backward's shared memory");
-
-  static constexpr int64_t scratch_floats = int64_t(NF) * LDU + 2 * int64_t(NF);
+  static constexpr int tt_off = dk_off + r4(C * LDP);   // [SF] the stage's totals (dQ chain)
+  static constexpr int backward_floats = tt_off + SF;
+  // dL, after the dQ chain: every stage's totals [NF], then row sums [HD][G1], G1 <= HD + 1.
+  static_assert(NF + HD * (HD + 1) <= backward_floats, "dL reuses the backward's shared memory");
 };
 
 // The tile products of a linear item and element access to their accumulators. fp32
@@ -122,15 +138,20 @@ __device__ __forceinline__ float group_sum(float v) {
   return v;
 }
 
-// Zeroes the state, fills the query-side weights W (and zeroes the totals Tt when given).
+// Zeroes the stage's state slice and totals and fills its query-side weights (slots
+// [f_first, f_first + SF); slots past the head's last block get weight 0).
 template <int HD, class St>
-__device__ void init_scratch(const AttnLaunchParamsT<St>& p, const AttnHeadDesc& d, float* S, float* W, float* Tt) {
+__device__ void init_stage(const AttnLaunchParamsT<St>& p, const AttnHeadDesc& d, int f_first, float* sS, float* sW,
+                           float* sTt) {
   using Cfg = LinCfg<HD>;
   const int tid = static_cast<int>(threadIdx.x);
-  for (int e = tid; e < Cfg::NF * Cfg::LDU; e += tiles::kAttnThreads) S[e] = 0.f;
-  for (int f = tid; f < Cfg::NF; f += tiles::kAttnThreads) {
-    W[f] = tiles::linear_weight(tiles::linear_feature(HD, f), d.L, d.n_groups + 1, d.groups, p.linear_eps, p.scale);
-    if (Tt) Tt[f] = 0.f;
+  for (int e = tid; e < Cfg::SF * Cfg::LDU; e += tiles::kAttnThreads) sS[e] = 0.f;
+  for (int s = tid; s < Cfg::SF; s += tiles::kAttnThreads) {
+    const int f = f_first + s;
+    sW[s] = f < Cfg::NF ? tiles::linear_weight(tiles::linear_feature(HD, f), d.L, d.n_groups + 1, d.groups,
+                                               p.linear_eps, p.scale)
+                        : 0.f;
+    if (sTt) sTt[s] = 0.f;
   }
   __syncthreads();
 }
@@ -166,17 +187,10 @@ __device__ __forceinline__ void fill_features(float* Psi, float* Phi, int f0, co
   }
 }
 
-// Loads the state block [f0, f0 + FB) and its weights into shared memory.
-template <int HD>
-__device__ __forceinline__ void load_state_block(float* sS, float* sW, const float* S, const float* W, int f0) {
-  using Cfg = LinCfg<HD>;
-  const float* src = S + int64_t(f0) * Cfg::LDU;
-  for (int e = static_cast<int>(threadIdx.x); e < Cfg::FB * Cfg::LDU; e += tiles::kAttnThreads) sS[e] = src[e];
-  if (threadIdx.x < Cfg::FB) sW[threadIdx.x] = W[f0 + static_cast<int>(threadIdx.x)];
-}
-
-// State step of one block (global rows Sg): Sg[s][e] = sS[s][e] + sum_j A[s][j] B[j][e] for e <= HD,
-// with A a feature tile [FB][LDP] and B chunk rows [C][LDU] (prefix: Phi and U; suffix: Psi and G).
+// State step of one block: Sg[s][e] = sS[s][e] + sum_j A[s][j] B[j][e] for e <= HD, with A a
+// feature tile [FB][LDP] and B chunk rows [C][LDU] (prefix: Phi and U; suffix: Psi and G). In
+// place (Sg == sS) is fine: every element is read and written by the same thread, after a
+// barrier has ended the block's other reads of sS.
 template <int HD, class St>
 __device__ __forceinline__ void state_step(float* Sg, const float* sS, const float* A, const float* B) {
   using Cfg = LinCfg<HD>;
@@ -271,11 +285,12 @@ __device__ __forceinline__ void jacobian_block(float (&dx)[LinCfg<HD>::JU][LinCf
   }
 }
 
-// Writes Jacobian-mapped rows (row w + 8u < n, column l + 32v) to dst rows t0 + row (overwrite;
-// U: bf16 rounds once, fp32 workspace rows as they are).
+// Rows [t0, t0 + n) of Jacobian-mapped values (row w + 8u, column l + 32v) go to dst. With
+// `prev` (an earlier stage's running sum, fp32, after its publish) each value is added to
+// prev's first; dst may equal prev. U: bf16 rounds once, fp32 rows as they are.
 template <int HD, class U>
 __device__ __forceinline__ void store_jacobian_rows(Rows<U> dst, const float (&dx)[LinCfg<HD>::JU][LinCfg<HD>::JV],
-                                                    int64_t t0, int n) {
+                                                    const Rows<float>* prev, int64_t t0, int n) {
   using Cfg = LinCfg<HD>;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
 #pragma unroll
@@ -283,25 +298,35 @@ __device__ __forceinline__ void store_jacobian_rows(Rows<U> dst, const float (&d
     const int i = warp + 8 * u;
     if (i >= n) continue;
 #pragma unroll
-    for (int v = 0; v < Cfg::JV; ++v)
-      tiles::store_from_float(dst.ptr + (t0 + i) * dst.stride + lane + 32 * v, dx[u][v]);
+    for (int v = 0; v < Cfg::JV; ++v) {
+      const int c = lane + 32 * v;
+      float x = dx[u][v];
+      if (prev) x = chain::load_shared_partial(prev->ptr + (t0 + i) * prev->stride + c) + x;
+      tiles::store_from_float(dst.ptr + (t0 + i) * dst.stride + c, x);
+    }
   }
+}
+
+// Feature blocks of stage `stage` (the last stage may own fewer).
+template <int HD>
+__device__ __forceinline__ int stage_blocks(int stage) {
+  using Cfg = LinCfg<HD>;
+  const int left = Cfg::NB - stage * Cfg::SB;
+  return left < Cfg::SB ? left : Cfg::SB;
 }
 
 }  // namespace linear_detail
 
-// Whole head h of sequence b: overwrites out rows [0, T) and row_stats (the denominators).
+// Stage `stage` of head h, sequence b: its slots' share of the numerators and denominators of
+// every chunk, added to the earlier stages' running sums; the last stage writes out rows
+// [0, T) and row_stats (the denominators).
 template <int HD, class St>
-__device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h, float* smem) {
+__device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h, int stage, float* smem) {
   using Cfg = LinCfg<HD>;
   using Tl = LinTiles<St>;
   namespace ld = linear_detail;
-  constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
+  constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
   __syncthreads();
-  const AttnHeadDesc& d = p.heads[h];
-  float* S = linear_scratch(p, b, h);
-  float* W = S + int64_t(NF) * LDU;
-  ld::init_scratch<HD>(p, d, S, W, nullptr);
   float* sq = smem + Cfg::q_off;
   float* sk = smem + Cfg::k_off;
   float* sU = smem + Cfg::u_off;
@@ -309,32 +334,38 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
   float* sPhi = smem + Cfg::pb_off;
   float* sS = smem + Cfg::s_off;
   float* sW = smem + Cfg::w_off;
-  float* sInv = smem + Cfg::den_off;  // 1 / row denominators
+  float* sInv = smem + Cfg::den_off;  // 1 / row denominators (last stage)
+  const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
+  const bool first = stage == 0, last = stage == Cfg::NS - 1;
+  ld::init_stage<HD>(p, p.heads[h], f_first, sS, sW, nullptr);
   const int tid = static_cast<int>(threadIdx.x), drow = tid / LPR, dlane = tid % LPR;
   const int64_t T = p.T;
+  const Rows<float> run = linear_acc(p, b, h);  // running sums [T][HD + 1]
+  int32_t* progress = linear_progress(p, b, h, 0);
   const Rows<St> out = out_rows(p, b, h);
   float* stats = row_stats_out(p, b, h);
-  for (int64_t t0 = 0; t0 < T; t0 += C) {
+  int32_t chunk = 0;
+  for (int64_t t0 = 0; t0 < T; t0 += C, ++chunk) {
     const int n = static_cast<int>(tiles::min64(C, T - t0));
     __syncthreads();  // the previous chunk is done with every shared buffer
     ld::load_chunk_rows<HD>(sq, HD, q_rows(p, b, h), t0, n);
     ld::load_chunk_rows<HD>(sk, HD, k_rows(p, b, h), t0, n);
     ld::load_u<HD>(sU, v_rows(p, b, h), t0, n);
     typename Tl::template Acc<C, HD> acc;  // numerators acc[i][e]
-    typename Tl::template Acc<C, C> kap;   // chunk kernel matrix kap[i][j]
+    typename Tl::template Acc<C, C> kap;   // the stage's share of the chunk kernel matrix
     acc.zero();
     kap.zero();
     float den = 0.f;  // partial of row drow
-    for (int f0 = 0; f0 < NF; f0 += FB) {
-      __syncthreads();  // feature tiles and the state block are free
-      ld::load_state_block<HD>(sS, sW, S, W, f0);
+    for (int k = 0; k < nb; ++k) {
+      float* sSk = sS + k * FB * LDU;
+      __syncthreads();  // chunk rows loaded; feature tiles free
+      ld::fill_features<HD>(sPsi, sPhi, f_first + k * FB, sW + k * FB, sq, sk, n);
       __syncthreads();
-      ld::fill_features<HD>(sPsi, sPhi, f0, sW, sq, sk, n);
-      __syncthreads();
-      Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sS);  // earlier chunks
+      Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sSk);  // earlier chunks
       Tl::template gemm<C, C, FB, 1, LDP, LDP, 1>(kap, sPsi, sPhi);
-      for (int s = dlane; s < FB; s += LPR) den = fmaf(sPsi[s * LDP + drow], sS[s * LDU + HD], den);
-      ld::state_step<HD, St>(S + int64_t(f0) * LDU, sS, sPhi, sU);  // S += Phi^T [v, 1]
+      for (int s = dlane; s < FB; s += LPR) den = fmaf(sPsi[s * LDP + drow], sSk[s * LDU + HD], den);
+      __syncthreads();  // every read of the state slice is done
+      ld::state_step<HD, St>(sSk, sSk, sPhi, sU);  // S += Phi^T [v, 1]
     }
     __syncthreads();  // done with sPsi: it takes the masked chunk kernel
     ld::store_causal<HD, St>(sPsi, kap, n, false);
@@ -342,33 +373,143 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
     Tl::template gemm<C, HD, C, LDP, 1, LDU, 1>(acc, sPsi, sU);  // same chunk
     for (int j = dlane; j < C; j += LPR) den += sPsi[drow * LDP + j];
     den = ld::group_sum<LPR>(den);
+
+    // The chain: add the earlier stages' sums, pass them on (or finish the chunk).
+    if (!first) chain::wait_at_least(progress + stage - 1, chunk + 1);
+    float* den_at = run.ptr + (t0 + drow) * run.stride + HD;
+    if (dlane == 0 && drow < n && !first) den += chain::load_shared_partial(den_at);
+    if (!last) {
+      if (dlane == 0 && drow < n) *den_at = den;
+      Tl::for_each(acc, [&](int i, int e, float& x) {
+        if (i >= n) return;
+        float* at = run.ptr + (t0 + i) * run.stride + e;
+        *at = first ? x : chain::load_shared_partial(at) + x;
+      });
+      chain::publish(progress + stage, chunk + 1);
+      continue;
+    }
     if (dlane == 0) {
       sInv[drow] = 1.f / den;
       if (drow < n) stats[t0 + drow] = den;
     }
     __syncthreads();
     Tl::for_each(acc, [&](int i, int e, float& x) {
-      if (i < n) tiles::store_from_float(out.ptr + (t0 + i) * out.stride + e, x * sInv[i]);
+      if (i >= n) return;
+      const float num = first ? x : chain::load_shared_partial(run.ptr + (t0 + i) * run.stride + e) + x;
+      tiles::store_from_float(out.ptr + (t0 + i) * out.stride + e, num * sInv[i]);
     });
   }
   __syncthreads();
 }
 
-// Whole head h of sequence b: overwrites dQ rows [0, T), this head's dK / dV partial rows and
-// its A matrix (row stride n_groups + 1) in the workspace slot.
+// Stage `stage` of head h's dQ chain, sequence b (chunks forward): dPsi = S_excl G + Phi dKappa
+// for its slots -> their share of dq (Jacobian) and their totals for dL. The last stage
+// writes (overwrites) dQ rows [0, T), then A (row stride n_groups + 1) from every stage's totals.
 template <int HD, class St>
-__device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int h, float* smem) {
+__device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, int h, int stage, float* smem) {
   using Cfg = LinCfg<HD>;
   using Tl = LinTiles<St>;
   namespace ld = linear_detail;
-  constexpr int C = Cfg::C, FB = Cfg::FB, NF = Cfg::NF, LDU = Cfg::LDU, LDP = Cfg::LDP, LPF = Cfg::LPF;
+  constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP, LPF = Cfg::LPF;
   constexpr int JU = Cfg::JU, JV = Cfg::JV;
   __syncthreads();
   const AttnHeadDesc& d = p.heads[h];
-  float* S = linear_scratch(p, b, h);
-  float* W = S + int64_t(NF) * LDU;
-  float* Tt = W + NF;
-  ld::init_scratch<HD>(p, d, S, W, Tt);
+  float* sq = smem + Cfg::q_off;
+  float* sU = smem + Cfg::u_off;
+  float* sPA = smem + Cfg::pa_off;
+  float* sPB = smem + Cfg::pb_off;
+  float* sS = smem + Cfg::s_off;
+  float* sW = smem + Cfg::w_off;
+  float* sG = smem + Cfg::g_off;
+  float* sDK = smem + Cfg::dk_off;
+  float* sTt = smem + Cfg::tt_off;
+  const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
+  const bool first = stage == 0, last = stage == Cfg::NS - 1;
+  ld::init_stage<HD>(p, d, f_first, sS, sW, sTt);
+  const int tid = static_cast<int>(threadIdx.x);
+  const int64_t T = p.T;
+  const int32_t n_chunks = static_cast<int32_t>(tiles::ceil_div(T, C));
+  const Rows<float> run = linear_acc(p, b, h);  // running dQ sums (first HD columns)
+  float* totals = linear_totals(p, b, h);
+  int32_t* progress = linear_progress(p, b, h, 0);
+
+  for (int32_t chunk = 0; chunk < n_chunks; ++chunk) {
+    const int64_t t0 = int64_t(chunk) * C;
+    const int n = static_cast<int>(tiles::min64(C, T - t0));
+    __syncthreads();
+    ld::load_backward_chunk<HD>(p, b, h, smem, t0, n);
+    float dq[JU][JV] = {};
+    for (int k = 0; k < nb; ++k) {
+      const int f0 = f_first + k * FB;
+      float* sSk = sS + k * FB * LDU;
+      __syncthreads();
+      ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, smem + Cfg::k_off, n);  // sPA: unweighted X(q)
+      __syncthreads();
+      typename Tl::template Acc<FB, C> dX;  // dX[s][i]
+      dX.zero();
+      Tl::template gemm<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sSk, sG);
+      Tl::template gemm<FB, C, C, LDP, 1, LDP, 1>(dX, sPB, sDK);
+      __syncthreads();  // every read of the state slice is done
+      ld::state_step<HD, St>(sSk, sSk, sPB, sU);
+      __syncthreads();  // done with Phi: sPB takes dX
+      Tl::for_each(dX, [&](int r, int c, float& x) { sPB[r * LDP + c] = x; });
+      __syncthreads();
+      {  // totals of the block's slots: Tt[s] += sum_i dX[s][i] X_s(q_i)
+        const int s = tid / LPF, l = tid % LPF;
+        float t = 0.f;
+        for (int i = l; i < C; i += LPF) t = fmaf(sPB[s * LDP + i], sPA[s * LDP + i], t);
+        t = ld::group_sum<LPF>(t);
+        if (l == 0) sTt[k * FB + s] += t;
+      }
+      ld::jacobian_block<HD>(dq, f0, sPB, sW + k * FB, sq);
+    }
+    if (chunk == n_chunks - 1) {  // the totals are final: leave them for the last stage's A
+      __syncthreads();
+      for (int s = tid; s < nb * FB; s += tiles::kAttnThreads) totals[f_first + s] = sTt[s];
+    }
+    if (!first) chain::wait_at_least(progress + stage - 1, chunk + 1);
+    const Rows<float>* prev = first ? nullptr : &run;
+    if (last) {
+      ld::store_jacobian_rows<HD>(dq_rows(p, b, h), dq, prev, t0, n);
+    } else {
+      ld::store_jacobian_rows<HD>(run, dq, prev, t0, n);
+      chain::publish(progress + stage, chunk + 1);
+    }
+  }
+  if (!last) return;
+
+  // A = sum over pairs of dkappa s s^T from every stage's totals (each stage wrote its own
+  // before publishing its last chunk, which this stage has seen): row sums by group, then entries.
+  __threadfence();  // this stage's own totals, written by other threads of the block
+  __syncthreads();
+  float* sTotals = smem;          // [NF]
+  float* Brow = smem + Cfg::NF;   // [HD][G1]
+  for (int f = tid; f < Cfg::NF; f += tiles::kAttnThreads) sTotals[f] = chain::load_shared_partial(totals + f);
+  __syncthreads();
+  const int G1 = d.n_groups + 1;
+  for (int e = tid; e < HD * (G1 - 1); e += tiles::kAttnThreads) {
+    const int r = e / (G1 - 1), y = 1 + e % (G1 - 1);
+    Brow[r * G1 + y] = tiles::linear_A_rowsum(HD, static_cast<const float*>(sTotals), d.groups, r, y);
+  }
+  __syncthreads();
+  float* dA = linear_dA(p, b, h);
+  for (int e = tid; e < G1 * G1; e += tiles::kAttnThreads)
+    dA[e] = tiles::linear_A_entry(HD, static_cast<const float*>(sTotals), static_cast<const float*>(Brow), G1,
+                                  d.groups, p.scale, e / G1, e % G1);
+  __syncthreads();
+}
+
+// Stage `stage` of head h's dK/dV chain, sequence b (chunks backward, suffix state R): dPhi =
+// R_excl U + Psi dKappa -> its slots' share of dk; dv = Phi R_excl + Kap^T G with its share of
+// Kap. Stage 0 overwrites the head's dK / dV partial rows, later stages add to them.
+template <int HD, class St>
+__device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, int h, int stage, float* smem) {
+  using Cfg = LinCfg<HD>;
+  using Tl = LinTiles<St>;
+  namespace ld = linear_detail;
+  constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP;
+  constexpr int JU = Cfg::JU, JV = Cfg::JV;
+  __syncthreads();
   float* sq = smem + Cfg::q_off;
   float* sk = smem + Cfg::k_off;
   float* sU = smem + Cfg::u_off;
@@ -378,69 +519,38 @@ __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int 
   float* sW = smem + Cfg::w_off;
   float* sG = smem + Cfg::g_off;
   float* sDK = smem + Cfg::dk_off;
-  const int tid = static_cast<int>(threadIdx.x);
+  const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
+  const bool first = stage == 0;
+  ld::init_stage<HD>(p, p.heads[h], f_first, sS, sW, nullptr);
   const int64_t T = p.T;
+  const int32_t n_chunks = static_cast<int32_t>(tiles::ceil_div(T, C));
+  const Rows<float> dk_run = linear_dk_rows(p, b, h), dv_run = linear_dv_rows(p, b, h);
+  int32_t* progress = linear_progress(p, b, h, 1);
 
-  // Pass 1, chunks forward: dPsi = S_excl G + Phi dKappa -> dq (Jacobian) and the totals Tt.
-  for (int64_t t0 = 0; t0 < T; t0 += C) {
-    const int n = static_cast<int>(tiles::min64(C, T - t0));
-    __syncthreads();
-    ld::load_backward_chunk<HD>(p, b, h, smem, t0, n);
-    float dq[JU][JV] = {};
-    for (int f0 = 0; f0 < NF; f0 += FB) {
-      __syncthreads();
-      ld::load_state_block<HD>(sS, sW, S, W, f0);
-      __syncthreads();
-      ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, sk, n);  // sPA: unweighted X(q)
-      __syncthreads();
-      typename Tl::template Acc<FB, C> dX;  // dX[s][i]
-      dX.zero();
-      Tl::template gemm<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sG);
-      Tl::template gemm<FB, C, C, LDP, 1, LDP, 1>(dX, sPB, sDK);
-      ld::state_step<HD, St>(S + int64_t(f0) * LDU, sS, sPB, sU);
-      __syncthreads();  // done with Phi: sPB takes dX
-      Tl::for_each(dX, [&](int r, int c, float& x) { sPB[r * LDP + c] = x; });
-      __syncthreads();
-      {  // Tt[s] += sum_i dX[s][i] X_s(q_i)
-        const int s = tid / LPF, l = tid % LPF;
-        float t = 0.f;
-        for (int i = l; i < C; i += LPF) t = fmaf(sPB[s * LDP + i], sPA[s * LDP + i], t);
-        t = ld::group_sum<LPF>(t);
-        if (l == 0) Tt[f0 + s] += t;
-      }
-      ld::jacobian_block<HD>(dq, f0, sPB, sW, sq);
-    }
-    ld::store_jacobian_rows<HD>(dq_rows(p, b, h), dq, t0, n);
-  }
-
-  // Pass 2, chunks backward with the suffix state R (reusing S): dPhi = R_excl U + Psi dKappa
-  // -> dk; dv = Phi R_excl + Kap^T G.
-  __syncthreads();
-  for (int e = tid; e < NF * LDU; e += tiles::kAttnThreads) S[e] = 0.f;
-  const int64_t n_chunks = tiles::ceil_div(T, C);
-  for (int64_t ci = n_chunks - 1; ci >= 0; --ci) {
-    const int64_t t0 = ci * C;
+  for (int32_t done = 0; done < n_chunks; ++done) {
+    const int64_t t0 = int64_t(n_chunks - 1 - done) * C;
     const int n = static_cast<int>(tiles::min64(C, T - t0));
     __syncthreads();
     ld::load_backward_chunk<HD>(p, b, h, smem, t0, n);
     float dk[JU][JV] = {};
     typename Tl::template Acc<C, HD> dv;  // dv[j][e]
-    typename Tl::template Acc<C, C> kap;  // kap[i][j]
+    typename Tl::template Acc<C, C> kap;  // the stage's share of kap[i][j]
     dv.zero();
     kap.zero();
-    for (int f0 = 0; f0 < NF; f0 += FB) {
+    for (int k = 0; k < nb; ++k) {
+      const int f0 = f_first + k * FB;
+      float* sSk = sS + k * FB * LDU;
       __syncthreads();
-      ld::load_state_block<HD>(sS, sW, S, W, f0);
-      __syncthreads();
-      ld::fill_features<HD>(sPA, sPB, f0, sW, sq, sk, n);  // sPA: Psi, sPB: Phi
+      ld::fill_features<HD>(sPA, sPB, f0, sW + k * FB, sq, sk, n);  // sPA: Psi, sPB: Phi
       __syncthreads();
       typename Tl::template Acc<FB, C> dX;  // dX[s][j]
       dX.zero();
-      Tl::template gemm<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sS, sU);
+      Tl::template gemm<FB, C, HD + 1, LDU, 1, 1, LDU>(dX, sSk, sU);
       Tl::template gemm<FB, C, C, LDP, 1, 1, LDP>(dX, sPA, sDK);
-      Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(dv, sPB, sS);
+      Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(dv, sPB, sSk);
       Tl::template gemm<C, C, FB, 1, LDP, LDP, 1>(kap, sPA, sPB);
-      ld::state_step<HD, St>(S + int64_t(f0) * LDU, sS, sPA, sG);  // R += Psi^T G
+      __syncthreads();  // every read of the state slice is done
+      ld::state_step<HD, St>(sSk, sSk, sPA, sG);  // R += Psi^T G
       __syncthreads();  // done with Psi: sPA takes dX
       Tl::for_each(dX, [&](int r, int c, float& x) { sPA[r * LDP + c] = x; });
       __syncthreads();
@@ -450,26 +560,17 @@ __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int 
     ld::store_causal<HD, St>(sPB, kap, n, false);
     __syncthreads();
     Tl::template gemm<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
-    ld::store_jacobian_rows<HD>(linear_dk_rows(p, b, h), dk, t0, n);
-    const Rows<float> dvr = linear_dv_rows(p, b, h);
-    Tl::for_each(dv, [&](int j, int e, float& x) {
-      if (j < n) dvr.ptr[(t0 + j) * dvr.stride + e] = x;
-    });
-  }
 
-  // A = sum over pairs of dkappa s s^T from the totals: row sums by group, then entries.
-  __syncthreads();
-  const int G1 = d.n_groups + 1;
-  float* Brow = smem;  // [HD][G1]
-  for (int e = tid; e < HD * (G1 - 1); e += tiles::kAttnThreads) {
-    const int r = e / (G1 - 1), y = 1 + e % (G1 - 1);
-    Brow[r * G1 + y] = tiles::linear_A_rowsum(HD, static_cast<const float*>(Tt), d.groups, r, y);
+    if (!first) chain::wait_at_least(progress + stage - 1, done + 1);
+    const Rows<float>* prev = first ? nullptr : &dk_run;
+    ld::store_jacobian_rows<HD>(dk_run, dk, prev, t0, n);
+    Tl::for_each(dv, [&](int j, int e, float& x) {
+      if (j >= n) return;
+      float* at = dv_run.ptr + (t0 + j) * dv_run.stride + e;
+      *at = first ? x : chain::load_shared_partial(at) + x;
+    });
+    chain::publish(progress + stage, done + 1);
   }
-  __syncthreads();
-  float* dA = linear_dA(p, b, h);
-  for (int e = tid; e < G1 * G1; e += tiles::kAttnThreads)
-    dA[e] = tiles::linear_A_entry(HD, static_cast<const float*>(Tt), static_cast<const float*>(Brow), G1, d.groups,
-                                  p.scale, e / G1, e % G1);
   __syncthreads();
 }
 

@@ -28,8 +28,8 @@
 //   static dK/dV scratch 33,280 /  49,664       10,240 / 18,432  (dO word tile + stage), each
 //                        plus dv_acc [64][HD] fp32 = 16,384 / 32,768; a dK/dV item takes the max
 //                        of that and the softmax backward size.
-//   linear forward       58,624 / 74,496        the same (fp32 tiles for both storage types)
-//   linear backward      71,168 / 95,232        the same
+//   linear forward       75,520 / 91,136        the same (fp32 tiles for both storage types)
+//   linear backward      88,576 / 112,128       the same
 //   (checked at compile time by tests/cuda/test_attention_smem_sizes.cu)
 //
 //   template <int HD> constexpr int static_forward_smem_bytes();   // fp32 (SIMT) tiles
@@ -45,23 +45,33 @@
 //       a shared-memory [kBc][HD] row-major block (row r = key k_tile*kBc + r; rows past T stay
 //       untouched): dv_acc[j] += sum_{i>=j} P(i,j) dO_i. `smem` is separate scratch. No alpha/rho
 //       gradients (the launcher refuses non-null dalpha/drho).
+//   Linear heads run as chains of stages (tiles::linear_stage_count(HD) per head; stage s owns
+//   feature blocks [s * kLinStageBlocks, (s + 1) * kLinStageBlocks) and keeps their state in
+//   shared memory). Stage s of (b, h) waits for stage s - 1 chunk by chunk
+//   (linear_progress) and adds its partial sums to theirs in the workspace, so every sum has
+//   a fixed order; the launcher zeroes the sync region before each launch and hands out items
+//   in ticket order (chain_sync.cuh), so a waited-for stage has always started.
 //   template <int HD> constexpr int linear_forward_smem_bytes();
 //   template <int HD, class St> __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h,
-//                                                                  float* smem);
-//       Whole head, sequence b: writes (overwrites) out rows [0, T) and row_stats (the row
-//       denominators, as detail::linear_forward). Global scratch: linear_scratch(p, b, h),
-//       linear_scratch_floats(HD, T) floats, private to this (b, h).
+//                                                                  int stage, float* smem);
+//       Stage `stage` of head h, sequence b; the last stage writes (overwrites) out rows [0, T)
+//       and row_stats (the row denominators, as detail::linear_forward). Global scratch:
+//       linear_acc(p, b, h), the partial numerators and denominators [T][HD + 1].
 //   template <int HD> constexpr int linear_backward_smem_bytes();
-//   template <int HD, class St> __device__ void linear_item_backward(const AttnLaunchParamsT<St>& p, int b, int h,
-//                                                                   float* smem);
-//       Whole head, sequence b: OVERWRITES dQ rows [0, T) at dq_rows(p, b, h); OVERWRITES this
-//       head's own dK and dV contributions at linear_dk_rows / linear_dv_rows (workspace
-//       partials; the launcher's combine kernel adds them to dQKV in head order after the main
-//       launch); OVERWRITES the (G+1)x(G+1) matrix A = sum_i dkappa_i s_i s_i^T at
-//       linear_dA(p, b, h) (as detail::linear_backward's A, row stride n_groups + 1); the
-//       launcher reduces A over b in order and adds dL += 2 A L_lower.
+//   template <int HD, class St> __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b,
+//                                                                      int h, int stage, float* smem);
+//       The dQ chain (chunks forward); the last stage OVERWRITES dQ rows [0, T) at dq_rows(p, b, h)
+//       and, once every stage has left its per-feature totals at linear_totals(p, b, h),
+//       OVERWRITES the (G+1)x(G+1) matrix A = sum_i dkappa_i s_i s_i^T at linear_dA(p, b, h) (as
+//       detail::linear_backward's A, row stride n_groups + 1); the launcher reduces A over b in
+//       order and adds dL += 2 A L_lower. Partial dQ rows meet in linear_acc(p, b, h) ([T][HD]).
+//   template <int HD, class St> __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b,
+//                                                                       int h, int stage, float* smem);
+//       The dK/dV chain (chunks backward): stage 0 OVERWRITES this head's own dK and dV
+//       contributions at linear_dk_rows / linear_dv_rows (workspace partials; the launcher's
+//       combine kernel adds them to dQKV in head order after the main launch), later stages add.
 //   int64_t linear_scratch_floats(int head_dim, int64_t T);  // HOST function (defined in
-//       attention_linear_scratch.cpp; declared below): global scratch per (b, linear head), may be 0.
+//       attention_linear_scratch.cpp; declared below): global scratch per (b, linear head).
 //
 // Row pointers below address row 0 of sequence b at a head's column block; rows are strided
 // by the returned stride.
@@ -71,6 +81,7 @@
 #include "headwise/core/bf16.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/host_device.hpp"
+#include "headwise/kernels/tiles/linear_chunk.hpp"
 #include "headwise/kernels/tiles/work_schedule.hpp"
 
 namespace hw::cuda {
@@ -119,10 +130,13 @@ struct AttnLaunchParamsT {
   int32_t B = 0, T = 0, n_head = 0, n_kv_head = 0, head_dim = 0;
   float scale = 0.f;       // 1 / sqrt(head_dim)
   float linear_eps = 0.f;
-  // Workspace slots of linear heads: slot (b, linear_slot) starts at
-  // workspace + (b * n_linear + linear_slot) * linear_slot_floats and holds
+  // Linear heads' sync region at the workspace's start (linear_sync_floats; zeroed before each
+  // launch): int32 [0] the item ticket, then per (b, linear_slot) two chains of
+  // linear_stage_count(head_dim) progress counters. Then slot (b, linear_slot) at
+  // workspace + linear_sync_floats + (b * n_linear + linear_slot) * linear_slot_floats holds
   // [dA: (head_dim+1)^2, padded to 32] [dK partial: T*head_dim] [dV partial: T*head_dim] [D's scratch].
   int32_t n_linear = 0;
+  int64_t linear_sync_floats = 0;
   int64_t linear_slot_floats = 0;
   // Staging of KV groups that mix linear heads with softmax-family or static ones, bf16 storage
   // only: their kBwdDkv item leaves its fp32 dK/dV at stage slot (b, heads[first].stage_slot),
@@ -191,11 +205,27 @@ HW_HOST_DEVICE const float* row_stats_in(const AttnLaunchParamsT<St>& p, int b, 
   return p.row_stats_in + (int64_t(b) * p.n_head + h) * p.T;
 }
 
-// ---- linear heads' workspace slot ----
+// ---- linear heads' sync region and workspace slot ----
+// Floats of the sync region (a multiple of 32, so the slots stay 128-byte aligned).
+HW_HOST_DEVICE int64_t linear_sync_floats(int64_t B, int n_linear, int head_dim) {
+  if (n_linear == 0) return 0;
+  return (1 + B * n_linear * 2 * tiles::linear_stage_count(head_dim) + 31) / 32 * 32;
+}
+template <class St>
+HW_HOST_DEVICE int32_t* linear_ticket(const AttnLaunchParamsT<St>& p) {
+  return reinterpret_cast<int32_t*>(p.workspace);
+}
+// Progress counters of (b, h)'s chain `chain` (0: forward or dQ, 1: dK/dV), one per stage: the
+// number of chunks the stage has published.
+template <class St>
+HW_HOST_DEVICE int32_t* linear_progress(const AttnLaunchParamsT<St>& p, int b, int h, int chain) {
+  const int ns = tiles::linear_stage_count(p.head_dim);
+  return linear_ticket(p) + 1 + ((int64_t(b) * p.n_linear + p.heads[h].linear_slot) * 2 + chain) * ns;
+}
 HW_HOST_DEVICE int64_t linear_dA_floats(int head_dim) { return (int64_t(head_dim + 1) * (head_dim + 1) + 31) / 32 * 32; }
 template <class St>
 HW_HOST_DEVICE float* linear_slot(const AttnLaunchParamsT<St>& p, int b, int h) {
-  return p.workspace + (int64_t(b) * p.n_linear + p.heads[h].linear_slot) * p.linear_slot_floats;
+  return p.workspace + p.linear_sync_floats + (int64_t(b) * p.n_linear + p.heads[h].linear_slot) * p.linear_slot_floats;
 }
 template <class St>
 HW_HOST_DEVICE float* linear_dA(const AttnLaunchParamsT<St>& p, int b, int h) {
@@ -209,9 +239,15 @@ template <class St>
 HW_HOST_DEVICE Rows<float> linear_dv_rows(const AttnLaunchParamsT<St>& p, int b, int h) {
   return {linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + int64_t(p.T) * p.head_dim, p.head_dim};
 }
+// Scratch: the chain's partial sums [T][head_dim + 1] (forward: numerators and denominator;
+// dQ chain: dQ rows, row stride head_dim + 1), then the per-feature totals of the dQ chain.
 template <class St>
-HW_HOST_DEVICE float* linear_scratch(const AttnLaunchParamsT<St>& p, int b, int h) {
-  return linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + 2 * int64_t(p.T) * p.head_dim;
+HW_HOST_DEVICE Rows<float> linear_acc(const AttnLaunchParamsT<St>& p, int b, int h) {
+  return {linear_slot(p, b, h) + linear_dA_floats(p.head_dim) + 2 * int64_t(p.T) * p.head_dim, p.head_dim + 1};
+}
+template <class St>
+HW_HOST_DEVICE float* linear_totals(const AttnLaunchParamsT<St>& p, int b, int h) {
+  return linear_acc(p, b, h).ptr + int64_t(p.T) * (p.head_dim + 1);
 }
 
 // ---- staged fp32 dK/dV of a mixed KV group (bf16 storage; see AttnLaunchParamsT) ----

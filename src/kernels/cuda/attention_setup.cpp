@@ -145,6 +145,7 @@ void fill_head_params(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, con
   p.scale = 1.0f / std::sqrt(static_cast<float>(layout.head_dim));  // as the CPU reference
   p.linear_eps = static_cast<float>(params.linear_eps);
   p.n_linear = count_linear(plan);
+  p.linear_sync_floats = linear_sync_floats(dims.B, p.n_linear, layout.head_dim);
   p.linear_slot_floats = p.n_linear > 0 ? linear_slot_floats(layout.head_dim, dims.T) : 0;
   int linear_slot = 0;
   for (int h = 0; h < layout.n_head; ++h) {
@@ -178,7 +179,7 @@ void fill_head_params(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, con
   }
   // fp32 storage adds the linear partials to its dQKV values directly; bf16 stages those in fp32.
   p.n_stage = 0;
-  p.stage_offset = dims.B * p.n_linear * p.linear_slot_floats;
+  p.stage_offset = p.linear_sync_floats + dims.B * p.n_linear * p.linear_slot_floats;
   if constexpr (kStagesDkv<St>) {
     const int per_group = layout.n_head / layout.n_kv_head;
     for (int g = 0; g < layout.n_kv_head; ++g)
@@ -212,7 +213,8 @@ int64_t attention_workspace_floats(const attn::LayerPlan& plan, const attn::Laye
   const int n_linear = count_linear(plan);
   if (n_linear == 0) return 0;
   // The staging of mixed groups is used by bf16 storage only, but the size has no storage type.
-  return dims.B * n_linear * linear_slot_floats(layout.head_dim, dims.T) +
+  return linear_sync_floats(dims.B, n_linear, layout.head_dim) +
+         dims.B * n_linear * linear_slot_floats(layout.head_dim, dims.T) +
          dims.B * count_mixed_groups(plan, layout) * 2 * dims.T * layout.head_dim;
 }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -112,6 +113,34 @@ T __shfl_sync(unsigned /*mask*/, T v, int src_lane) {
   return hw_emu::shfl_via_bits(v, hw_emu::shfl_bits, src_lane);
 }
 inline unsigned __ballot_sync(unsigned /*mask*/, int pred) { return hw_emu::ballot(pred != 0); }
+
+// ---- ordering between blocks (kernels/cuda/chain_sync.cuh). Blocks run one at a time, in
+// block order, and fibers switch only at barriers and warp collectives, so atomics are plain
+// read-modify-writes and fences have nothing to order. A block that has to sleep while it
+// waits for another block's publish would wait forever here: the block it waits for has
+// either finished without publishing or not started, which on the GPU is a hang or a
+// schedule that puts a stage before its predecessor. ----
+inline int atomicAdd(int* p, int v) {
+  const int old = *p;
+  *p = old + v;
+  return old;
+}
+inline int atomicExch(int* p, int v) {
+  const int old = *p;
+  *p = v;
+  return old;
+}
+inline void __threadfence() {}
+inline float __ldcg(const float* p) { return *p; }
+[[noreturn]] inline void __trap() {
+  std::fprintf(stderr, "block emulator: __trap()\n");
+  std::abort();
+}
+[[noreturn]] inline void __nanosleep(unsigned) {
+  std::fprintf(stderr, "block emulator: a block waits for another block that has not published (a spin-wait "
+                       "would never end: blocks run one at a time, in order)\n");
+  std::abort();
+}
 
 // ---- the host runtime the backend object and the GPU tests call: device memory is host memory ----
 // One emulated device; allocations are 256-byte aligned like cudaMalloc's, so every alignment

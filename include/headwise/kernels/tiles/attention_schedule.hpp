@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "headwise/kernels/tiles/attention_tiles.hpp"
+#include "headwise/kernels/tiles/linear_chunk.hpp"
 #include "headwise/kernels/tiles/work_schedule.hpp"
 
 namespace hw::tiles {
@@ -47,16 +48,25 @@ inline KeyRule key_rule_of(const HeadShape& h, int64_t T) {
 // ---- cost model (tile products; only ratios matter) ----
 constexpr double kItemOverhead = 0.5;   // loading the item's own tile, writing its result
 constexpr double kStaticTile = 1.25;     // P V with P rebuilt from alpha/rho (one exp per weight)
-// A linear head's chunk: intra-chunk pairs plus reading and updating the prefix state of
-// (1 + D + D(D+1)/2) x (D+1) floats, i.e. about D^2/kBr tile products per chunk.
-inline double linear_chunk_cost(int head_dim) {
-  const double fw = 1.0 + head_dim + 0.5 * head_dim * (head_dim + 1);
-  return 2.0 + 2.0 * fw * (head_dim + 1) / (double(kBr) * head_dim);
+constexpr double kLinearChunkOverhead = 0.25;  // loading a chunk, the chain's wait and add
+// One stage of a linear head's chain (kind kFwdLinear, kBwdLinearDq or kBwdLinearDkv) walks
+// every chunk of T; per chunk and per feature block of FB slots it runs `state` products with
+// the state slice (FB x C x (D+1) multiply-adds each) and `pair` products with a chunk matrix
+// (C x C x FB each), then `chunk` products of a chunk matrix with chunk rows (C x C x (D+1)).
+inline double linear_stage_cost(const ScheduleInput& in, uint8_t kind, int32_t stage) {
+  const double D = in.head_dim, C = kLinChunk, FB = linear_feature_block(in.head_dim);
+  const int blocks = linear_feature_blocks(in.head_dim);
+  const double nb = double(min64(kLinStageBlocks, blocks - int64_t(stage) * kLinStageBlocks));
+  const double state = kind == kBwdLinearDkv ? 3 : 2, pair = kind == kBwdLinearDkv ? 2 : 1,
+               chunk = kind == kBwdLinearDkv ? 2 : 1;
+  const double macs = nb * (state * FB * C * (D + 1) + pair * C * C * FB) + chunk * C * C * (D + 1);
+  return kItemOverhead +
+         double(ceil_div(in.T, kLinChunk)) * (kLinearChunkOverhead + macs / (double(kBr) * kBc * D));
 }
 
 inline double fwd_item_cost(const ScheduleInput& in, int head, int32_t tile) {
   const HeadShape& h = in.heads[static_cast<size_t>(head)];
-  if (h.kind == kShapeLinear) return kItemOverhead + linear_chunk_cost(in.head_dim) * double(ceil_div(in.T, kBr));
+  if (h.kind == kShapeLinear) return linear_stage_cost(in, kFwdLinear, tile);
   const double nkt = double(key_tiles_of_query_tile(key_rule_of(h, in.T), tile, in.T));
   return kItemOverhead + (h.kind == kShapeStatic ? kStaticTile : 2.0) * nkt;
 }
@@ -79,10 +89,6 @@ inline double dkv_item_cost(const ScheduleInput& in, int group, int32_t tile) {
   return c;
 }
 
-inline double bwd_linear_cost(const ScheduleInput& in) {
-  return kItemOverhead + 2.5 * linear_chunk_cost(in.head_dim) * double(ceil_div(in.T, kBr));
-}
-
 inline double item_cost(const ScheduleInput& in, const WorkItem& w) {
   switch (w.kind) {
     case kFwdSoftmax:
@@ -90,7 +96,7 @@ inline double item_cost(const ScheduleInput& in, const WorkItem& w) {
     case kFwdLinear: return fwd_item_cost(in, w.unit, w.tile);
     case kBwdDq: return dq_item_cost(in, w.unit, w.tile);
     case kBwdDkv: return dkv_item_cost(in, w.unit, w.tile);
-    default: return bwd_linear_cost(in);
+    default: return linear_stage_cost(in, w.kind, w.tile);
   }
 }
 
@@ -142,11 +148,12 @@ inline bool pack(const std::vector<Profile>& ps, int B, double bucket_ratio, Wor
       else if (bucket_ratio > 0) key = std::floor(std::log(c) / std::log1p(bucket_ratio));
       es.push_back(Entry{key, bucket_ratio < 0 ? 0.0 : c, static_cast<int>(p), static_cast<int32_t>(t)});
     }
-  std::sort(es.begin(), es.end(), [](const Entry& a, const Entry& b) {
+  std::sort(es.begin(), es.end(), [&ps](const Entry& a, const Entry& b) {
     if (a.key != b.key) return a.key > b.key;
     if (a.profile != b.profile) return a.profile < b.profile;
     if (a.cost != b.cost) return a.cost > b.cost;
-    return a.tile > b.tile;
+    // A linear stage waits for its predecessor, which must come first (lower ticket).
+    return is_linear_item(ps[size_t(a.profile)].kind) ? a.tile < b.tile : a.tile > b.tile;
   });
   s = WorkSchedule{};
   s.B = B;
@@ -188,7 +195,7 @@ inline WorkSchedule pack_fitting(const std::vector<Profile>& ps, int B) {
 
 }  // namespace detail
 
-// Forward: softmax-family and static heads by query tile, linear heads whole; pruned: none.
+// Forward: softmax-family and static heads by query tile, linear heads by stage; pruned: none.
 inline WorkSchedule build_forward_schedule(const ScheduleInput& in) {
   std::vector<detail::Profile> ps;
   std::map<std::pair<uint8_t, std::vector<double>>, int> index;
@@ -197,7 +204,7 @@ inline WorkSchedule build_forward_schedule(const ScheduleInput& in) {
     const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
     if (k == kShapePruned || in.T == 0) continue;
     const uint8_t item = softmax_family(k) ? kFwdSoftmax : k == kShapeStatic ? kFwdStatic : kFwdLinear;
-    std::vector<double> c(item == kFwdLinear ? 1 : static_cast<size_t>(nqt));
+    std::vector<double> c(static_cast<size_t>(item == kFwdLinear ? linear_stage_count(in.head_dim) : nqt));
     for (size_t t = 0; t < c.size(); ++t) c[t] = fwd_item_cost(in, h, static_cast<int32_t>(t));
     detail::add_unit(ps, index, item, h, std::move(c));
   }
@@ -205,7 +212,7 @@ inline WorkSchedule build_forward_schedule(const ScheduleInput& in) {
 }
 
 // Backward: dQ items of softmax-family heads, dK/dV items of KV groups with a softmax-family
-// or static head, and whole linear heads.
+// or static head, and the two stage chains of each linear head.
 inline WorkSchedule build_backward_schedule(const ScheduleInput& in) {
   std::vector<detail::Profile> ps;
   std::map<std::pair<uint8_t, std::vector<double>>, int> index;
@@ -219,7 +226,11 @@ inline WorkSchedule build_backward_schedule(const ScheduleInput& in) {
         for (int32_t t = 0; t < nqt; ++t) c[static_cast<size_t>(t)] = dq_item_cost(in, h, t);
         detail::add_unit(ps, index, kBwdDq, h, std::move(c));
       } else if (k == kShapeLinear) {
-        detail::add_unit(ps, index, kBwdLinear, h, {bwd_linear_cost(in)});
+        for (const uint8_t kind : {kBwdLinearDq, kBwdLinearDkv}) {
+          std::vector<double> c(static_cast<size_t>(linear_stage_count(in.head_dim)));
+          for (size_t t = 0; t < c.size(); ++t) c[t] = linear_stage_cost(in, kind, static_cast<int32_t>(t));
+          detail::add_unit(ps, index, kind, h, std::move(c));
+        }
       }
     }
     for (int g = 0; g < in.n_kv_head; ++g) {

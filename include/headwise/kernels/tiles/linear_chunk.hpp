@@ -45,6 +45,15 @@ HW_HOST_DEVICE constexpr int linear_head_slots(int D) {
 }
 // All slots (a multiple of the block).
 HW_HOST_DEVICE constexpr int linear_feature_slots(int D) { return linear_head_slots(D) + D * D / 2; }
+HW_HOST_DEVICE constexpr int linear_feature_blocks(int D) { return linear_feature_slots(D) / linear_feature_block(D); }
+// The GPU splits a head's feature slots over a chain of work items ("stages"), each owning
+// kLinStageBlocks consecutive feature blocks whose state stays in its shared memory for the
+// whole sequence; their partial sums meet in a fixed stage order (attention_linear.cuh).
+constexpr int kLinStageBlocks = 2;
+// Stages of one head (the last may own fewer blocks).
+HW_HOST_DEVICE constexpr int linear_stage_count(int D) {
+  return (linear_feature_blocks(D) + kLinStageBlocks - 1) / kLinStageBlocks;
+}
 
 enum LinFeatureKind : uint8_t { kLinPad = 0, kLinConst = 1, kLinSingle = 2, kLinPair = 3 };
 

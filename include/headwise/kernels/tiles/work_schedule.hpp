@@ -1,7 +1,8 @@
 #pragma once
 // The work order of one attention launch, compact enough to travel inside the kernel's
 // parameter block: a list of segments, each a run of tiles of one item kind over a set of
-// heads (or KV groups) and every sequence. Block i of the launch decodes item i; the host
+// heads (or KV groups) and every sequence. Block i of the launch decodes item i (item i is
+// ticket i when the layer has linear heads, see is_linear_item); the host
 // builds the segments longest-first (attention_schedule.hpp) so no block idles behind a long
 // head at the end of the launch.
 #include <cstdint>
@@ -14,11 +15,19 @@ namespace hw::tiles {
 enum ItemKind : uint8_t {
   kFwdSoftmax = 0,  // (b, head, query tile) of a softmax-family head
   kFwdStatic = 1,   // (b, head, query tile) of a static head
-  kFwdLinear = 2,   // (b, head): a whole linear head
-  kBwdDq = 3,       // (b, head, query tile): dQ of a softmax-family head
-  kBwdDkv = 4,      // (b, KV group, key tile): dK/dV of the group's softmax-family and static heads
-  kBwdLinear = 5,   // (b, head): a whole linear head's backward
+  kFwdLinear = 2,     // (b, head, stage): one stage of a linear head's chain (all of T)
+  kBwdDq = 3,         // (b, head, query tile): dQ of a softmax-family head
+  kBwdDkv = 4,        // (b, KV group, key tile): dK/dV of the group's softmax-family and static heads
+  kBwdLinearDq = 5,   // (b, head, stage): a linear head's dQ (and dL) chain, chunks forward
+  kBwdLinearDkv = 6,  // (b, head, stage): a linear head's dK/dV chain, chunks backward
 };
+
+// Linear items form chains: stage s of (b, head) waits for stage s - 1, so a launch with
+// linear heads hands out items in ticket order and the schedule puts every stage after its
+// predecessor (attention_schedule.hpp).
+HW_HOST_DEVICE constexpr bool is_linear_item(uint8_t kind) {
+  return kind == kFwdLinear || kind == kBwdLinearDq || kind == kBwdLinearDkv;
+}
 
 constexpr int kMaxSegments = 512;
 
@@ -44,7 +53,7 @@ struct WorkItem {
   uint8_t kind = 0;
   int32_t b = 0;
   int32_t unit = 0;  // head, or KV group for kBwdDkv
-  int32_t tile = 0;  // query tile (kFwd*, kBwdDq), key tile (kBwdDkv), 0 for whole-head items
+  int32_t tile = 0;  // query tile (kFwd*, kBwdDq), key tile (kBwdDkv), stage (linear items)
 };
 
 HW_HOST_DEVICE int popcount64(uint64_t x) {
