@@ -172,3 +172,7 @@ TEST_CASE("emulated attention kernels: bf16 tensor-core tiles mixed head plans h
   for (int64_t T : {1, 65})  // three chunks of a linear head; 130 adds time (3xTF32 emulated), not cases
     for (const Case& cs : kCases) run_bf16(cs, 128, T, 1, seed++);
 }
+
+TEST_CASE("emulated attention kernels: bf16 linear heads over many chunks head_dim 64") {
+  run_bf16(Case{{"linear", "linear"}, 1}, 64, 1024, 1, 700);
+}

@@ -78,14 +78,21 @@ struct LinCfg {
   static_assert(NF + HD * (HD + 1) <= backward_floats, "dL reuses the backward's shared memory");
 };
 
-// The tile products of a linear item and element access to their accumulators. fp32
-// activations: attn_tile's SIMT tiles (16 x 16 thread grid, exact fp32 FMAs in a fixed order).
+// The tile products of a linear item and element access to their accumulators. Two
+// products: `gemm` for every product of features, states and chunk rows, and
+// `gemm_cancelling` for dKappa = G U^T, whose terms cancel exactly where a position sees one
+// key (dkappa_ii = (dO_i . v_i - dO_i . O_i) / den_i with O_i = v_i). fp32 activations:
+// attn_tile's SIMT tiles for both (16 x 16 thread grid, exact fp32 FMAs in a fixed order).
 template <class St>
 struct LinTiles {
   template <int M, int N>
   using Acc = attn_tile::Acc<M, N>;
   template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
   __device__ __forceinline__ static void gemm(Acc<M, N>& acc, const float* A, const float* B) {
+    attn_tile::tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS>(acc, A, B);
+  }
+  template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
+  __device__ __forceinline__ static void gemm_cancelling(Acc<M, N>& acc, const float* A, const float* B) {
     attn_tile::tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS>(acc, A, B);
   }
   // f(row, col, value&) for every element this thread owns.
@@ -98,16 +105,24 @@ struct LinTiles {
       for (int c = 0; c < N / 16; ++c) f(ty + 16 * a, tx + 16 * c, acc.v[a][c]);
   }
 };
-// bf16 activations: m16n8k8 tf32 tensor-core tiles, each warp owning 16 x 8 output tiles, with
-// split operands (3xTF32, fp32-level accuracy): the state and feature products cancel exactly
-// in places (dQ of a position that sees one key), where single tf32 rounding leaves noise of
-// 1e-3 of the terms.
+// bf16 activations: m16n8k8 tf32 tensor-core tiles, each warp owning 16 x 8 output tiles.
+// `gemm` rounds its operands to tf32 once (one mma per step): relative error about 5e-4 per
+// term, under the bf16 rounding of the inputs and outputs (the emulated parity tests measure
+// the same output errors as with split operands, up to T = 1024; the fp32 denominators move
+// from 2e-7 to 8e-4). `gemm_cancelling` splits each operand into a tf32 high part and a tf32
+// remainder (3xTF32, three mma per step, fp32-level accuracy): with single rounding the exact
+// zero of dKappa leaves noise of 1e-3 of the terms in dQ (found on the block emulator).
 template <>
 struct LinTiles<bf16> {
   template <int M, int N>
   using Acc = tiles::mma::TcAcc<M, N>;
   template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
   __device__ __forceinline__ static void gemm(Acc<M, N>& acc, const float* A, const float* B) {
+    tiles::mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, attn_mma::DeviceWarp, tiles::mma::TcPrecision::kTf32>(
+        acc, A, B, static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32);
+  }
+  template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
+  __device__ __forceinline__ static void gemm_cancelling(Acc<M, N>& acc, const float* A, const float* B) {
     tiles::mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, attn_mma::DeviceWarp, tiles::mma::TcPrecision::kSplit3>(
         acc, A, B, static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32);
   }
@@ -172,7 +187,7 @@ __device__ __forceinline__ void load_u(float* sU, ConstRows<St> v, int64_t t0, i
 }
 
 // Feature tiles of slots [f0, f0 + FB): Psi[s][i] = w_s X_s(q_i) (W null: X_s(q_i)), Phi[s][i] =
-// X_s(k_i); zero for i >= n (the rows of sq, sk past n are zero too).
+// X_s(k_i); zero for i >= n (the rows of sq, sk past n are zero too). Psi may be null.
 template <int HD>
 __device__ __forceinline__ void fill_features(float* Psi, float* Phi, int f0, const float* sW, const float* sq,
                                               const float* sk, int n) {
@@ -182,7 +197,7 @@ __device__ __forceinline__ void fill_features(float* Psi, float* Phi, int f0, co
   const float w = sW ? sW[s] : 1.f;
   for (int i = tid / Cfg::FB; i < Cfg::C; i += Cfg::LPF) {
     const bool in = i < n;
-    Psi[s * Cfg::LDP + i] = in ? w * tiles::linear_x(ft, sq + i * HD) : 0.f;
+    if (Psi) Psi[s * Cfg::LDP + i] = in ? w * tiles::linear_x(ft, sq + i * HD) : 0.f;
     Phi[s * Cfg::LDP + i] = in ? tiles::linear_x(ft, sk + i * HD) : 0.f;
   }
 }
@@ -247,7 +262,7 @@ __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h
   using Tl = LinTiles<St>;
   typename Tl::template Acc<C, C> kt;  // kt[j][i]
   kt.zero();
-  Tl::template gemm<C, C, HD + 1, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sG);
+  Tl::template gemm_cancelling<C, C, HD + 1, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sG);
   store_causal<HD, St>(smem + Cfg::dk_off, kt, n, true);
   __syncthreads();
 }
@@ -364,8 +379,6 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
       Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sSk);  // earlier chunks
       Tl::template gemm<C, C, FB, 1, LDP, LDP, 1>(kap, sPsi, sPhi);
       for (int s = dlane; s < FB; s += LPR) den = fmaf(sPsi[s * LDP + drow], sSk[s * LDU + HD], den);
-      __syncthreads();  // every read of the state slice is done
-      ld::state_step<HD, St>(sSk, sSk, sPhi, sU);  // S += Phi^T [v, 1]
     }
     __syncthreads();  // done with sPsi: it takes the masked chunk kernel
     ld::store_causal<HD, St>(sPsi, kap, n, false);
@@ -386,18 +399,27 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
         *at = first ? x : chain::load_shared_partial(at) + x;
       });
       chain::publish(progress + stage, chunk + 1);
-      continue;
+    } else {
+      if (dlane == 0) {
+        sInv[drow] = 1.f / den;
+        if (drow < n) stats[t0 + drow] = den;
+      }
+      __syncthreads();
+      Tl::for_each(acc, [&](int i, int e, float& x) {
+        if (i >= n) return;
+        const float num = first ? x : chain::load_shared_partial(run.ptr + (t0 + i) * run.stride + e) + x;
+        tiles::store_from_float(out.ptr + (t0 + i) * out.stride + e, num * sInv[i]);
+      });
     }
-    if (dlane == 0) {
-      sInv[drow] = 1.f / den;
-      if (drow < n) stats[t0 + drow] = den;
+
+    // The state steps come after the publish (the next stage waits less) and after the
+    // accumulators are dead; Phi of each block is rebuilt (elementwise, cheap) for its step.
+    for (int k = 0; k < nb; ++k) {
+      __syncthreads();  // feature tiles free
+      ld::fill_features<HD>(nullptr, sPhi, f_first + k * FB, sW + k * FB, sq, sk, n);
+      __syncthreads();
+      ld::state_step<HD, St>(sS + k * FB * LDU, sS + k * FB * LDU, sPhi, sU);  // S += Phi^T [v, 1]
     }
-    __syncthreads();
-    Tl::for_each(acc, [&](int i, int e, float& x) {
-      if (i >= n) return;
-      const float num = first ? x : chain::load_shared_partial(run.ptr + (t0 + i) * run.stride + e) + x;
-      tiles::store_from_float(out.ptr + (t0 + i) * out.stride + e, num * sInv[i]);
-    });
   }
   __syncthreads();
 }
