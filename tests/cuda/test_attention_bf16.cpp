@@ -112,6 +112,13 @@ TEST_CASE("attention bf16 parity: mixed head plans against the double reference,
       for (const Case& cs : kCases) run_case(cs, D, T, 2, seed++);
 }
 
+// A linear head is a chain of stage items that wait for each other chunk by chunk
+// (attention_linear.cuh); 64 chunks and 2 x 4 heads keep many stages in flight at once, and the
+// reruns must still give the same bits.
+TEST_CASE("attention bf16: linear heads over 64 chunks (T = 2048), chains in flight, same bits on rerun") {
+  run_case(Case{{"linear", "linear", "linear", "linear"}, 2}, 64, 2048, 2, 900);
+}
+
 TEST_CASE("attention bf16: fp32 staging slots of KV groups mixing linear heads with others fit the workspace") {
   for (const Case& cs : kCases) {
     std::vector<hw::attn::HeadSpec> plan;
