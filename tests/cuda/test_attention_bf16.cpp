@@ -113,10 +113,12 @@ TEST_CASE("attention bf16 parity: mixed head plans against the double reference,
 }
 
 // A linear head is a chain of stage items that wait for each other chunk by chunk
-// (attention_linear.cuh); 64 chunks and 2 x 4 heads keep many stages in flight at once, and the
-// reruns must still give the same bits.
+// (attention_linear.cuh); 64 chunks and 2 x 4 heads keep many stages in flight at once (17 per
+// chain at head_dim 64, 132 at 128, so there later stages start as earlier ones finish), and
+// the reruns must still give the same bits.
 TEST_CASE("attention bf16: linear heads over 64 chunks (T = 2048), chains in flight, same bits on rerun") {
   run_case(Case{{"linear", "linear", "linear", "linear"}, 2}, 64, 2048, 2, 900);
+  run_case(Case{{"linear", "linear", "linear", "linear"}, 2}, 128, 2048, 2, 901);
 }
 
 TEST_CASE("attention bf16: fp32 staging slots of KV groups mixing linear heads with others fit the workspace") {

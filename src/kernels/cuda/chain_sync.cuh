@@ -10,7 +10,7 @@
 // Why waiting cannot deadlock: items are handed out in ticket order (grab_item), not by
 // blockIdx, and a stage's predecessor always has the lower item index (the schedule puts it
 // first), so it was handed to a block that is already running; stage 0 waits for nobody.
-// A wait that still spins for many seconds means a broken schedule: it traps instead of hanging.
+// A wait that still spins after a minute means a broken schedule: it traps instead of hanging.
 #include <cstdint>
 
 namespace hw::cuda::chain {
@@ -27,10 +27,12 @@ __device__ __forceinline__ int32_t grab_item(int32_t* counter) {
 // Waits until *progress >= at_least (another block's publish). Every thread calls it.
 __device__ __forceinline__ void wait_at_least(const int32_t* progress, int32_t at_least) {
   if (threadIdx.x == 0) {
-    uint32_t spins = 0;
+    const long long start = clock64();
     while (*static_cast<const volatile int32_t*>(progress) < at_least) {
       __nanosleep(100);
-      if (++spins == (1u << 27)) __trap();  // ~15 s or more: a predecessor that never publishes
+      // 2^37 SM cycles (over a minute at 2 GHz): a predecessor that never publishes. Timed by the
+      // clock, not by the number of polls, since __nanosleep's sleep is only approximate.
+      if (clock64() - start > (1ll << 37)) __trap();
     }
     __threadfence();
   }
