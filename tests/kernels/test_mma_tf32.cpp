@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "headwise/core/bf16.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/tiles/mma_tf32.hpp"
 #include "mma_emulation.hpp"
@@ -158,18 +159,24 @@ struct Errors {
 };
 
 double tf32d(float x) { return double(float_of(mma::tf32_round(x))); }
+double bf16d(float x) { return double(hw::to_float(hw::to_bf16(x))); }
 
 // C = C0 + A B with the operands in NaN-filled buffers (every address not holding an element of
 // A (m < M, k < K) or B (k < K, n < N) is NaN, including the ragged k step past K), run as the
-// block's 8 warps with policy W.
+// block's 8 warps with policy W. Errors.rounded compares with the operands rounded as precision P
+// rounds them (tf32, or bf16 for kBf16). bf16_values: the operands are bf16 values to begin with.
 template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS, class W = HostWarp,
           mma::TcPrecision P = mma::TcPrecision::kTf32>
-Errors run_product(uint64_t seed) {
-  constexpr int KP = (K + 7) / 8 * 8;  // k padded to whole steps: the span a broken kernel might read
+Errors run_product(uint64_t seed, bool bf16_values = false) {
+  constexpr int KP = (K + 15) / 16 * 16;  // k padded to whole steps: the span a broken kernel might read
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> A(size_t((M - 1) * ARS + (KP - 1) * ACS + 1), nan), B(size_t((KP - 1) * BRS + (N - 1) * BCS + 1), nan);
   hw::Rng rng(seed);
-  auto val = [&] { return static_cast<float>(rng.normal()); };  // full fp32 mantissas: rounding matters
+  auto val = [&] {  // full fp32 mantissas unless bf16_values: rounding matters
+    const float x = static_cast<float>(rng.normal());
+    return bf16_values ? float(bf16d(x)) : x;
+  };
+  auto rounded = [](float x) { return P == mma::TcPrecision::kBf16 ? bf16d(x) : tf32d(x); };
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < K; ++k) A[size_t(m * ARS + k * ACS)] = val();
   for (int k = 0; k < K; ++k)
@@ -193,7 +200,7 @@ Errors run_product(uint64_t seed) {
       double ref_r = c0[size_t(m * N + n)], ref_u = ref_r, scale = std::fabs(ref_r);
       for (int k = 0; k < K; ++k) {
         const float a = A[size_t(m * ARS + k * ACS)], b = B[size_t(k * BRS + n * BCS)];
-        ref_r += tf32d(a) * tf32d(b);
+        ref_r += rounded(a) * rounded(b);
         ref_u += double(a) * double(b);
         scale += std::fabs(double(a) * double(b));
       }
@@ -240,6 +247,24 @@ TEST_CASE("mma tf32: split operands (3xTF32) give fp32-level products") {
   CHECK(split.unrounded < 1e-6);
   CHECK(wide.unrounded < 1e-6);
   CHECK(one.unrounded > 100 * split.unrounded);
+}
+
+TEST_CASE("mma tf32: bf16 operands (kBf16) on the m16n8k16 instruction") {
+  using mma::TcPrecision;
+  // dKappa's shape in the linear heads: V (C x D, row stride D + 1) times dO^T (rows of dO).
+  const Errors full = run_product<32, 32, 64, 65, 1, 1, 65, HostWarp, TcPrecision::kBf16>(21);
+  // one k in the last step:
+  const Errors ragged = run_product<32, 32, 65, 65, 1, 1, 65, HostWarp, TcPrecision::kBf16>(22);
+  const Errors wide = run_product<32, 128, 33, 33, 1, 1, 33, HostWarp, TcPrecision::kBf16>(23);
+  for (const Errors& e : {full, ragged, wide}) {
+    REQUIRE(e.finite);
+    CHECK(e.rounded < 1e-6);               // exact products of the bf16-rounded operands, fp32 sums
+    CHECK(e.unrounded > 10 * e.rounded);   // and bf16 rounding is what separates them from exact
+  }
+  // Operands that are bf16 values already lose nothing: the product is exact up to fp32 sums.
+  const Errors exact = run_product<32, 32, 64, 65, 1, 1, 65, HostWarp, TcPrecision::kBf16>(24, true);
+  REQUIRE(exact.finite);
+  CHECK(exact.unrounded < 1e-6);
 }
 
 TEST_CASE("mma tf32: a wrong register order fails the same comparison") {

@@ -73,16 +73,19 @@ struct LinCfg {
   static constexpr int g_off = forward_floats;          // [C][LDU] G rows (backward)
   static constexpr int dk_off = g_off + r4(C * LDU);    // [C][LDP] dKT[j][i] (backward)
   static constexpr int tt_off = dk_off + r4(C * LDP);   // [SF] the stage's totals (dQ chain)
-  static constexpr int backward_floats = tt_off + SF;
+  static constexpr int do_off = tt_off + SF;             // [C][LDU] dO rows (backward)
+  static constexpr int od_off = do_off + r4(C * LDU);    // [C] dO . O per row (backward)
+  static constexpr int inv_off = od_off + C;             // [C] 1 / den per row (backward)
+  static constexpr int backward_floats = inv_off + C;
   // dL, after the dQ chain: every stage's totals [NF], then row sums [HD][G1], G1 <= HD + 1.
   static_assert(NF + HD * (HD + 1) <= backward_floats, "dL reuses the backward's shared memory");
 };
 
 // The tile products of a linear item and element access to their accumulators. Two
-// products: `gemm` for every product of features, states and chunk rows, and
-// `gemm_cancelling` for dKappa = G U^T, whose terms cancel exactly where a position sees one
-// key (dkappa_ii = (dO_i . v_i - dO_i . O_i) / den_i with O_i = v_i). fp32 activations:
-// attn_tile's SIMT tiles for both (16 x 16 thread grid, exact fp32 FMAs in a fixed order).
+// products: `gemm` for every product of features, states and chunk rows, and `gemm_exact` for
+// the one whose terms cancel exactly, V dO^T in dKappa (dkappa_ij = (dO_i . v_j - dO_i . O_i)
+// / den_i vanishes where a position sees one key, O_i = v_i). fp32 activations: attn_tile's
+// SIMT tiles for both (16 x 16 thread grid, exact fp32 FMAs in a fixed order).
 template <class St>
 struct LinTiles {
   template <int M, int N>
@@ -92,7 +95,7 @@ struct LinTiles {
     attn_tile::tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS>(acc, A, B);
   }
   template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
-  __device__ __forceinline__ static void gemm_cancelling(Acc<M, N>& acc, const float* A, const float* B) {
+  __device__ __forceinline__ static void gemm_exact(Acc<M, N>& acc, const float* A, const float* B) {
     attn_tile::tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS>(acc, A, B);
   }
   // f(row, col, value&) for every element this thread owns.
@@ -105,13 +108,15 @@ struct LinTiles {
       for (int c = 0; c < N / 16; ++c) f(ty + 16 * a, tx + 16 * c, acc.v[a][c]);
   }
 };
-// bf16 activations: m16n8k8 tf32 tensor-core tiles, each warp owning 16 x 8 output tiles.
-// `gemm` rounds its operands to tf32 once (one mma per step): relative error about 5e-4 per
-// term, under the bf16 rounding of the inputs and outputs (the emulated parity tests measure
-// the same output errors as with split operands, up to T = 1024; the fp32 denominators move
-// from 2e-7 to 8e-4). `gemm_cancelling` splits each operand into a tf32 high part and a tf32
-// remainder (3xTF32, three mma per step, fp32-level accuracy): with single rounding the exact
-// zero of dKappa leaves noise of 1e-3 of the terms in dQ (found on the block emulator).
+// bf16 activations: tensor-core tiles, each warp owning 16 x 8 output tiles. `gemm` rounds its
+// operands to tf32 once (m16n8k8): relative error about 5e-4 per term, under the bf16
+// rounding of the inputs and outputs (the emulated parity tests measure the same output errors
+// as with fp32-accurate products, up to T = 1024; the fp32 denominators move from 2e-7 to at
+// most 8e-4). bf16 operands there were tried and rejected (errors up to 5.8e-2: the numerators
+// cancel across features). `gemm_exact` takes operands that hold bf16 values (v and dO as
+// loaded) to the bf16 instruction m16n8k16: every product is exact and the sum is fp32, one
+// mma per step (single tf32 rounding there left noise of 1e-3 of the terms in dQ, found on
+// the block emulator; split tf32 operands fixed it at three mma per step).
 template <>
 struct LinTiles<bf16> {
   template <int M, int N>
@@ -122,8 +127,8 @@ struct LinTiles<bf16> {
         acc, A, B, static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32);
   }
   template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS>
-  __device__ __forceinline__ static void gemm_cancelling(Acc<M, N>& acc, const float* A, const float* B) {
-    tiles::mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, attn_mma::DeviceWarp, tiles::mma::TcPrecision::kSplit3>(
+  __device__ __forceinline__ static void gemm_exact(Acc<M, N>& acc, const float* A, const float* B) {
+    tiles::mma::tc_tile_gemm_acc<M, N, K, ARS, ACS, BRS, BCS, attn_mma::DeviceWarp, tiles::mma::TcPrecision::kBf16>(
         acc, A, B, static_cast<int>(threadIdx.x) / 32, static_cast<int>(threadIdx.x) % 32);
   }
   template <int M, int N, class F>
@@ -223,28 +228,31 @@ __device__ __forceinline__ void state_step(float* Sg, const float* sS, const flo
   if (l == 0) Sg[s * LDU + HD] = sS[s * LDU + HD] + z;
 }
 
-// Stores a chunk matrix accumulator [C][C] into M[i * LDP + j], keeping j <= i < n (the causal
-// pairs of the chunk) and zeroing the rest. `key_major` stores M[j * LDP + i] instead.
+// Stores a chunk matrix accumulator acc[i][j] (query row i, key column j) into M[i * LDP + j],
+// keeping j <= i < n (the causal pairs of the chunk) and zeroing the rest.
 template <int HD, class St>
-__device__ __forceinline__ void store_causal(float* M, typename LinTiles<St>::template Acc<LinCfg<HD>::C, LinCfg<HD>::C>& acc,
-                                             int n, bool key_major) {
-  using Cfg = LinCfg<HD>;
-  LinTiles<St>::for_each(acc, [&](int r, int col, float& x) {  // r: query row for key_major == false
-    const int i = key_major ? col : r, j = key_major ? r : col;
-    M[r * Cfg::LDP + col] = (j <= i && i < n) ? x : 0.f;
+__device__ __forceinline__ void store_causal(float* M,
+                                             typename LinTiles<St>::template Acc<LinCfg<HD>::C, LinCfg<HD>::C>& acc,
+                                             int n) {
+  LinTiles<St>::for_each(acc, [&](int i, int j, float& x) {
+    M[i * LinCfg<HD>::LDP + j] = (j <= i && i < n) ? x : 0.f;
   });
 }
 
-// Backward chunk setup: q, k, U and G rows, then dKT[j][i] = G_i . U_j for j <= i < n.
+// Backward chunk setup: q, k, U and G rows, then dKT[j][i] = dkappa_ij = (v_j . dO_i - dO_i . O_i)
+// / den_i for j <= i < n (0 elsewhere), with v_j . dO_i from gemm_exact.
 template <int HD, class St>
 __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h, float* smem, int64_t t0, int n) {
   using Cfg = LinCfg<HD>;
-  constexpr int C = Cfg::C, LDU = Cfg::LDU;
+  constexpr int C = Cfg::C, LDU = Cfg::LDU, LDP = Cfg::LDP;
   float* sG = smem + Cfg::g_off;
+  float* sDO = smem + Cfg::do_off;
+  float* sOd = smem + Cfg::od_off;
+  float* sInv = smem + Cfg::inv_off;
   load_chunk_rows<HD>(smem + Cfg::q_off, HD, q_rows(p, b, h), t0, n);
   load_chunk_rows<HD>(smem + Cfg::k_off, HD, k_rows(p, b, h), t0, n);
   load_u<HD>(smem + Cfg::u_off, v_rows(p, b, h), t0, n);
-  // G rows: row tid / LPR, lanes split the columns; G = [dO, -(dO . O)] / den
+  // dO and G rows: row tid / LPR, lanes split the columns; G = [dO, -(dO . O)] / den
   const ConstRows<St> o = out_in_rows(p, b, h), go = dout_rows(p, b, h);
   const float* den = row_stats_in(p, b, h);
   const int tid = static_cast<int>(threadIdx.x), i = tid / Cfg::LPR, l = tid % Cfg::LPR;
@@ -254,16 +262,24 @@ __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h
   for (int e = l; e < HD; e += Cfg::LPR) {
     const float g = in ? tiles::load_as_float(go.ptr + (t0 + i) * go.stride + e) : 0.f;
     if (in) od = fmaf(g, tiles::load_as_float(o.ptr + (t0 + i) * o.stride + e), od);
+    sDO[i * LDU + e] = g;
     sG[i * LDU + e] = g * inv;
   }
   od = group_sum<Cfg::LPR>(od);
-  if (l == 0) sG[i * LDU + HD] = -od * inv;
+  if (l == 0) {
+    sG[i * LDU + HD] = -od * inv;
+    sOd[i] = od;
+    sInv[i] = inv;
+  }
   __syncthreads();
   using Tl = LinTiles<St>;
-  typename Tl::template Acc<C, C> kt;  // kt[j][i]
+  typename Tl::template Acc<C, C> kt;  // kt[j][i] = v_j . dO_i
   kt.zero();
-  Tl::template gemm_cancelling<C, C, HD + 1, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sG);
-  store_causal<HD, St>(smem + Cfg::dk_off, kt, n, true);
+  Tl::template gemm_exact<C, C, HD, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sDO);
+  float* sDK = smem + Cfg::dk_off;
+  Tl::for_each(kt, [&](int j, int col, float& x) {
+    sDK[j * LDP + col] = (j <= col && col < n) ? (x - sOd[col]) * sInv[col] : 0.f;
+  });
   __syncthreads();
 }
 
@@ -381,7 +397,7 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
       for (int s = dlane; s < FB; s += LPR) den = fmaf(sPsi[s * LDP + drow], sSk[s * LDU + HD], den);
     }
     __syncthreads();  // done with sPsi: it takes the masked chunk kernel
-    ld::store_causal<HD, St>(sPsi, kap, n, false);
+    ld::store_causal<HD, St>(sPsi, kap, n);
     __syncthreads();
     Tl::template gemm<C, HD, C, LDP, 1, LDU, 1>(acc, sPsi, sU);  // same chunk
     for (int j = dlane; j < C; j += LPR) den += sPsi[drow * LDP + j];
@@ -579,7 +595,7 @@ __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, 
       ld::jacobian_block<HD>(dk, f0, sPA, nullptr, sk);
     }
     __syncthreads();  // done with Phi: sPB takes the masked chunk kernel
-    ld::store_causal<HD, St>(sPB, kap, n, false);
+    ld::store_causal<HD, St>(sPB, kap, n);
     __syncthreads();
     Tl::template gemm<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
 

@@ -1,9 +1,10 @@
 #pragma once
 // Block-level tensor-core tile product for fp32 tiles in shared memory, on the TF32 instruction
 //   mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32   D = A B + C
-// (A 16x8 row-major, B 8x8 "col", C/D 16x8 fp32; sm_80 and later), so the linear (OAL) heads'
-// chunk products (src/kernels/cuda/attention_linear.cuh) can run on tensor cores in place of the
-// SIMT attn_tile::tile_gemm_acc. Host+device: the CPU tests (tests/kernels/test_mma_tf32.cpp) run
+// (A 16x8 row-major, B 8x8 "col", C/D 16x8 fp32; sm_80 and later), or on the bf16 one of
+// mma_fragments.hpp for operands that are bf16 values (TcPrecision::kBf16), so the linear (OAL)
+// heads' chunk products (src/kernels/cuda/attention_linear.cuh) can run on tensor cores in place
+// of the SIMT attn_tile::tile_gemm_acc. Host+device: the CPU tests (tests/kernels/test_mma_tf32.cpp) run
 // this very code with an emulated warp policy.
 //
 // Fragment layouts: PTX ISA 9.1, section 9.7.14.5.7 "Matrix Fragments for mma.m16n8k8", the .tf32
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "headwise/kernels/tiles/bf16_pack.hpp"
 #include "headwise/kernels/tiles/host_device.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
 #include "headwise/kernels/tiles/static_unroll.hpp"
@@ -105,9 +107,14 @@ struct TcAcc {
 // mantissa bits, relative error 2^-11 per operand). kSplit3: "3xTF32", each operand split
 // into a tf32 high part and a tf32 rounding of the remainder, x = hi + lo (to about 2^-22),
 // and A B formed as lo_a hi_b + hi_a lo_b + hi_a hi_b (small terms first; lo_a lo_b, below fp32's
-// resolution, is dropped): fp32-level accuracy for three instructions instead of one. Products
-// whose exact value cancels (a linear head's dQ at T = 1) need it.
-enum class TcPrecision { kTf32, kSplit3 };
+// resolution, is dropped): fp32-level accuracy for three instructions instead of one (the
+// kernels do not use it at present: the one product whose terms cancel exactly, a linear head's
+// dKappa, now multiplies bf16 values, exactly, with kBf16). kBf16: each operand rounded once to bf16 and multiplied
+// by the bf16 instruction m16n8k16 (fragments: mma_fragments.hpp) into the same fp32
+// accumulator tiles, at twice the tf32 rate; for operands that already hold bf16 values (a bf16
+// model's activations) nothing is rounded and every product is exact, so the result is as
+// accurate as fp32 accumulation allows.
+enum class TcPrecision { kTf32, kSplit3, kBf16 };
 
 // The tf32 operand parts of x for precision P (lo is 0 for kTf32).
 template <TcPrecision P>
@@ -120,8 +127,9 @@ HW_HOST_DEVICE void tf32_parts(float x, uint32_t& hi, uint32_t& lo) {
 // B(k, n) = B[k * BRS + n * BCS] (shared memory; the stride convention of attn_tile::tile_gemm_acc).
 // K is any positive count: k steps of 8, and elements at k >= K are zero in the fragments and
 // never read, so a ragged last step does not touch memory past the tile. Operands are split or
-// rounded to tf32 as the fragments are loaded (TcPrecision); the warp's products go through the
-// policy's W::mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]). Fixed
+// rounded to tf32 (or bf16) as the fragments are loaded (TcPrecision); the warp's products go
+// through the policy's W::mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+// (kBf16: W::mma with the m16n8k16 fragments, k steps of 16). Fixed
 // order (k steps ascending, the instruction's own accumulation), so results are bit-reproducible.
 template <int M, int N, int K, int ARS, int ACS, int BRS, int BCS, class W, TcPrecision P = TcPrecision::kTf32>
 HW_HOST_DEVICE void tc_tile_gemm_acc(TcAcc<M, N>& acc, const float* A, const float* B, int warp, int lane) {
@@ -129,27 +137,52 @@ HW_HOST_DEVICE void tc_tile_gemm_acc(TcAcc<M, N>& acc, const float* A, const flo
   using Acc = TcAcc<M, N>;
   const int r0 = Acc::tile_row0(warp);
   const float* a_strip = A + r0 * ARS;
-  for (int k0 = 0; k0 < K; k0 += kTf32K) {
-    uint32_t a_hi[4], a_lo[4];
-    for (int i = 0; i < 4; ++i) {
-      const Coord p = tf32_a_coord(lane, i);
-      const int k = k0 + p.col;
-      tf32_parts<P>(k < K ? a_strip[p.row * ARS + k * ACS] : 0.f, a_hi[i], a_lo[i]);
+  if constexpr (P == TcPrecision::kBf16) {
+    // k steps of 16; register r of a fragment packs elements 2r (low half) and 2r + 1.
+    for (int k0 = 0; k0 < K; k0 += 16) {
+      float av[8];
+      for (int i = 0; i < 8; ++i) {
+        const Coord p = a_coord(lane, i);
+        const int k = k0 + p.col;
+        av[i] = k < K ? a_strip[p.row * ARS + k * ACS] : 0.f;
+      }
+      const uint32_t a[4] = {bf16_word(av[0], av[1]), bf16_word(av[2], av[3]), bf16_word(av[4], av[5]),
+                             bf16_word(av[6], av[7])};
+      unroll<Acc::TPW>([&](auto j) {
+        const int n0 = Acc::tile_col0(warp, j);
+        float bv[4];
+        for (int i = 0; i < 4; ++i) {
+          const Coord p = b_coord(lane, i);
+          const int k = k0 + p.row;
+          bv[i] = k < K ? B[k * BRS + (n0 + p.col) * BCS] : 0.f;
+        }
+        const uint32_t b[2] = {bf16_word(bv[0], bv[1]), bf16_word(bv[2], bv[3])};
+        W::mma(acc.v[j], a, b);
+      });
     }
-    unroll<Acc::TPW>([&](auto j) {
-      const int n0 = Acc::tile_col0(warp, j);
-      uint32_t b_hi[2], b_lo[2];
-      for (int i = 0; i < 2; ++i) {
-        const Coord p = tf32_b_coord(lane, i);
-        const int k = k0 + p.row;
-        tf32_parts<P>(k < K ? B[k * BRS + (n0 + p.col) * BCS] : 0.f, b_hi[i], b_lo[i]);
+  } else {
+    for (int k0 = 0; k0 < K; k0 += kTf32K) {
+      uint32_t a_hi[4], a_lo[4];
+      for (int i = 0; i < 4; ++i) {
+        const Coord p = tf32_a_coord(lane, i);
+        const int k = k0 + p.col;
+        tf32_parts<P>(k < K ? a_strip[p.row * ARS + k * ACS] : 0.f, a_hi[i], a_lo[i]);
       }
-      if constexpr (P == TcPrecision::kSplit3) {
-        W::mma_tf32(acc.v[j], a_lo, b_hi);
-        W::mma_tf32(acc.v[j], a_hi, b_lo);
-      }
-      W::mma_tf32(acc.v[j], a_hi, b_hi);
-    });
+      unroll<Acc::TPW>([&](auto j) {
+        const int n0 = Acc::tile_col0(warp, j);
+        uint32_t b_hi[2], b_lo[2];
+        for (int i = 0; i < 2; ++i) {
+          const Coord p = tf32_b_coord(lane, i);
+          const int k = k0 + p.row;
+          tf32_parts<P>(k < K ? B[k * BRS + (n0 + p.col) * BCS] : 0.f, b_hi[i], b_lo[i]);
+        }
+        if constexpr (P == TcPrecision::kSplit3) {
+          W::mma_tf32(acc.v[j], a_lo, b_hi);
+          W::mma_tf32(acc.v[j], a_hi, b_lo);
+        }
+        W::mma_tf32(acc.v[j], a_hi, b_hi);
+      });
+    }
   }
 }
 
