@@ -115,8 +115,9 @@ struct LinTiles {
 // most 8e-4). bf16 operands there were tried and rejected (errors up to 5.8e-2: the numerators
 // cancel across features). `gemm_exact` takes operands that hold bf16 values (v and dO as
 // loaded) to the bf16 instruction m16n8k16: every product is exact and the sum is fp32, one
-// mma per step (single tf32 rounding there left noise of 1e-3 of the terms in dQ, found on
-// the block emulator; split tf32 operands fixed it at three mma per step).
+// mma per step at twice the tf32 rate. (The earlier form G U^T, with G = dO / den no longer
+// a bf16 value, left noise of 1e-3 of the terms in dQ under single tf32 rounding, found on the
+// block emulator, and needed split operands: three tf32 mma per step.)
 template <>
 struct LinTiles<bf16> {
   template <int M, int N>

@@ -64,7 +64,7 @@
 //       and, once every stage has left its per-feature totals at linear_totals(p, b, h),
 //       OVERWRITES the (G+1)x(G+1) matrix A = sum_i dkappa_i s_i s_i^T at linear_dA(p, b, h) (as
 //       detail::linear_backward's A, row stride n_groups + 1); the launcher reduces A over b in
-//       order and adds dL += 2 A L_lower. Partial dQ rows meet in linear_acc(p, b, h) ([T][HD]).
+//       order and adds dL += 2 A L_lower. Partial dQ rows meet in linear_acc(p, b, h) (stride HD + 1).
 //   template <int HD, class St> __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b,
 //                                                                       int h, int stage, float* smem);
 //       The dK/dV chain (chunks backward): stage 0 OVERWRITES this head's own dK and dV

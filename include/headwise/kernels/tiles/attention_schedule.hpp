@@ -152,7 +152,9 @@ inline bool pack(const std::vector<Profile>& ps, int B, double bucket_ratio, Wor
     if (a.key != b.key) return a.key > b.key;
     if (a.profile != b.profile) return a.profile < b.profile;
     if (a.cost != b.cost) return a.cost > b.cost;
-    // A linear stage waits for its predecessor, which must come first (lower ticket).
+    // A linear stage waits for its predecessor, which must come first (lower ticket). A
+    // chain's stage costs never increase (only the last stage may own fewer blocks), so the
+    // order by cost keeps them in stage order; ties go to the lower stage here.
     return is_linear_item(ps[size_t(a.profile)].kind) ? a.tile < b.tile : a.tile > b.tile;
   });
   s = WorkSchedule{};
