@@ -86,7 +86,7 @@ static_assert(ai::softmax_backward_smem_floats<64>() * kF == 100352 &&
 static_assert(ad::static_forward_smem_bytes<64>() == 33280 && ad::static_forward_smem_bytes<128>() == 49664, "table");
 static_assert(ad::static_backward_smem_bytes<64>() == 33280 && ad::static_backward_smem_bytes<128>() == 49664, "table");
 static_assert(ad::linear_forward_smem_bytes<64>() == 75520 && ad::linear_forward_smem_bytes<128>() == 91136, "table");
-static_assert(ad::linear_backward_smem_bytes<64>() == 97152 && ad::linear_backward_smem_bytes<128>() == 128896, "table");
+static_assert(ad::linear_backward_smem_bytes<64>() == 97024 && ad::linear_backward_smem_bytes<128>() == 128768, "table");
 
 // The largest per-item need of a precision at head_dim HD (what the launchers may ask for).
 template <int HD>

@@ -68,15 +68,14 @@ struct LinCfg {
   static constexpr int pb_off = pa_off + r4(FB * LDP);  // [FB][LDP] Phi; later dX or Kap
   static constexpr int s_off = pb_off + r4(FB * LDP);   // [SF][LDU] the stage's state slice
   static constexpr int w_off = s_off + r4(SF * LDU);    // [SF] its query-side weights
-  static constexpr int den_off = w_off + SF;            // [C] 1 / row denominators
+  static constexpr int den_off = w_off + SF;            // [C] 1 / row denominators (both ways)
   static constexpr int forward_floats = den_off + C;
   static constexpr int g_off = forward_floats;          // [C][LDU] G rows (backward)
   static constexpr int dk_off = g_off + r4(C * LDU);    // [C][LDP] dKT[j][i] (backward)
   static constexpr int tt_off = dk_off + r4(C * LDP);   // [SF] the stage's totals (dQ chain)
   static constexpr int do_off = tt_off + SF;             // [C][LDU] dO rows (backward)
   static constexpr int od_off = do_off + r4(C * LDU);    // [C] dO . O per row (backward)
-  static constexpr int inv_off = od_off + C;             // [C] 1 / den per row (backward)
-  static constexpr int backward_floats = inv_off + C;
+  static constexpr int backward_floats = od_off + C;
   // dL, after the dQ chain: every stage's totals [NF], then row sums [HD][G1], G1 <= HD + 1.
   static_assert(NF + HD * (HD + 1) <= backward_floats, "dL reuses the backward's shared memory");
 };
@@ -148,6 +147,27 @@ constexpr int linear_backward_smem_bytes() {
 }
 
 namespace linear_detail {
+
+// The block's shared tiles by name (offsets: LinCfg).
+template <int HD>
+struct LinSmem {
+  using Cfg = LinCfg<HD>;
+  float* base;
+  __device__ explicit LinSmem(float* smem) : base(smem) {}
+  __device__ float* q() const { return base + Cfg::q_off; }
+  __device__ float* k() const { return base + Cfg::k_off; }
+  __device__ float* u() const { return base + Cfg::u_off; }
+  __device__ float* pa() const { return base + Cfg::pa_off; }
+  __device__ float* pb() const { return base + Cfg::pb_off; }
+  __device__ float* state() const { return base + Cfg::s_off; }
+  __device__ float* weights() const { return base + Cfg::w_off; }
+  __device__ float* inv_den() const { return base + Cfg::den_off; }
+  __device__ float* g() const { return base + Cfg::g_off; }
+  __device__ float* dkt() const { return base + Cfg::dk_off; }
+  __device__ float* totals() const { return base + Cfg::tt_off; }
+  __device__ float* dout() const { return base + Cfg::do_off; }
+  __device__ float* out_dot() const { return base + Cfg::od_off; }
+};
 
 // Sum over each aligned group of LANES consecutive lanes (power of two <= 32) in a fixed
 // butterfly order: every lane of a group gets the same bits. All 32 lanes must call it.
@@ -246,13 +266,11 @@ template <int HD, class St>
 __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h, float* smem, int64_t t0, int n) {
   using Cfg = LinCfg<HD>;
   constexpr int C = Cfg::C, LDU = Cfg::LDU, LDP = Cfg::LDP;
-  float* sG = smem + Cfg::g_off;
-  float* sDO = smem + Cfg::do_off;
-  float* sOd = smem + Cfg::od_off;
-  float* sInv = smem + Cfg::inv_off;
-  load_chunk_rows<HD>(smem + Cfg::q_off, HD, q_rows(p, b, h), t0, n);
-  load_chunk_rows<HD>(smem + Cfg::k_off, HD, k_rows(p, b, h), t0, n);
-  load_u<HD>(smem + Cfg::u_off, v_rows(p, b, h), t0, n);
+  const LinSmem<HD> sm(smem);
+  float *sG = sm.g(), *sDO = sm.dout(), *sOd = sm.out_dot(), *sInv = sm.inv_den();
+  load_chunk_rows<HD>(sm.q(), HD, q_rows(p, b, h), t0, n);
+  load_chunk_rows<HD>(sm.k(), HD, k_rows(p, b, h), t0, n);
+  load_u<HD>(sm.u(), v_rows(p, b, h), t0, n);
   // dO and G rows: row tid / LPR, lanes split the columns; G = [dO, -(dO . O)] / den
   const ConstRows<St> o = out_in_rows(p, b, h), go = dout_rows(p, b, h);
   const float* den = row_stats_in(p, b, h);
@@ -276,8 +294,8 @@ __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h
   using Tl = LinTiles<St>;
   typename Tl::template Acc<C, C> kt;  // kt[j][i] = v_j . dO_i
   kt.zero();
-  Tl::template gemm_exact<C, C, HD, LDU, 1, 1, LDU>(kt, smem + Cfg::u_off, sDO);
-  float* sDK = smem + Cfg::dk_off;
+  Tl::template gemm_exact<C, C, HD, LDU, 1, 1, LDU>(kt, sm.u(), sDO);
+  float* sDK = sm.dkt();
   Tl::for_each(kt, [&](int j, int col, float& x) {
     sDK[j * LDP + col] = (j <= col && col < n) ? (x - sOd[col]) * sInv[col] : 0.f;
   });
@@ -359,14 +377,10 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
   __syncthreads();
-  float* sq = smem + Cfg::q_off;
-  float* sk = smem + Cfg::k_off;
-  float* sU = smem + Cfg::u_off;
-  float* sPsi = smem + Cfg::pa_off;
-  float* sPhi = smem + Cfg::pb_off;
-  float* sS = smem + Cfg::s_off;
-  float* sW = smem + Cfg::w_off;
-  float* sInv = smem + Cfg::den_off;  // 1 / row denominators (last stage)
+  const ld::LinSmem<HD> sm(smem);
+  float *sq = sm.q(), *sk = sm.k(), *sU = sm.u(), *sS = sm.state(), *sW = sm.weights();
+  float *sPsi = sm.pa(), *sPhi = sm.pb();
+  float* sInv = sm.inv_den();  // last stage
   const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
   const bool first = stage == 0, last = stage == Cfg::NS - 1;
   ld::init_stage<HD>(p, p.heads[h], f_first, sS, sW, nullptr);
@@ -453,15 +467,9 @@ __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, i
   constexpr int JU = Cfg::JU, JV = Cfg::JV;
   __syncthreads();
   const AttnHeadDesc& d = p.heads[h];
-  float* sq = smem + Cfg::q_off;
-  float* sU = smem + Cfg::u_off;
-  float* sPA = smem + Cfg::pa_off;
-  float* sPB = smem + Cfg::pb_off;
-  float* sS = smem + Cfg::s_off;
-  float* sW = smem + Cfg::w_off;
-  float* sG = smem + Cfg::g_off;
-  float* sDK = smem + Cfg::dk_off;
-  float* sTt = smem + Cfg::tt_off;
+  const ld::LinSmem<HD> sm(smem);
+  float *sq = sm.q(), *sU = sm.u(), *sS = sm.state(), *sW = sm.weights();
+  float *sPA = sm.pa(), *sPB = sm.pb(), *sG = sm.g(), *sDK = sm.dkt(), *sTt = sm.totals();
   const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
   const bool first = stage == 0, last = stage == Cfg::NS - 1;
   ld::init_stage<HD>(p, d, f_first, sS, sW, sTt);
@@ -482,7 +490,7 @@ __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, i
       const int f0 = f_first + k * FB;
       float* sSk = sS + k * FB * LDU;
       __syncthreads();
-      ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, smem + Cfg::k_off, n);  // sPA: unweighted X(q)
+      ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, sm.k(), n);  // sPA: unweighted X(q)
       __syncthreads();
       typename Tl::template Acc<FB, C> dX;  // dX[s][i]
       dX.zero();
@@ -549,15 +557,9 @@ __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, 
   constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP;
   constexpr int JU = Cfg::JU, JV = Cfg::JV;
   __syncthreads();
-  float* sq = smem + Cfg::q_off;
-  float* sk = smem + Cfg::k_off;
-  float* sU = smem + Cfg::u_off;
-  float* sPA = smem + Cfg::pa_off;
-  float* sPB = smem + Cfg::pb_off;
-  float* sS = smem + Cfg::s_off;
-  float* sW = smem + Cfg::w_off;
-  float* sG = smem + Cfg::g_off;
-  float* sDK = smem + Cfg::dk_off;
+  const ld::LinSmem<HD> sm(smem);
+  float *sq = sm.q(), *sk = sm.k(), *sU = sm.u(), *sS = sm.state(), *sW = sm.weights();
+  float *sPA = sm.pa(), *sPB = sm.pb(), *sG = sm.g(), *sDK = sm.dkt();
   const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
   const bool first = stage == 0;
   ld::init_stage<HD>(p, p.heads[h], f_first, sS, sW, nullptr);

@@ -29,7 +29,7 @@
 //                        plus dv_acc [64][HD] fp32 = 16,384 / 32,768; a dK/dV item takes the max
 //                        of that and the softmax backward size.
 //   linear forward       75,520 / 91,136        the same (fp32 tiles for both storage types)
-//   linear backward      97,152 / 128,896       the same
+//   linear backward      97,024 / 128,768       the same
 //   (checked at compile time by tests/cuda/test_attention_smem_sizes.cu)
 //
 //   template <int HD> constexpr int static_forward_smem_bytes();   // fp32 (SIMT) tiles
