@@ -31,8 +31,20 @@ def main():
     except (OSError, IndexError):
         pass
     print(f"\n## headwise GPU check on {gpu}\n")
-    print(f"CUDA parity tests: {'PASSED' if parity_rc == 0 else 'SKIPPED' if parity_rc == 77 else 'FAILED'}"
-          f" (exit {parity_rc}; {parity_tail})\n")
+    if parity_rc == -1:
+        print("CUDA parity tests: not run (--no-parity)\n")
+    else:
+        print(f"CUDA parity tests: {'PASSED' if parity_rc == 0 else 'SKIPPED' if parity_rc == 77 else 'FAILED'}"
+              f" (exit {parity_rc}; {parity_tail})\n")
+    try:  # after a failure, each case rerun in its own process
+        cases = [l.rstrip("\n") for l in open(os.path.join(logs, "test_cuda_cases.txt")) if l.strip()]
+        failed = [c for c in cases if not c.startswith("passed")]
+        print(f"Cases rerun one per process: {len(cases) - len(failed)} of {len(cases)} passed alone")
+        for c in failed:
+            print(f"  {c}")
+        print()
+    except OSError:
+        pass
 
     print("| run | headwise ms/update | headwise tok/s | MFU | peak GiB | PyTorch ms/update | PyTorch tok/s |"
           " PyTorch MFU | headwise/PyTorch |")
@@ -46,7 +58,8 @@ def main():
         print(f"| 124M T={T} | {fmt(hw.get('ms_per_step'), '.2f')} | {fmt(hw.get('tok_per_s'), '.0f')} |"
               f" {fmt(hw.get('mfu'), '.3f')} | {fmt(peak / 2**30 if peak else None, '.2f')} |"
               f" {fmt(pt.get('ms_per_step'), '.2f')} | {fmt(pt.get('tok_per_s'), '.0f')} | {fmt(pt.get('mfu'), '.3f')} |"
-              f" {fmt(ratio, '.2f')} |" + (f" error: {hw['error']}" if "error" in hw else ""))
+              f" {fmt(ratio, '.2f')} |" + (f" error: {hw['error']}" if "error" in hw else "")
+              + (f" PyTorch error: {pt['error']}" if "error" in pt else ""))
     hw = load(f"{logs}/hw_t1024_fp32.json")  # the same run with fp32 storage and TF32 GEMMs
     if hw:
         print(f"| 124M T=1024, fp32 storage + TF32 | {fmt(hw.get('ms_per_step'), '.2f')} | {fmt(hw.get('tok_per_s'), '.0f')} |"
