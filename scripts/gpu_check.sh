@@ -92,6 +92,24 @@ else
 fi
 [ -x "$BIN/headwise" ] && [ -x "$BIN/test_cuda" ] || { echo "gpu_check: $BIN lacks headwise/test_cuda" >&2; exit 1; }
 
+# Shared libraries the loader cannot find. The bundle leaves out CUDA's own (cudart, cuBLASLt) and
+# NCCL, expecting the GPU machine's toolkit; an image may instead keep some of them only inside
+# Python packages (nvidia-nccl-cu13, nvidia-cublas, ...). Look there and in the usual folders.
+resolve_libs() {
+  local lib dir roots
+  roots="/usr/local/cuda /usr/local/cuda/lib64 /usr/lib /opt $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)"
+  for lib in $(ldd "$BIN/headwise" "$BIN/test_cuda" 2>/dev/null | awk '/not found/{print $1}' | sort -u); do
+    # shellcheck disable=SC2086  # roots is a list of folders
+    dir=$(timeout 60 find -L $roots -name "$lib" 2>/dev/null | head -n 1)
+    if [ -n "$dir" ]; then
+      export LD_LIBRARY_PATH="$(dirname "$dir"):$LD_LIBRARY_PATH"; log "$lib: using $(dirname "$dir")"
+    else
+      log "$lib: not found on this machine; the binaries cannot start"
+    fi
+  done
+}
+resolve_libs
+
 PARITY_RC=-1
 if [ "$PARITY" = 1 ]; then
   log "CUDA parity tests"
