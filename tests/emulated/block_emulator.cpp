@@ -194,6 +194,24 @@ void warp_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]
   warp_mma(d, a, b, [](auto& A, auto& B, auto& C) { hw_test_mma::emulate_mma_tf32(A, B, C); });
 }
 
+void warp_ldmatrix(uint32_t (&r)[4], const uint32_t* row, bool trans) {
+  const Emulator& e = emulator();
+  const auto* begin = reinterpret_cast<const char*>(e.smem.data());
+  const auto* end = begin + (e.smem.size() - kGuardFloats) * sizeof(float);
+  const auto* p = reinterpret_cast<const char*>(row);
+  if (p < begin || p + 16 > end || !hw_test_mma::ldmatrix_row_aligned(row)) {
+    std::fprintf(stderr, "block emulator: ldmatrix row address of thread %d is %s\n", e.current,
+                 (p < begin || p + 16 > end) ? "outside the block's shared memory" : "not 16-byte aligned");
+    std::abort();
+  }
+  warp_exchange(reinterpret_cast<uint64_t>(row), [&r, trans](const WarpSlots& w, int l) {
+    const uint32_t* rows[32];
+    for (int i = 0; i < 32; ++i) rows[i] = reinterpret_cast<const uint32_t*>(w.v[i]);
+    hw_test_mma::emulate_ldmatrix(rows, l, trans, r);
+    return uint64_t(0);
+  });
+}
+
 float* block_smem() { return emulator().smem.data(); }
 
 void launch_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body) {

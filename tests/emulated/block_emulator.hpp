@@ -33,5 +33,8 @@ float* block_smem();
 // The running warp's tensor-core instructions (used by the shim's DeviceWarp).
 void warp_mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
 void warp_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
+// ldmatrix .x4 (.trans): every lane's row address must lie in the block's shared memory (within
+// the bytes the launch asked for) and be 16-byte aligned, as on the hardware; aborts otherwise.
+void warp_ldmatrix(uint32_t (&r)[4], const uint32_t* row, bool trans);
 
 }  // namespace hw_emu

@@ -6,9 +6,11 @@
 // quad shuffle goes through shared slots; the m16n8k8 tf32 mma of tiles/mma_tf32.hpp likewise. Plus
 // word tiles of bf16 values as the kernels load them.
 #include <algorithm>
-#include <cmath>
 #include <barrier>
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct WarpShared {
   uint32_t b[32][2] = {};
   float c[32][4] = {};
   float v[32] = {};
+  const uint32_t* rows[32] = {};
 };
 inline thread_local WarpShared* t_warp = nullptr;
 inline thread_local int t_lane = 0;
@@ -88,6 +91,25 @@ inline void emulate_mma_tf32(const uint32_t (&a)[32][4], const uint32_t (&b)[32]
     }
 }
 
+// What lane `lane` receives from ldmatrix .x4 (.trans when `trans`), given the row address each of
+// the 32 lanes supplied; written from the PTX description of the instruction (lane 8 m + r names row
+// r of matrix m; register m of lane 4 r + w is word w of that row, or with .trans the elements
+// (2 w, r) and (2 w + 1, r) of matrix m), independently of the fragment tables in mma_fragments.hpp.
+inline void emulate_ldmatrix(const uint32_t* const (&rows)[32], int lane, bool trans, uint32_t (&r)[4]) {
+  const int w = lane % 4, q = lane / 4;
+  for (int m = 0; m < 4; ++m) {
+    if (!trans) {
+      r[m] = rows[8 * m + q][w];
+      continue;
+    }
+    const uint32_t lo = mma::half_bits(rows[8 * m + 2 * w][q / 2], q & 1);
+    const uint32_t hi = mma::half_bits(rows[8 * m + 2 * w + 1][q / 2], q & 1);
+    r[m] = lo | (hi << 16);
+  }
+}
+// The instruction's address rule: each row address 16-byte aligned.
+inline bool ldmatrix_row_aligned(const uint32_t* row) { return reinterpret_cast<uintptr_t>(row) % 16 == 0; }
+
 struct HostWarp {
   // One warp-collective mma: every lane posts its fragments, lane 0 multiplies, every lane
   // reads its result fragment back.
@@ -109,6 +131,19 @@ struct HostWarp {
   static void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
     exchange_mma(d, a, b, [](auto& A, auto& B, auto& C) { emulate_mma_tf32(A, B, C); });
   }
+  static void ldsm(uint32_t (&r)[4], const uint32_t* row, bool trans) {
+    if (!ldmatrix_row_aligned(row)) {
+      std::fprintf(stderr, "emulated ldmatrix: lane %d gave a row address that is not 16-byte aligned\n", t_lane);
+      std::abort();
+    }
+    WarpShared& w = *t_warp;
+    w.rows[t_lane] = row;
+    w.bar.arrive_and_wait();
+    emulate_ldmatrix(w.rows, t_lane, trans, r);
+    w.bar.arrive_and_wait();
+  }
+  static void ldsm_x4(uint32_t (&r)[4], const uint32_t* row) { ldsm(r, row, false); }
+  static void ldsm_x4_trans(uint32_t (&r)[4], const uint32_t* row) { ldsm(r, row, true); }
   static float shfl_xor(float v, int mask) {
     WarpShared& w = *t_warp;
     w.v[t_lane] = v;

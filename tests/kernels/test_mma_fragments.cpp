@@ -149,6 +149,49 @@ TEST_CASE("mma fragments: shared-memory fragment loads read the elements the lay
   }
 }
 
+TEST_CASE("mma fragments: ldmatrix loads give every lane the registers of the per-element loads") {
+  for (int cols : {32, 64, 128}) {
+    const int ldw = mma::ld_words(cols);
+    Vec m(64 * size_t(cols));
+    for (int r = 0; r < 64; ++r)
+      for (int c = 0; c < cols; ++c) m[size_t(r * cols + c)] = bf(r * 0.5 + c * 0.0078125 - 3.0);
+    const auto t = word_tile(m, 64, cols, 0);
+    // (row0, col0) offsets as the tiles use them: rows in steps of 8 or 16, columns in steps of 16.
+    for (const auto& [row0, col0] : {std::pair{0, 0}, std::pair{16, cols - 16}, std::pair{40, 16 % cols}}) {
+      uint32_t got_a[32][4], got_nk[32][4], got_kn[32][4];
+      run_warp([&](int lane) {
+        HostWarp::ldsm_x4(got_a[lane], mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_a_source(lane)));
+        HostWarp::ldsm_x4(got_nk[lane], mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_b_nk_source(lane)));
+        HostWarp::ldsm_x4_trans(got_kn[lane], mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_b_kn_source(lane)));
+      });
+      for (int lane = 0; lane < 32; ++lane) {
+        uint32_t a[4], nk0[2], nk1[2], kn0[2], kn1[2];
+        mma::load_a(t.data() + row0 * ldw, ldw, col0, lane, a);
+        mma::load_b_nk(t.data() + row0 * ldw, ldw, col0, lane, nk0);       // n-tile rows row0..+8
+        mma::load_b_nk(t.data() + (row0 + 8) * ldw, ldw, col0, lane, nk1);  // rows row0+8..+16
+        mma::load_b_kn(t.data() + row0 * ldw, ldw, col0, lane, kn0);       // columns col0..+8
+        mma::load_b_kn(t.data() + row0 * ldw, ldw, col0 + 8, lane, kn1);   // columns col0+8..+16
+        for (int r = 0; r < 4; ++r) CHECK(got_a[lane][r] == a[r]);
+        CHECK((got_nk[lane][0] == nk0[0] && got_nk[lane][1] == nk0[1]));
+        CHECK((got_nk[lane][2] == nk1[0] && got_nk[lane][3] == nk1[1]));
+        CHECK((got_kn[lane][0] == kn0[0] && got_kn[lane][1] == kn0[1]));
+        CHECK((got_kn[lane][2] == kn1[0] && got_kn[lane][3] == kn1[1]));
+      }
+    }
+    // Each of an ldmatrix's 4 phases reads one matrix: its 8 rows x 4 words must fall on 32
+    // distinct banks (the row stride's padding), for each of the three address rules.
+    for (auto source : {mma::ldsm_a_source, mma::ldsm_b_nk_source, mma::ldsm_b_kn_source})
+      for (int mat = 0; mat < 4; ++mat) {
+        std::set<int> banks;
+        for (int lane = 8 * mat; lane < 8 * mat + 8; ++lane) {
+          const mma::Coord p = source(lane);
+          for (int w = 0; w < 4; ++w) banks.insert((p.row * ldw + p.col / 2 + w) % 32);
+        }
+        CHECK(banks.size() == 32);
+      }
+  }
+}
+
 TEST_CASE("mma fragments: the emulated warp's products through the fragment loads equal a dense product") {
   hw::Rng rng(7);
   const int K = 32, N = 16;  // A 16 x 32 (row-major), B 32 x 16 given as rows of Bt (16 x 32) and of B

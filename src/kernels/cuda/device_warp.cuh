@@ -1,7 +1,7 @@
 #pragma once
 // The warp policy of the lane-indexed tensor-core routines (tiles/mma_attention_warp.hpp,
-// tiles/mma_static_warp.hpp, tiles/mma_tf32.hpp): the mma instructions and the shuffle they
-// need, as the hardware does them. Its own file so that the CPU block emulator
+// tiles/mma_static_warp.hpp, tiles/mma_tf32.hpp): the mma instructions and the shuffle and
+// ldmatrix loads they need, as the hardware does them. Its own file so that the CPU block emulator
 // (tests/emulated) can put its emulated warp in the same place (tests/emulated/shim) and run
 // the kernels' code unchanged.
 #include <cuda_runtime.h>
@@ -28,6 +28,21 @@ struct DeviceWarp {
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   }
   __device__ __forceinline__ static float shfl_xor(float v, int mask) { return __shfl_xor_sync(0xffffffffu, v, mask); }
+  // ldmatrix .x4 (tiles/mma_fragments.hpp says which row each lane addresses and what it gets).
+  // Like every read of a shared tile it follows the block barrier after the tile's stores; the
+  // compiler moves no memory access across that barrier, so no "memory" clobber is needed here.
+  __device__ __forceinline__ static void ldsm_x4(uint32_t (&r)[4], const uint32_t* row) {
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(addr));
+  }
+  __device__ __forceinline__ static void ldsm_x4_trans(uint32_t (&r)[4], const uint32_t* row) {
+    const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(row));
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+        : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+        : "r"(addr));
+  }
 };
 
 }  // namespace hw::cuda::attn_mma

@@ -3,9 +3,11 @@
 // owns a 16-row block (query rows in the forward and the dQ items, key rows in the dK/dV items)
 // and walks the columns of a key (or query) tile held in shared memory as bf16 word tiles
 // (mma_fragments.hpp). Every routine is lane-indexed and takes the warp's collective operations
-// from a policy W with two static functions,
+// from a policy W with these static functions,
 //   W::mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])   d += A B (m16n8k16 bf16)
 //   W::shfl_xor(float v, int mask)                                          v of lane ^ mask
+//   W::ldsm_x4(uint32_t (&r)[4], const uint32_t* row)         ldmatrix .x4 (row: the lane's address)
+//   W::ldsm_x4_trans(uint32_t (&r)[4], const uint32_t* row)   ldmatrix .x4 .trans
 // The CUDA kernels pass the hardware instructions (src/kernels/cuda/attention_mma_warp.cuh); the
 // CPU tests pass an emulation that runs the 32 lanes as threads, so they run this very code.
 // Block-level work (tile loads, barriers, the exchange between the two warps that share a row
@@ -49,30 +51,44 @@ HW_HOST_DEVICE float quad_sum(float v) {
   return v + W::shfl_xor(v, kQuadXor1);
 }
 
+// The two products of one ldmatrix load of B: acc0 += A B0 and acc1 += A B1 (registers b[0..1] and
+// b[2..3], the two n-tiles of ldsm_b_nk_source / ldsm_b_kn_source).
+template <class W>
+HW_HOST_DEVICE void mma_pair(float (&acc0)[4], float (&acc1)[4], const uint32_t (&af)[4], const uint32_t (&b)[4]) {
+  const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+  W::mma(acc0, af, b0);
+  W::mma(acc1, af, b1);
+}
+
 // acc (16 x 8 NT) += A B^T: A rows from word tile `a` (16 rows x 16 KS columns), B^T's rows (the
-// output's columns) from word tile `b` (8 NT rows x 16 KS columns); both row stride ldw.
+// output's columns) from word tile `b` (8 NT rows x 16 KS columns); both row stride ldw, both
+// 16-byte aligned. One ldmatrix per A fragment and per pair of n-tiles.
 template <int NT, int KS, class W>
 HW_HOST_DEVICE void gemm_abt(float (&acc)[NT][4], const uint32_t* a, const uint32_t* b, int ldw, int lane) {
+  static_assert(NT % 2 == 0, "B fragments come two n-tiles per ldmatrix");
+  const Coord sa = ldsm_a_source(lane), sb = ldsm_b_nk_source(lane);
   unroll<KS>([&](auto kk) {
     uint32_t af[4];
-    load_a(a, ldw, kk * kK, lane, af);
-    unroll<NT>([&](auto j) {
-      uint32_t bf[2];
-      load_b_nk(b + j * kN * ldw, ldw, kk * kK, lane, bf);
-      W::mma(acc[j], af, bf);
+    W::ldsm_x4(af, ldsm_address(a, ldw, 0, kk * kK, sa));
+    unroll<NT / 2>([&](auto jp) {
+      uint32_t bf[4];
+      W::ldsm_x4(bf, ldsm_address(b, ldw, jp * 2 * kN, kk * kK, sb));
+      mma_pair<W>(acc[2 * jp], acc[2 * jp + 1], af, bf);
     });
   });
 }
 
 // acc (16 x 8 NT) += A B: A (16 x 16 KS) given as register fragments, B's rows from word tile `b`
-// (16 KS rows x 8 NT columns, row stride ldw).
+// (16 KS rows x 8 NT columns, row stride ldw, 16-byte aligned), read transposed by ldmatrix.
 template <int NT, int KS, class W>
 HW_HOST_DEVICE void gemm_ab(float (&acc)[NT][4], const uint32_t (&af)[KS][4], const uint32_t* b, int ldw, int lane) {
+  static_assert(NT % 2 == 0, "B fragments come two n-tiles per ldmatrix");
+  const Coord sb = ldsm_b_kn_source(lane);
   unroll<KS>([&](auto kk) {
-    unroll<NT>([&](auto n) {
-      uint32_t bf[2];
-      load_b_kn(b + kk * kK * ldw, ldw, n * kN, lane, bf);
-      W::mma(acc[n], af[kk], bf);
+    unroll<NT / 2>([&](auto np) {
+      uint32_t bf[4];
+      W::ldsm_x4_trans(bf, ldsm_address(b, ldw, kk * kK, np * 2 * kN, sb));
+      mma_pair<W>(acc[2 * np], acc[2 * np + 1], af[kk], bf);
     });
   });
 }

@@ -85,6 +85,45 @@ HW_HOST_DEVICE float word_elem(const uint32_t* row, int col) {
 }
 HW_HOST_DEVICE uint32_t half_bits(uint32_t w, int high) { return high ? (w >> 16) : (w & 0xffffu); }
 
+// ---- ldmatrix: the fragment loads the kernels use ----
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (PTX ISA, "Warp-level matrix load instruction:
+// ldmatrix") loads four 8 x 8 matrices of 16-bit elements in one warp-collective instruction: lane
+// 8 m + r supplies the shared address of row r of matrix m (8 elements = 16 bytes = 4 words,
+// 16-byte aligned), and register m of lane 4 r + w receives word w of row r of matrix m. With
+// .trans every matrix is read transposed: register m of lane l holds elements (2 (l % 4), l / 4)
+// and (2 (l % 4) + 1, l / 4) of matrix m, low half first. One instruction replaces the 4 to 8
+// scalar shared loads (and, for V, the half-word shuffling) of the per-element loads below, which
+// stay as the reference the tests compare it with. Row strides of ld_words(cols) words keep the 8
+// rows of a matrix on distinct bank quads, so each of its 4 phases is conflict-free.
+HW_HOST_DEVICE int ldsm_matrix(int lane) { return lane >> 3; }
+HW_HOST_DEVICE int ldsm_row(int lane) { return lane & 7; }
+
+// The element (row, col) of a word tile whose 8-element row a lane addresses, for the three loads
+// of the tiles (col is a multiple of 8, so the address tile + row ldw + col / 2 is 16-byte aligned
+// whenever the tile and its row stride are):
+// - an A fragment of rows [0, 16) x columns [0, 16): matrices (rows 0-7, cols 0-7), (rows 8-15,
+//   cols 0-7), (rows 0-7, cols 8-15), (rows 8-15, cols 8-15) are registers a[0..3] (a_coord);
+HW_HOST_DEVICE Coord ldsm_a_source(int lane) {
+  return {ldsm_row(lane) + 8 * (ldsm_matrix(lane) & 1), 8 * (ldsm_matrix(lane) >> 1)};
+}
+// - two B fragments with B(k, n) = tile(n, k), n-tiles n 0-7 and 8-15 over k 0-15 (the tile's rows
+//   are B's columns: K in Q K^T): matrices (rows 0-7, cols 0-7), (rows 0-7, cols 8-15),
+//   (rows 8-15, cols 0-7), (rows 8-15, cols 8-15) are b[0], b[1] of n-tile 0, then of n-tile 1;
+HW_HOST_DEVICE Coord ldsm_b_nk_source(int lane) {
+  return {ldsm_row(lane) + 8 * (ldsm_matrix(lane) >> 1), 8 * (ldsm_matrix(lane) & 1)};
+}
+// - two B fragments with B(k, n) = tile(k, n), k 0-15, n-tiles 0-7 and 8-15 (the tile's rows are
+//   B's rows: V in P V), read with .trans: matrices (rows 0-7, cols 0-7), (rows 8-15, cols 0-7),
+//   (rows 0-7, cols 8-15), (rows 8-15, cols 8-15) are b[0], b[1] of n-tile 0, then of n-tile 1.
+HW_HOST_DEVICE Coord ldsm_b_kn_source(int lane) {
+  return {ldsm_row(lane) + 8 * (ldsm_matrix(lane) & 1), 8 * (ldsm_matrix(lane) >> 1)};
+}
+// The word a lane addresses: element `at` of a word tile with row stride ldw, offset by (row0, col0).
+HW_HOST_DEVICE const uint32_t* ldsm_address(const uint32_t* tile, int ldw, int row0, int col0, Coord at) {
+  return tile + (row0 + at.row) * ldw + ((col0 + at.col) >> 1);
+}
+
+// ---- per-element fragment loads (the reference of the ldmatrix loads) ----
 // A fragment of rows [0, 16) x columns [k0, k0 + 16) of a row-major word tile (row stride ldw
 // words; k0 even). Each register is one word.
 HW_HOST_DEVICE void load_a(const uint32_t* tile, int ldw, int k0, int lane, uint32_t (&a)[4]) {
