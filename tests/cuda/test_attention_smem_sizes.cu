@@ -31,17 +31,18 @@ template <int HD>
 constexpr int word_tile_bytes() {
   return 64 * am::kLdw<HD> * kF;
 }
-// softmax forward: Q, K, V word tiles; exchange: 64 x kXld O rows, then 64 maxima and 64 sums.
+// softmax forward: Q, K[2], V[2] word tiles; exchange: 64 x kXld O rows, then 64 maxima and 64 sums.
 template <int HD>
 constexpr bool forward_carve_fits() {
-  constexpr int tiles_end = 3 * word_tile_bytes<HD>();
+  constexpr int tiles_end = 5 * word_tile_bytes<HD>();
   constexpr int exchange_end = (64 * am::kXld<HD> + 64 + 64) * kF;
   return tiles_end <= am::forward_smem_bytes<HD>() && exchange_end <= am::forward_smem_bytes<HD>();
 }
-// dQ / dK-dV items: four word tiles, lse and delta (64 each); exchange: dK and dV blocks.
+// dQ / dK-dV items: six word tiles (two of them the double buffers), then lse and delta (dQ) or
+// lse[2] and delta (dK/dV), 64 floats each; exchange: dK and dV blocks.
 template <int HD>
 constexpr bool backward_carve_fits() {
-  constexpr int lse_delta_end = 4 * word_tile_bytes<HD>() + 2 * 64 * kF;
+  constexpr int lse_delta_end = 6 * word_tile_bytes<HD>() + 3 * 64 * kF;
   constexpr int exchange_end = 2 * 64 * am::kXld<HD> * kF;
   // (The exchange reuses the tiles: by then no warp reads them, nor lse and delta.)
   return lse_delta_end <= am::backward_smem_bytes<HD>() && exchange_end <= am::backward_smem_bytes<HD>();
@@ -74,8 +75,8 @@ static_assert(word_tile_bytes<64>() % 16 == 0 && word_tile_bytes<128>() % 16 == 
 static_assert((am::kLdw<64> * 4) % 16 == 0 && (am::kLdw<128> * 4) % 16 == 0, "word tile rows 16-byte aligned");
 
 // The table of attention_params.hpp (bf16 column, then fp32 column).
-static_assert(am::forward_smem_bytes<64>() == 27648 && am::forward_smem_bytes<128>() == 52224, "table");
-static_assert(am::backward_smem_bytes<64>() == 37376 && am::backward_smem_bytes<128>() == 70144, "table");
+static_assert(am::forward_smem_bytes<64>() == 46080 && am::forward_smem_bytes<128>() == 87040, "table");
+static_assert(am::backward_smem_bytes<64>() == 56064 && am::backward_smem_bytes<128>() == 105216, "table");
 static_assert(am::static_forward_smem_bytes<64>() == 18432 && am::static_forward_smem_bytes<128>() == 34816, "table");
 static_assert(am::static_tiles_bytes<64>() == 10240 && am::static_tiles_bytes<128>() == 18432, "table");
 static_assert(ai::softmax_forward_smem_floats<64>() * kF == 67328 && ai::softmax_forward_smem_floats<128>() * kF == 116480,

@@ -39,6 +39,17 @@ struct WarpSlots {
   uint64_t v[32] = {};
 };
 
+// One thread's cp.async copies: the open group and the committed ones, oldest first.
+struct AsyncCopy {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  bool valid = false;
+};
+struct AsyncCopies {
+  std::vector<AsyncCopy> open;
+  std::vector<std::vector<AsyncCopy>> committed;
+};
+
 struct Emulator {
   FiberContext main_ctx;
   FiberContext ctx[kMaxBlockThreads];
@@ -53,6 +64,7 @@ struct Emulator {
   WarpSlots warps[kMaxWarps];
   const std::function<void()>* body = nullptr;
   std::vector<float> smem;
+  std::vector<AsyncCopies> async{std::vector<AsyncCopies>(kMaxBlockThreads)};
 };
 
 Emulator& emulator() {
@@ -136,6 +148,7 @@ void run_block(dim3 block_idx, dim3 grid, dim3 block, size_t smem_bytes) {
     e.warps[w].members = std::min(32, e.threads - 32 * w);
   }
   for (int t = 0; t < e.threads; ++t) {
+    e.async[t] = AsyncCopies{};
     e.done[t] = false;
     e.waiting_on[t] = nullptr;
     const unsigned ut = static_cast<unsigned>(t);
@@ -159,6 +172,10 @@ void run_block(dim3 block_idx, dim3 grid, dim3 block, size_t smem_bytes) {
     }
   }
   g_place = nullptr;
+  for (int t = 0; t < e.threads; ++t)
+    hw::check(e.async[t].open.empty() && e.async[t].committed.empty(),
+              "block emulator: thread " + std::to_string(t) + " of block (" + std::to_string(block_idx.x) +
+                  ") ended with cp.async copies it never waited for");
   for (size_t i = n; i < e.smem.size(); ++i) {
     uint32_t bits;
     std::memcpy(&bits, &e.smem[i], 4);
@@ -194,14 +211,22 @@ void warp_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]
   warp_mma(d, a, b, [](auto& A, auto& B, auto& C) { hw_test_mma::emulate_mma_tf32(A, B, C); });
 }
 
-void warp_ldmatrix(uint32_t (&r)[4], const uint32_t* row, bool trans) {
+namespace {
+// Whether [p, p + bytes) lies in the bytes the running launch asked for.
+bool in_block_smem(const void* p, size_t bytes) {
   const Emulator& e = emulator();
   const auto* begin = reinterpret_cast<const char*>(e.smem.data());
   const auto* end = begin + (e.smem.size() - kGuardFloats) * sizeof(float);
-  const auto* p = reinterpret_cast<const char*>(row);
-  if (p < begin || p + 16 > end || !hw_test_mma::ldmatrix_row_aligned(row)) {
-    std::fprintf(stderr, "block emulator: ldmatrix row address of thread %d is %s\n", e.current,
-                 (p < begin || p + 16 > end) ? "outside the block's shared memory" : "not 16-byte aligned");
+  const auto* c = static_cast<const char*>(p);
+  return c >= begin && c + bytes <= end;
+}
+}  // namespace
+
+void warp_ldmatrix(uint32_t (&r)[4], const uint32_t* row, bool trans) {
+  const bool inside = in_block_smem(row, 16);
+  if (!inside || !hw_test_mma::ldmatrix_row_aligned(row)) {
+    std::fprintf(stderr, "block emulator: ldmatrix row address of thread %d is %s\n", emulator().current,
+                 !inside ? "outside the block's shared memory" : "not 16-byte aligned");
     std::abort();
   }
   warp_exchange(reinterpret_cast<uint64_t>(row), [&r, trans](const WarpSlots& w, int l) {
@@ -210,6 +235,37 @@ void warp_ldmatrix(uint32_t (&r)[4], const uint32_t* row, bool trans) {
     hw_test_mma::emulate_ldmatrix(rows, l, trans, r);
     return uint64_t(0);
   });
+}
+
+void async_copy16(void* dst, const void* src, bool valid) {
+  Emulator& e = emulator();
+  const bool dst_ok = in_block_smem(dst, 16) && reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  const bool src_ok = !valid || reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  if (!dst_ok || !src_ok) {
+    std::fprintf(stderr, "block emulator: cp.async of thread %d: %s\n", e.current,
+                 !dst_ok ? "destination outside the block's shared memory or not 16-byte aligned"
+                         : "source not 16-byte aligned");
+    std::abort();
+  }
+  std::memset(dst, 0xff, 16);  // in flight: NaN until the wait
+  e.async[e.current].open.push_back({dst, src, valid});
+}
+
+void async_commit() {
+  AsyncCopies& a = emulator().async[emulator().current];
+  a.committed.push_back(std::move(a.open));
+  a.open.clear();
+}
+
+void async_wait(int pending) {
+  AsyncCopies& a = emulator().async[emulator().current];
+  while (static_cast<int>(a.committed.size()) > pending) {
+    for (const AsyncCopy& c : a.committed.front()) {
+      if (c.valid) std::memcpy(c.dst, c.src, 16);
+      else std::memset(c.dst, 0, 16);
+    }
+    a.committed.erase(a.committed.begin());
+  }
 }
 
 float* block_smem() { return emulator().smem.data(); }

@@ -37,4 +37,9 @@ void warp_mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]
 // the bytes the launch asked for) and be 16-byte aligned, as on the hardware; aborts otherwise.
 void warp_ldmatrix(uint32_t (&r)[4], const uint32_t* row, bool trans);
 
+// cp.async for the running thread (the shim's async_copy.cuh says how it exposes misuse).
+void async_copy16(void* dst, const void* src, bool valid);
+void async_commit();
+void async_wait(int pending);
+
 }  // namespace hw_emu

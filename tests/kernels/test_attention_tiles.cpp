@@ -277,3 +277,24 @@ TEST_CASE("attention schedule: identical heads share segments, and long sequence
   check_schedule(in, build_forward_schedule(in), expected_forward(in), false);
   check_schedule(in, build_backward_schedule(in), expected_backward(in), false);
 }
+
+TEST_CASE("attention tiles: a tile walk visits the key ranges in order, as the nested loops do") {
+  int64_t two_range_cases = 0;
+  for (const HeadShape& h : sample_shapes())
+    for (int64_t T : kLengths) {
+      const KeyRule r = key_rule_of(h, T);
+      for (int64_t i0 = 0; i0 < T; i0 += kBr) {
+        TileRange rg[2];
+        const int n = key_tile_ranges(r, i0, std::min(T, i0 + kBr), rg);
+        two_range_cases += n == 2;
+        std::vector<int32_t> nested;
+        for (int t = 0; t < n; ++t)
+          for (int32_t kt = rg[t].lo; kt < rg[t].hi; ++kt) nested.push_back(kt);
+        const TileWalk w = tile_walk(rg, n);
+        REQUIRE(w.count == static_cast<int32_t>(nested.size()));
+        int32_t kt = w.first;
+        for (int32_t it = 0; it < w.count; ++it, kt = tile_after(w, kt)) REQUIRE(kt == nested[size_t(it)]);
+      }
+    }
+  CHECK(two_range_cases > 0);  // the sink + window split was exercised
+}

@@ -8,11 +8,13 @@
 //            dP^T = V dO^T, then dV += P^T dO and dK += dS^T Q (P^T, dS^T rounded to bf16).
 // Two warps share each 16-row block, each taking half of every 64-wide tile they walk; the halves'
 // sums are added once at the end in a fixed order (half 0 + half 1), so results stay bit-reproducible
-// without atomics. Static heads of a dK/dV item seed dV as in the SIMT item (their shared fp32 block
+// without atomics. The tiles an item walks (K and V in dq_item; Q, dO and lse in dkv_item) are
+// double-buffered: the next tile's rows are in flight (cp.async) while the current one is used. Static heads of a dK/dV item seed dV as in the SIMT item (their shared fp32 block
 // is read into half 0's registers).
 // Register budget (per thread) at head_dim 128: dQ 64 floats; dK and dV 128 floats (the largest).
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_mma_warp.cuh"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_softmax_backward.cuh"
@@ -20,11 +22,12 @@
 
 namespace hw::cuda::attn_mma {
 
-// Four word tiles (Q, dO, K, V), then the query rows' lse and delta. The end-of-item exchange (two
-// 64 x kXld fp32 blocks at most) reuses the tiles.
+// Six word tiles (dq_item: Q, dO, K[2], V[2]; dkv_item: K, V, Q[2], dO[2]), then 3 x 64 floats
+// (dq_item: lse, delta; dkv_item: lse[2], delta). The end-of-item exchange (two 64 x kXld fp32
+// blocks at most) reuses the tiles.
 template <int HD>
 constexpr int backward_smem_bytes() {
-  return 4 * 64 * kLdw<HD> * int(sizeof(uint32_t)) + 2 * 64 * int(sizeof(float));
+  return 6 * 64 * kLdw<HD> * int(sizeof(uint32_t)) + 3 * 64 * int(sizeof(float));
 }
 static_assert(2 * 64 * kXld<64> <= 4 * 64 * kLdw<64>, "dK/dV exchange fits the tiles");
 static_assert(2 * 64 * kXld<128> <= 4 * 64 * kLdw<128>, "dK/dV exchange fits the tiles");
@@ -52,9 +55,11 @@ __device__ inline void dq_item(const AttnLaunchParamsT<bf16>& p, int b, int h, i
   constexpr int LDW = kLdw<HD>, XLD = kXld<HD>;
   uint32_t* Qs = reinterpret_cast<uint32_t*>(smem);
   uint32_t* dOs = Qs + 64 * LDW;
-  uint32_t* Ks = dOs + 64 * LDW;
-  uint32_t* Vs = Ks + 64 * LDW;
-  float* lse = reinterpret_cast<float*>(Vs + 64 * LDW);
+  // Buffer it % 2 of K and V (offsets, not pointer arrays, which a runtime index would put in
+  // local memory).
+  auto k_buf = [&](int32_t it) { return Qs + (2 + (it & 1)) * 64 * LDW; };
+  auto v_buf = [&](int32_t it) { return Qs + (4 + (it & 1)) * 64 * LDW; };
+  float* lse = reinterpret_cast<float*>(Qs + 6 * 64 * LDW);
   float* delta = lse + 64;
   const int lane = lane_id(), rw = row_block(), half = col_half();
   const tiles::KeyRule rule{p.heads[h].sink, p.heads[h].window};
@@ -62,26 +67,36 @@ __device__ inline void dq_item(const AttnLaunchParamsT<bf16>& p, int b, int h, i
   const int64_t row0 = i0 + 16 * rw;
   const bool rows_live = row0 < T;
   const ConstRows<bf16> k = k_rows(p, b, h), v = v_rows(p, b, h);
+  tiles::TileRange rg[2];
+  const int n_ranges = tiles::key_tile_ranges(rule, i0, i1, rg);
+  const tiles::TileWalk walk = tiles::tile_walk(rg, n_ranges);
+  // Key tile kt (the walk's number it) into buffer it % 2.
+  auto issue_kv = [&](int32_t it, int32_t kt) {
+    issue_word_rows<HD>(k_buf(it), k.ptr, k.stride, int64_t(kt) * tiles::kBc, T);
+    issue_word_rows<HD>(v_buf(it), v.ptr, v.stride, int64_t(kt) * tiles::kBc, T);
+  };
+  if (walk.count > 0) issue_kv(0, walk.first);  // in flight while the query side loads
+  async_commit();
   load_query_side<HD>(p, b, h, i0, Qs, dOs, lse, delta);
   __syncthreads();
   tm::DqRows<HD> st;
   tm::dq_init(st, lse + 16 * rw, delta + 16 * rw, lane);
-  tiles::TileRange rg[2];
-  const int n_ranges = tiles::key_tile_ranges(rule, i0, i1, rg);
-  for (int t = 0; t < n_ranges; ++t)
-    for (int32_t kt = rg[t].lo; kt < rg[t].hi; ++kt) {
-      const int64_t j0 = int64_t(kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
-      __syncthreads();
-      load_word_rows<HD>(Ks, k.ptr, k.stride, j0, T);
-      load_word_rows<HD>(Vs, v.ptr, v.stride, j0, T);
-      __syncthreads();
-      if (rows_live && c0 < T) {
-        const tm::ScoreBlock sb{row0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), false};
-        tm::dq_tile<HD, kHalfCols, DeviceWarp>(st, Qs + 16 * rw * LDW, dOs + 16 * rw * LDW,
-                                               Ks + kHalfCols * half * LDW, Vs + kHalfCols * half * LDW, LDW, sb,
-                                               p.scale, lane);
-      }
+  int32_t kt = walk.first;
+  for (int32_t it = 0; it < walk.count; ++it, kt = tiles::tile_after(walk, kt)) {
+    if (it + 1 < walk.count) issue_kv(it + 1, tiles::tile_after(walk, kt));  // into the buffer tile it - 1 used
+    async_commit();
+    async_wait<1>();
+    __syncthreads();  // every thread's copies of tile it have landed
+    const int64_t j0 = int64_t(kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
+    if (rows_live && c0 < T) {
+      const tm::ScoreBlock sb{row0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), false};
+      tm::dq_tile<HD, kHalfCols, DeviceWarp>(st, Qs + 16 * rw * LDW, dOs + 16 * rw * LDW,
+                                             k_buf(it) + kHalfCols * half * LDW, v_buf(it) + kHalfCols * half * LDW,
+                                             LDW, sb, p.scale, lane);
     }
+    __syncthreads();  // every warp is done with buffer it % 2 before iteration it + 1 refills it
+  }
+  async_wait<0>();
   __syncthreads();  // the tiles become the exchange
   float* xq = smem + 16 * rw * XLD;
   if (half == 1 && rows_live) tm::c_export(st.dq, xq, XLD, lane);
@@ -125,29 +140,56 @@ __device__ inline void dkv_item(const AttnLaunchParamsT<bf16>& p, int b, int g, 
   if (any_softmax) {
     uint32_t* Ks = reinterpret_cast<uint32_t*>(smem);
     uint32_t* Vs = Ks + 64 * LDW;
-    uint32_t* Qs = Vs + 64 * LDW;
-    uint32_t* dOs = Qs + 64 * LDW;
-    float* lse = reinterpret_cast<float*>(dOs + 64 * LDW);
-    float* delta = lse + 64;
+    // Buffer it % 2 of Q, dO and lse (offsets, not pointer arrays; see dq_item).
+    auto q_buf = [&](int32_t it) { return Ks + (2 + (it & 1)) * 64 * LDW; };
+    auto dout_buf = [&](int32_t it) { return Ks + (4 + (it & 1)) * 64 * LDW; };
+    float* const lse0 = reinterpret_cast<float*>(Ks + 6 * 64 * LDW);
+    auto lse_buf = [&](int32_t it) { return lse0 + (it & 1) * 64; };
+    float* delta = lse0 + 2 * 64;
     const ConstRows<bf16> k = k_rows(p, b, h0), v = v_rows(p, b, h0);
-    load_word_rows<HD>(Ks, k.ptr, k.stride, j0, T);
+    load_word_rows<HD>(Ks, k.ptr, k.stride, j0, T);  // (the first wait-then-barrier below covers these)
     load_word_rows<HD>(Vs, v.ptr, v.stride, j0, T);
     for (int h = h0; h < h0 + per_group; ++h) {
       if (!attn_items::is_softmax_family(p.heads[h].kind)) continue;
       const tiles::KeyRule rule{p.heads[h].sink, p.heads[h].window};
       const tiles::TileRange qr = tiles::query_tile_range(rule, j0, j1, T);
-      for (int32_t qt = qr.lo; qt < qr.hi; ++qt) {
-        const int64_t i0 = int64_t(qt) * tiles::kBr, c0 = i0 + kHalfCols * half;
-        __syncthreads();  // the previous query tile's products are done with Qs, dOs, lse, delta
-        load_query_side<HD>(p, b, h, i0, Qs, dOs, lse, delta);
+      const int32_t n_tiles = qr.hi - qr.lo;
+      // Query tile number it into buffer it % 2: Q and dO rows in flight, the saved lse (+inf past
+      // T, so P is 0 there) stored at once. The row blocks are rebuilt from the launch parameters
+      // (constant memory) at each use rather than kept live across the loop: at head_dim 128 the
+      // dK and dV accumulators leave no registers for them.
+      auto issue_query_side = [&](int32_t it) {
+        const ConstRows<bf16> q = q_rows(p, b, h), dout = dout_rows(p, b, h);
+        const int64_t i0 = int64_t(qr.lo + it) * tiles::kBr;
+        issue_word_rows<HD>(q_buf(it), q.ptr, q.stride, i0, T);
+        issue_word_rows<HD>(dout_buf(it), dout.ptr, dout.stride, i0, T);
+        if (threadIdx.x < 64) {
+          const int64_t i = i0 + threadIdx.x;
+          lse_buf(it)[threadIdx.x] = i < T ? row_stats_in(p, b, h)[i] : INFINITY;
+        }
+      };
+      if (n_tiles > 0) issue_query_side(0);  // the previous head's last barrier freed buffer 0
+      async_commit();
+      for (int32_t it = 0; it < n_tiles; ++it) {
+        const int64_t i0 = int64_t(qr.lo + it) * tiles::kBr, c0 = i0 + kHalfCols * half;
+        if (it + 1 < n_tiles) issue_query_side(it + 1);  // into the buffers tile it - 1 used (freed below)
+        async_commit();
+        async_wait<1>();
+        __syncthreads();  // every thread's copies of tile it have landed
+        const ConstRows<bf16> o = out_in_rows(p, b, h);
+        row_deltas_words<HD>(delta, dout_buf(it), o.ptr, o.stride, i0, T);
         __syncthreads();
         if (rows_live && c0 < T) {
           const tm::ScoreBlock sb{krow0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), true};
           tm::dkv_tile<HD, kHalfCols, DeviceWarp>(st, Ks + 16 * rw * LDW, Vs + 16 * rw * LDW,
-                                                  Qs + kHalfCols * half * LDW, dOs + kHalfCols * half * LDW, LDW,
-                                                  lse + kHalfCols * half, delta + kHalfCols * half, sb, p.scale, lane);
+                                                  q_buf(it) + kHalfCols * half * LDW,
+                                                  dout_buf(it) + kHalfCols * half * LDW, LDW,
+                                                  lse_buf(it) + kHalfCols * half, delta + kHalfCols * half, sb,
+                                                  p.scale, lane);
         }
+        __syncthreads();  // every warp is done with buffers it % 2 and delta before they are refilled
       }
+      async_wait<0>();
     }
   }
   // 3. Half 1 hands its sums to half 0, which writes the group's dK/dV rows of this key tile

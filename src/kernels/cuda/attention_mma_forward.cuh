@@ -5,7 +5,8 @@
 // Q, K and V tiles sit in shared memory as bf16 words; each warp holds 16 query rows of S, P and O
 // in registers. With 8 warps and 64 query rows, two warps share a row block, each taking 32 of the
 // 64 keys of every tile; their running (max, sum, O) merge once at the end. P is rounded to bf16
-// for P V (as FlashAttention); row sums, max and O stay fp32.
+// for P V (as FlashAttention); row sums, max and O stay fp32. K and V are double-buffered: the
+// next key tile's rows are in flight (cp.async) while the current one is multiplied.
 // Register budget (per thread): O is HD / 2 floats (64 at head_dim 128), S 16, P 8.
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
@@ -14,10 +15,11 @@
 
 namespace hw::cuda::attn_mma {
 
-// Q, K, V word tiles; the end-of-item exchange (64 x kXld floats of O, 64 max, 64 sums) reuses them.
+// Word tiles Q, K[2], V[2] (buffer it % 2 holds key tile number it); the end-of-item exchange
+// (64 x kXld floats of O, 64 max, 64 sums) reuses them.
 template <int HD>
 constexpr int forward_smem_bytes() {
-  return 3 * 64 * kLdw<HD> * int(sizeof(uint32_t));
+  return 5 * 64 * kLdw<HD> * int(sizeof(uint32_t));
 }
 static_assert((64 * kXld<64> + 128) * 4 <= forward_smem_bytes<64>(), "forward exchange fits the tiles");
 static_assert((64 * kXld<128> + 128) * 4 <= forward_smem_bytes<128>(), "forward exchange fits the tiles");
@@ -27,8 +29,10 @@ __device__ inline void softmax_forward_item(const AttnLaunchParamsT<bf16>& p, in
   namespace tm = tiles::mma;
   constexpr int LDW = kLdw<HD>, XLD = kXld<HD>;
   uint32_t* Qs = reinterpret_cast<uint32_t*>(smem);
-  uint32_t* Ks = Qs + 64 * LDW;
-  uint32_t* Vs = Ks + 64 * LDW;
+  // Buffer it % 2 of K and V (offsets, not pointer arrays: a runtime index would put an array in
+  // local memory).
+  auto k_buf = [&](int32_t it) { return Qs + (1 + (it & 1)) * 64 * LDW; };
+  auto v_buf = [&](int32_t it) { return Qs + (3 + (it & 1)) * 64 * LDW; };
   const int lane = lane_id(), rw = row_block(), half = col_half();
   const tiles::KeyRule rule{p.heads[h].sink, p.heads[h].window};
   const int64_t T = p.T, i0 = int64_t(qt) * tiles::kBr, i1 = tiles::min64(T, i0 + tiles::kBr);
@@ -36,24 +40,34 @@ __device__ inline void softmax_forward_item(const AttnLaunchParamsT<bf16>& p, in
   const bool rows_live = row0 < T;  // warp-uniform: a ragged tile's empty row blocks skip the math
   const ConstRows<bf16> q = q_rows(p, b, h), k = k_rows(p, b, h), v = v_rows(p, b, h);
 
-  load_word_rows<HD>(Qs, q.ptr, q.stride, i0, T);
-  tm::FwdRows<HD> st;
-  tm::fwd_init(st);
   tiles::TileRange rg[2];
   const int n_ranges = tiles::key_tile_ranges(rule, i0, i1, rg);
-  for (int t = 0; t < n_ranges; ++t)
-    for (int32_t kt = rg[t].lo; kt < rg[t].hi; ++kt) {
-      const int64_t j0 = int64_t(kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
-      __syncthreads();  // the previous tile's products are done with Ks, Vs
-      load_word_rows<HD>(Ks, k.ptr, k.stride, j0, T);
-      load_word_rows<HD>(Vs, v.ptr, v.stride, j0, T);
-      __syncthreads();
-      if (rows_live && c0 < T) {
-        const tm::ScoreBlock sb{row0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), false};
-        tm::fwd_tile<HD, kHalfCols, DeviceWarp>(st, Qs + 16 * rw * LDW, Ks + kHalfCols * half * LDW,
-                                                Vs + kHalfCols * half * LDW, LDW, sb, p.scale, lane);
-      }
+  const tiles::TileWalk walk = tiles::tile_walk(rg, n_ranges);
+  // Key tile kt (the walk's number it) into buffer it % 2.
+  auto issue_kv = [&](int32_t it, int32_t kt) {
+    issue_word_rows<HD>(k_buf(it), k.ptr, k.stride, int64_t(kt) * tiles::kBc, T);
+    issue_word_rows<HD>(v_buf(it), v.ptr, v.stride, int64_t(kt) * tiles::kBc, T);
+  };
+  issue_word_rows<HD>(Qs, q.ptr, q.stride, i0, T);  // Q travels with the first key tile
+  if (walk.count > 0) issue_kv(0, walk.first);
+  async_commit();
+  tm::FwdRows<HD> st;
+  tm::fwd_init(st);
+  int32_t kt = walk.first;
+  for (int32_t it = 0; it < walk.count; ++it, kt = tiles::tile_after(walk, kt)) {
+    if (it + 1 < walk.count) issue_kv(it + 1, tiles::tile_after(walk, kt));  // into the buffer tile it - 1 used
+    async_commit();
+    async_wait<1>();  // this thread's copies of tile it have landed (tile it + 1's may not)
+    __syncthreads();  // ... and every thread's
+    const int64_t j0 = int64_t(kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
+    if (rows_live && c0 < T) {
+      const tm::ScoreBlock sb{row0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), false};
+      tm::fwd_tile<HD, kHalfCols, DeviceWarp>(st, Qs + 16 * rw * LDW, k_buf(it) + kHalfCols * half * LDW,
+                                              v_buf(it) + kHalfCols * half * LDW, LDW, sb, p.scale, lane);
     }
+    __syncthreads();  // every warp is done with buffer it % 2 before iteration it + 1 refills it
+  }
+  async_wait<0>();  // nothing stays in flight into the exchange (the last group is empty)
   __syncthreads();  // the tiles become the exchange
   float* xo = smem + 16 * rw * XLD;
   float* xm = smem + 64 * XLD + 16 * rw;

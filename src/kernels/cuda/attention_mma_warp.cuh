@@ -12,6 +12,7 @@
 #include "headwise/kernels/tiles/attention_storage.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
+#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_tile_gemm.cuh"
 #include "kernels/cuda/device_warp.cuh"
 
@@ -50,6 +51,28 @@ __device__ __forceinline__ void load_word_rows(uint32_t* tile, const bf16* src, 
     const int64_t row = r0 + r;
     tile[r * LDW + w] =
         row < rows_end ? tiles::mma::bf16_pair_word(src[row * stride + 2 * w], src[row * stride + 2 * w + 1]) : 0u;
+  }
+}
+
+// The same rows into a word tile without waiting for them: when every row is 16-byte aligned,
+// one cp.async per 16 bytes (zeros at or past rows_end) joins the thread's open copy group, and
+// the tile holds the rows once the caller has committed, waited for that group and passed a
+// block barrier (async_copy.cuh). Unaligned rows take load_word_rows' element path, whose stores
+// are done on return, so the same wait-then-barrier covers them.
+template <int HD>
+__device__ __forceinline__ void issue_word_rows(uint32_t* tile, const bf16* src, int64_t stride, int64_t r0,
+                                                int64_t rows_end) {
+  constexpr int LDW = kLdw<HD>, V = tiles::kBf16PerVec;
+  if (!tiles::rows_vec16_aligned(reinterpret_cast<uint64_t>(src), stride, int(sizeof(bf16)))) {
+    load_word_rows<HD>(tile, src, stride, r0, rows_end);
+    return;
+  }
+#pragma unroll 1
+  for (int e = static_cast<int>(threadIdx.x); e < 64 * HD / V; e += kAttnThreads) {
+    const tiles::VecSlot s = tiles::vec_slot(e, HD, V);
+    const int64_t row = r0 + s.row;
+    const bool valid = row < rows_end;
+    async_copy16(tile + s.row * LDW + s.col / 2, valid ? src + row * stride + s.col : src, valid);
   }
 }
 

@@ -22,8 +22,9 @@
 // Dynamic shared memory per item in bytes, head_dim 64 / 128 (the launchers take the max over the
 // schedule's item kinds; everything over 48 KiB needs the opt-in attribute they set):
 //                        fp32 (SIMT)            bf16 (tensor cores, attention_mma_*.cuh)
-//   softmax forward      67,328 / 116,480       27,648 / 52,224  (Q, K, V word tiles)
-//   softmax backward    100,352 / 165,888       37,376 / 70,144  (Q, dO, K, V word tiles + lse, delta)
+//   softmax forward      67,328 / 116,480       46,080 / 87,040  (Q, K[2], V[2] word tiles)
+//   softmax backward    100,352 / 165,888       56,064 / 105,216 (six word tiles, two of them the
+//                                                                 double buffers, + lse, delta)
 //   static forward       33,280 /  49,664       18,432 / 34,816  (V word tile + stage, or the exchange)
 //   static dK/dV scratch 33,280 /  49,664       10,240 / 18,432  (dO word tile + stage), each
 //                        plus dv_acc [64][HD] fp32 = 16,384 / 32,768; a dK/dV item takes the max

@@ -73,13 +73,29 @@ HW_HOST_DEVICE bool tile_needs_mask(const KeyRule& r, int64_t i0, int64_t j0, in
   return first_nonsink < j1 && first_nonsink <= i1 - 1 - r.window;
 }
 
+// The tiles of ranges rg[0, n) walked in order as one sequence, in four integers instead of the
+// ranges (what a double-buffered item carries through its loop to name the tile after the
+// current one): the tile after kt is kt + 1, except that the end of the first range jumps to the
+// start of the second.
+struct TileWalk {
+  int32_t first = 0, count = 0, gap_at = -1, gap_to = -1;
+};
+HW_HOST_DEVICE TileWalk tile_walk(const TileRange* rg, int n) {
+  TileWalk w{rg[0].lo, rg[0].hi - rg[0].lo, -1, -1};
+  if (n == 2) {
+    w.count += rg[1].hi - rg[1].lo;
+    w.gap_at = rg[0].hi;
+    w.gap_to = rg[1].lo;
+  }
+  return w;
+}
+HW_HOST_DEVICE int32_t tile_after(const TileWalk& w, int32_t kt) { return kt + 1 == w.gap_at ? w.gap_to : kt + 1; }
+
 // Number of key tiles query tile qt needs.
 HW_HOST_DEVICE int64_t key_tiles_of_query_tile(const KeyRule& r, int64_t qt, int64_t T) {
   TileRange rg[2];
   const int n = key_tile_ranges(r, qt * kBr, min64(T, (qt + 1) * kBr), rg);
-  int64_t c = 0;
-  for (int t = 0; t < n; ++t) c += rg[t].hi - rg[t].lo;
-  return c;
+  return tile_walk(rg, n).count;
 }
 
 // Number of query tiles that see key tile kt.
