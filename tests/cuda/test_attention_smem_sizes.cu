@@ -47,10 +47,13 @@ constexpr bool backward_carve_fits() {
   // (The exchange reuses the tiles: by then no warp reads them, nor lse and delta.)
   return lse_delta_end <= am::backward_smem_bytes<HD>() && exchange_end <= am::backward_smem_bytes<HD>();
 }
-// static forward: V word tile, then the 256-float stage; exchange: 64 x kXld O rows.
+// static forward: two buffers of a V word tile and its 256-float stage, each starting on a
+// 16-byte boundary (cp.async destinations); exchange: 64 x kXld O rows.
 template <int HD>
 constexpr bool static_forward_carve_fits() {
-  constexpr int stage_end = word_tile_bytes<HD>() + hw::tiles::mma::kStaticStage * kF;
+  constexpr int buffer = word_tile_bytes<HD>() + hw::tiles::mma::kStaticStage * kF;
+  static_assert(buffer == am::static_buffer_floats<HD>() * kF && buffer % 16 == 0, "static buffers");
+  constexpr int stage_end = 2 * buffer;
   constexpr int exchange_end = 64 * am::kXld<HD> * kF;
   return stage_end <= am::static_forward_smem_bytes<HD>() && exchange_end <= am::static_forward_smem_bytes<HD>();
 }
@@ -62,7 +65,7 @@ constexpr int static_dkv_bytes() {
 template <int HD>
 constexpr bool static_backward_carve_fits() {
   constexpr int scratch = 64 * HD * kF;
-  constexpr int stage_end = scratch + word_tile_bytes<HD>() + hw::tiles::mma::kStaticStage * kF;
+  constexpr int stage_end = scratch + 2 * (word_tile_bytes<HD>() + hw::tiles::mma::kStaticStage * kF);
   return scratch % 16 == 0 && stage_end <= static_dkv_bytes<HD>();
 }
 
@@ -77,8 +80,8 @@ static_assert((am::kLdw<64> * 4) % 16 == 0 && (am::kLdw<128> * 4) % 16 == 0, "wo
 // The table of attention_params.hpp (bf16 column, then fp32 column).
 static_assert(am::forward_smem_bytes<64>() == 46080 && am::forward_smem_bytes<128>() == 87040, "table");
 static_assert(am::backward_smem_bytes<64>() == 56064 && am::backward_smem_bytes<128>() == 105216, "table");
-static_assert(am::static_forward_smem_bytes<64>() == 18432 && am::static_forward_smem_bytes<128>() == 34816, "table");
-static_assert(am::static_tiles_bytes<64>() == 10240 && am::static_tiles_bytes<128>() == 18432, "table");
+static_assert(am::static_forward_smem_bytes<64>() == 20480 && am::static_forward_smem_bytes<128>() == 36864, "table");
+static_assert(am::static_tiles_bytes<64>() == 20480 && am::static_tiles_bytes<128>() == 36864, "table");
 static_assert(ai::softmax_forward_smem_floats<64>() * kF == 67328 && ai::softmax_forward_smem_floats<128>() * kF == 116480,
               "table");
 static_assert(ai::softmax_backward_smem_floats<64>() * kF == 100352 &&

@@ -25,8 +25,8 @@
 //   softmax forward      67,328 / 116,480       46,080 / 87,040  (Q, K[2], V[2] word tiles)
 //   softmax backward    100,352 / 165,888       56,064 / 105,216 (six word tiles, two of them the
 //                                                                 double buffers, + lse, delta)
-//   static forward       33,280 /  49,664       18,432 / 34,816  (V word tile + stage, or the exchange)
-//   static dK/dV scratch 33,280 /  49,664       10,240 / 18,432  (dO word tile + stage), each
+//   static forward       33,280 /  49,664       20,480 / 36,864  (two V word tiles + stages, or the exchange)
+//   static dK/dV scratch 33,280 /  49,664       20,480 / 36,864  (two dO word tiles + stages), each
 //                        plus dv_acc [64][HD] fp32 = 16,384 / 32,768; a dK/dV item takes the max
 //                        of that and the softmax backward size.
 //   linear forward       75,520 / 91,136        the same (fp32 tiles for both storage types)
