@@ -18,9 +18,18 @@ namespace hw::tiles {
 HW_HOST_DEVICE float bf16_word_lo(uint32_t w) { return std::bit_cast<float>(w << 16); }
 HW_HOST_DEVICE float bf16_word_hi(uint32_t w) { return std::bit_cast<float>(w & 0xffff0000U); }
 
-// lo and hi rounded to bf16 and packed into one word (lo at the lower address).
+// lo and hi rounded to bf16 and packed into one word (lo at the lower address). On sm_80 and
+// later one cvt.rn.bf16x2.f32 does both (its first source goes to the upper half); it rounds as
+// to_bf16 does, subnormals included, and differs only in a NaN's payload (tests/cuda/
+// test_bf16_pack.cu compares the two bit for bit on the GPU).
 HW_HOST_DEVICE uint32_t bf16_word(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  uint32_t w;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+#else
   return static_cast<uint32_t>(to_bf16(lo).bits) | (static_cast<uint32_t>(to_bf16(hi).bits) << 16);
+#endif
 }
 
 // Four elements of T may move as one vector (float4: 16 bytes; 4 bf16: 8 bytes) when the
