@@ -17,7 +17,8 @@ namespace hw::cuda {
 // caches in L2 only: a block reads each K/V row once.
 __device__ __forceinline__ void async_copy16(void* dst, const void* src, bool valid) {
   const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 16 : 0));
+  const size_t s = __cvta_generic_to_global(src);  // the .global operand takes a global address
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(s), "r"(valid ? 16 : 0));
 }
 
 __device__ __forceinline__ void async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
