@@ -65,6 +65,7 @@ struct Emulator {
   const std::function<void()>* body = nullptr;
   std::vector<float> smem;
   std::vector<AsyncCopies> async{std::vector<AsyncCopies>(kMaxBlockThreads)};
+  bool reverse_order = false;  // run a block's fibers from the highest thread index down
 };
 
 Emulator& emulator() {
@@ -158,7 +159,8 @@ void run_block(dim3 block_idx, dim3 grid, dim3 block, size_t smem_bytes) {
   }
   while (e.live > 0) {
     const uint64_t before = e.progress;
-    for (int t = 0; t < e.threads; ++t) {
+    for (int i = 0; i < e.threads; ++i) {
+      const int t = e.reverse_order ? e.threads - 1 - i : i;
       if (e.done[t] || (e.waiting_on[t] && e.waiting_on[t]->generation == e.waiting_generation[t])) continue;
       e.current = t;
       g_place = &e.places[t];
@@ -187,6 +189,9 @@ void run_block(dim3 block_idx, dim3 grid, dim3 block, size_t smem_bytes) {
 }
 
 }  // namespace
+
+ReverseThreadOrder::ReverseThreadOrder() { emulator().reverse_order = true; }
+ReverseThreadOrder::~ReverseThreadOrder() { emulator().reverse_order = false; }
 
 void sync_block() { wait_at(emulator().block_gate, emulator().live); }
 

@@ -27,6 +27,18 @@ constexpr int kMaxBlockThreads = 1024;
 // shape or a write past smem_bytes; aborts with a message if a block deadlocks.
 void launch_grid(dim3 grid, dim3 block, size_t smem_bytes, const std::function<void()>& body);
 
+// While one lives, every block runs its fibers from the highest thread index down. A kernel that
+// misses a barrier between one thread's writes and another's reads can pass in one order (the
+// writer happens to run first) but not in both: the parity tests rerun a launch this way and
+// require the same bits.
+class ReverseThreadOrder {
+ public:
+  ReverseThreadOrder();
+  ~ReverseThreadOrder();
+  ReverseThreadOrder(const ReverseThreadOrder&) = delete;
+  ReverseThreadOrder& operator=(const ReverseThreadOrder&) = delete;
+};
+
 // The running block's dynamic shared memory.
 float* block_smem();
 
