@@ -89,20 +89,34 @@ static_assert(ai::softmax_backward_smem_floats<64>() * kF == 100352 &&
               "table");
 static_assert(ad::static_forward_smem_bytes<64>() == 33280 && ad::static_forward_smem_bytes<128>() == 49664, "table");
 static_assert(ad::static_backward_smem_bytes<64>() == 33280 && ad::static_backward_smem_bytes<128>() == 49664, "table");
-static_assert(ad::linear_forward_smem_bytes<64>() == 75520 && ad::linear_forward_smem_bytes<128>() == 91136, "table");
-static_assert(ad::linear_backward_smem_bytes<64>() == 97024 && ad::linear_backward_smem_bytes<128>() == 128768, "table");
+static_assert(ad::linear_forward_smem_bytes<64, float>() == 75520 && ad::linear_forward_smem_bytes<128, float>() == 91136,
+              "table");
+static_assert(ad::linear_backward_smem_bytes<64, float>() == 97024 &&
+                  ad::linear_backward_smem_bytes<128, float>() == 128768,
+              "table");
+static_assert(ad::linear_forward_smem_bytes<64, hw::bf16>() == 83584 &&
+                  ad::linear_forward_smem_bytes<128, hw::bf16>() == 95616,
+              "table");
+static_assert(ad::linear_backward_smem_bytes<64, hw::bf16>() == 107776 &&
+                  ad::linear_backward_smem_bytes<128, hw::bf16>() == 135936,
+              "table");
+// The tensor-core strides (8 mod 32) and every tile offset on a 16-byte boundary.
+static_assert(ad::LinCfg<64, hw::bf16>::LDU % 32 == 8 && ad::LinCfg<128, hw::bf16>::LDU % 32 == 8 &&
+                  ad::LinCfg<64, hw::bf16>::LDP % 32 == 8,
+              "linear tensor-core strides");
 
 // The largest per-item need of a precision at head_dim HD (what the launchers may ask for).
 template <int HD>
 int bf16_max_need() {
   return std::max({am::forward_smem_bytes<HD>(), am::backward_smem_bytes<HD>(), am::static_forward_smem_bytes<HD>(),
-                   static_dkv_bytes<HD>(), ad::linear_forward_smem_bytes<HD>(), ad::linear_backward_smem_bytes<HD>()});
+                   static_dkv_bytes<HD>(), ad::linear_forward_smem_bytes<HD, hw::bf16>(),
+                   ad::linear_backward_smem_bytes<HD, hw::bf16>()});
 }
 template <int HD>
 int fp32_max_need() {
   return std::max({ai::softmax_forward_smem_floats<HD>() * kF, ai::softmax_backward_smem_floats<HD>() * kF,
                    ad::static_forward_smem_bytes<HD>(), 64 * HD * kF + ad::static_backward_smem_bytes<HD>(),
-                   ad::linear_forward_smem_bytes<HD>(), ad::linear_backward_smem_bytes<HD>()});
+                   ad::linear_forward_smem_bytes<HD, float>(), ad::linear_backward_smem_bytes<HD, float>()});
 }
 
 }  // namespace

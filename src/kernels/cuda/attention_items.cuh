@@ -88,7 +88,7 @@ int attention_forward_smem_bytes(const tiles::WorkSchedule& s) {
       case tiles::kFwdStatic:
         need = kTensorCores<St> ? attn_mma::static_forward_smem_bytes<HD>() : attn_dev::static_forward_smem_bytes<HD>();
         break;
-      case tiles::kFwdLinear: need = attn_dev::linear_forward_smem_bytes<HD>(); break;
+      case tiles::kFwdLinear: need = attn_dev::linear_forward_smem_bytes<HD, St>(); break;
       default: break;
     }
     bytes = need > bytes ? need : bytes;
@@ -119,7 +119,7 @@ int attention_backward_smem_bytes(const AttnLaunchParamsT<St>& p) {
         break;
       }
       case tiles::kBwdLinearDq:
-      case tiles::kBwdLinearDkv: need = attn_dev::linear_backward_smem_bytes<HD>(); break;
+      case tiles::kBwdLinearDkv: need = attn_dev::linear_backward_smem_bytes<HD, St>(); break;
       default: break;
     }
     bytes = need > bytes ? need : bytes;

@@ -30,6 +30,7 @@
 // chunk rows w + 8u, lane l owns columns l + 32v, so the row sums of the pair Jacobian are
 // warp reductions.
 #include <cstdint>
+#include <type_traits>
 
 #include "headwise/kernels/tiles/attention_storage.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
@@ -42,7 +43,9 @@
 
 namespace hw::cuda::attn_dev {
 
-template <int HD>
+// St: the activation storage type, which picks the tile products (LinTiles<St>) and with them
+// the row strides that keep their shared-memory reads free of bank conflicts.
+template <int HD, class St = float>
 struct LinCfg {
   static constexpr int C = tiles::kLinChunk;
   static constexpr int FB = tiles::linear_feature_block(HD);
@@ -51,8 +54,16 @@ struct LinCfg {
   static constexpr int SB = tiles::kLinStageBlocks;  // feature blocks per stage
   static constexpr int SF = SB * FB;                 // slots per stage
   static constexpr int NS = tiles::linear_stage_count(HD);
-  static constexpr int LDU = HD + 1;  // rows [v, 1], [G, G_den], [S, z]: odd, conflict-free B views
-  static constexpr int LDP = C + 1;   // feature tiles [FB][LDP] and chunk matrices [C][LDP]
+  // Row strides of U rows [v, 1], G rows [G, G_den] and the state [S, z] (LDU), and of the
+  // feature tiles [FB][LDP] and chunk matrices [C][LDP]. fp32 (SIMT tiles): odd, so the B views
+  // that walk a column are conflict-free. bf16 (tensor-core fragments, lane (g, t) = (lane / 4,
+  // lane % 4) reading row g and column t of a 8 x 4 patch, or the transpose): 8 mod 32, so the
+  // 32 words of a row-major B fragment or a column-major A fragment (8 t + g) fall on 32
+  // banks and the other two views on 16 (2-way); odd strides gave g + t, up to 4-way, in every
+  // product.
+  static constexpr bool kTc = std::is_same_v<St, bf16>;
+  static constexpr int LDU = kTc ? HD + 8 : HD + 1;
+  static constexpr int LDP = kTc ? C + 8 : C + 1;
   static constexpr int LPR = tiles::kAttnThreads / C;   // lanes per chunk row in row sums
   static constexpr int LPF = tiles::kAttnThreads / FB;  // lanes per feature slot in slot sums
   static constexpr int JU = C / 8, JV = HD / 32;        // Jacobian rows / columns per thread
@@ -137,21 +148,21 @@ struct LinTiles<bf16> {
   }
 };
 
-template <int HD>
+template <int HD, class St>
 constexpr int linear_forward_smem_bytes() {
-  return static_cast<int>(sizeof(float)) * LinCfg<HD>::forward_floats;
+  return static_cast<int>(sizeof(float)) * LinCfg<HD, St>::forward_floats;
 }
-template <int HD>
+template <int HD, class St>
 constexpr int linear_backward_smem_bytes() {
-  return static_cast<int>(sizeof(float)) * LinCfg<HD>::backward_floats;
+  return static_cast<int>(sizeof(float)) * LinCfg<HD, St>::backward_floats;
 }
 
 namespace linear_detail {
 
 // The block's shared tiles by name (offsets: LinCfg).
-template <int HD>
+template <int HD, class St>
 struct LinSmem {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   float* base;
   __device__ explicit LinSmem(float* smem) : base(smem) {}
   __device__ float* q() const { return base + Cfg::q_off; }
@@ -184,7 +195,7 @@ __device__ __forceinline__ float group_sum(float v) {
 template <int HD, class St>
 __device__ void init_stage(const AttnLaunchParamsT<St>& p, const AttnHeadDesc& d, int f_first, float* sS, float* sW,
                            float* sTt) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   const int tid = static_cast<int>(threadIdx.x);
   for (int e = tid; e < Cfg::SF * Cfg::LDU; e += tiles::kAttnThreads) sS[e] = 0.f;
   for (int s = tid; s < Cfg::SF; s += tiles::kAttnThreads) {
@@ -206,7 +217,7 @@ __device__ __forceinline__ void load_chunk_rows(float* dst, int ldd, ConstRows<S
 // U rows [v_j, 1] (zero past n).
 template <int HD, class St>
 __device__ __forceinline__ void load_u(float* sU, ConstRows<St> v, int64_t t0, int n) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   load_chunk_rows<HD>(sU, Cfg::LDU, v, t0, n);
   for (int r = static_cast<int>(threadIdx.x); r < Cfg::C; r += tiles::kAttnThreads)
     sU[r * Cfg::LDU + HD] = r < n ? 1.f : 0.f;
@@ -214,10 +225,10 @@ __device__ __forceinline__ void load_u(float* sU, ConstRows<St> v, int64_t t0, i
 
 // Feature tiles of slots [f0, f0 + FB): Psi[s][i] = w_s X_s(q_i) (W null: X_s(q_i)), Phi[s][i] =
 // X_s(k_i); zero for i >= n (the rows of sq, sk past n are zero too). Psi may be null.
-template <int HD>
+template <int HD, class St>
 __device__ __forceinline__ void fill_features(float* Psi, float* Phi, int f0, const float* sW, const float* sq,
                                               const float* sk, int n) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   const int tid = static_cast<int>(threadIdx.x), s = tid % Cfg::FB;
   const tiles::LinFeature ft = tiles::linear_feature(HD, f0 + s);
   const float w = sW ? sW[s] : 1.f;
@@ -234,7 +245,7 @@ __device__ __forceinline__ void fill_features(float* Psi, float* Phi, int f0, co
 // barrier has ended the block's other reads of sS.
 template <int HD, class St>
 __device__ __forceinline__ void state_step(float* Sg, const float* sS, const float* A, const float* B) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   using Tl = LinTiles<St>;
   constexpr int FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP;
   typename Tl::template Acc<FB, HD> up;
@@ -256,7 +267,7 @@ __device__ __forceinline__ void store_causal(float* M,
                                              typename LinTiles<St>::template Acc<LinCfg<HD>::C, LinCfg<HD>::C>& acc,
                                              int n) {
   LinTiles<St>::for_each(acc, [&](int i, int j, float& x) {
-    M[i * LinCfg<HD>::LDP + j] = (j <= i && i < n) ? x : 0.f;
+    M[i * LinCfg<HD, St>::LDP + j] = (j <= i && i < n) ? x : 0.f;
   });
 }
 
@@ -264,9 +275,9 @@ __device__ __forceinline__ void store_causal(float* M,
 // / den_i for j <= i < n (0 elsewhere), with v_j . dO_i from gemm_exact.
 template <int HD, class St>
 __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h, float* smem, int64_t t0, int n) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   constexpr int C = Cfg::C, LDU = Cfg::LDU, LDP = Cfg::LDP;
-  const LinSmem<HD> sm(smem);
+  const LinSmem<HD, St> sm(smem);
   float *sG = sm.g(), *sDO = sm.dout(), *sOd = sm.out_dot(), *sInv = sm.inv_den();
   load_chunk_rows<HD>(sm.q(), HD, q_rows(p, b, h), t0, n);
   load_chunk_rows<HD>(sm.k(), HD, k_rows(p, b, h), t0, n);
@@ -304,10 +315,10 @@ __device__ void load_backward_chunk(const AttnLaunchParamsT<St>& p, int b, int h
 
 // dx[u][v] (row w + 8u, column l + 32v) += Jacobian of slots [f0, f0 + FB) applied to
 // dX[s * LDP + i]; w: the block's query-side weights, or null on the key side.
-template <int HD>
+template <int HD, class St>
 __device__ __forceinline__ void jacobian_block(float (&dx)[LinCfg<HD>::JU][LinCfg<HD>::JV], int f0, const float* dX,
                                                const float* sW, const float* sx) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   const int lane = static_cast<int>(threadIdx.x) % 32, warp = static_cast<int>(threadIdx.x) / 32;
   const bool pair_block = f0 >= tiles::linear_head_slots(HD);  // the same for the whole block
   const tiles::LinPairRows pr = tiles::linear_pair_rows(HD, f0);
@@ -372,12 +383,12 @@ __device__ __forceinline__ int stage_blocks(int stage) {
 // [0, T) and row_stats (the denominators).
 template <int HD, class St>
 __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h, int stage, float* smem) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   using Tl = LinTiles<St>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP, LPR = Cfg::LPR;
   __syncthreads();
-  const ld::LinSmem<HD> sm(smem);
+  const ld::LinSmem<HD, St> sm(smem);
   float *sq = sm.q(), *sk = sm.k(), *sU = sm.u(), *sS = sm.state(), *sW = sm.weights();
   float *sPsi = sm.pa(), *sPhi = sm.pb();
   float* sInv = sm.inv_den();  // last stage
@@ -405,7 +416,7 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
     for (int k = 0; k < nb; ++k) {
       float* sSk = sS + k * FB * LDU;
       __syncthreads();  // chunk rows loaded; feature tiles free
-      ld::fill_features<HD>(sPsi, sPhi, f_first + k * FB, sW + k * FB, sq, sk, n);
+      ld::fill_features<HD, St>(sPsi, sPhi, f_first + k * FB, sW + k * FB, sq, sk, n);
       __syncthreads();
       Tl::template gemm<C, HD, FB, 1, LDP, LDU, 1>(acc, sPsi, sSk);  // earlier chunks
       Tl::template gemm<C, C, FB, 1, LDP, LDP, 1>(kap, sPsi, sPhi);
@@ -447,7 +458,7 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
     // accumulators are dead; Phi of each block is rebuilt (elementwise, cheap) for its step.
     for (int k = 0; k < nb; ++k) {
       __syncthreads();  // feature tiles free
-      ld::fill_features<HD>(nullptr, sPhi, f_first + k * FB, sW + k * FB, sq, sk, n);
+      ld::fill_features<HD, St>(nullptr, sPhi, f_first + k * FB, sW + k * FB, sq, sk, n);
       __syncthreads();
       ld::state_step<HD, St>(sS + k * FB * LDU, sS + k * FB * LDU, sPhi, sU);  // S += Phi^T [v, 1]
     }
@@ -460,14 +471,14 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
 // writes (overwrites) dQ rows [0, T), then A (row stride n_groups + 1) from every stage's totals.
 template <int HD, class St>
 __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, int h, int stage, float* smem) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   using Tl = LinTiles<St>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP, LPF = Cfg::LPF;
   constexpr int JU = Cfg::JU, JV = Cfg::JV;
   __syncthreads();
   const AttnHeadDesc& d = p.heads[h];
-  const ld::LinSmem<HD> sm(smem);
+  const ld::LinSmem<HD, St> sm(smem);
   float *sq = sm.q(), *sU = sm.u(), *sS = sm.state(), *sW = sm.weights();
   float *sPA = sm.pa(), *sPB = sm.pb(), *sG = sm.g(), *sDK = sm.dkt(), *sTt = sm.totals();
   const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
@@ -490,7 +501,7 @@ __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, i
       const int f0 = f_first + k * FB;
       float* sSk = sS + k * FB * LDU;
       __syncthreads();
-      ld::fill_features<HD>(sPA, sPB, f0, nullptr, sq, sm.k(), n);  // sPA: unweighted X(q)
+      ld::fill_features<HD, St>(sPA, sPB, f0, nullptr, sq, sm.k(), n);  // sPA: unweighted X(q)
       __syncthreads();
       typename Tl::template Acc<FB, C> dX;  // dX[s][i]
       dX.zero();
@@ -508,7 +519,7 @@ __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, i
         t = ld::group_sum<LPF>(t);
         if (l == 0) sTt[k * FB + s] += t;
       }
-      ld::jacobian_block<HD>(dq, f0, sPB, sW + k * FB, sq);
+      ld::jacobian_block<HD, St>(dq, f0, sPB, sW + k * FB, sq);
     }
     if (chunk == n_chunks - 1) {  // the totals are final: leave them for the last stage's A
       __syncthreads();
@@ -551,13 +562,13 @@ __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, i
 // Kap. Stage 0 overwrites the head's dK / dV partial rows, later stages add to them.
 template <int HD, class St>
 __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, int h, int stage, float* smem) {
-  using Cfg = LinCfg<HD>;
+  using Cfg = LinCfg<HD, St>;
   using Tl = LinTiles<St>;
   namespace ld = linear_detail;
   constexpr int C = Cfg::C, FB = Cfg::FB, LDU = Cfg::LDU, LDP = Cfg::LDP;
   constexpr int JU = Cfg::JU, JV = Cfg::JV;
   __syncthreads();
-  const ld::LinSmem<HD> sm(smem);
+  const ld::LinSmem<HD, St> sm(smem);
   float *sq = sm.q(), *sk = sm.k(), *sU = sm.u(), *sS = sm.state(), *sW = sm.weights();
   float *sPA = sm.pa(), *sPB = sm.pb(), *sG = sm.g(), *sDK = sm.dkt();
   const int f_first = stage * Cfg::SF, nb = ld::stage_blocks<HD>(stage);
@@ -582,7 +593,7 @@ __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, 
       const int f0 = f_first + k * FB;
       float* sSk = sS + k * FB * LDU;
       __syncthreads();
-      ld::fill_features<HD>(sPA, sPB, f0, sW + k * FB, sq, sk, n);  // sPA: Psi, sPB: Phi
+      ld::fill_features<HD, St>(sPA, sPB, f0, sW + k * FB, sq, sk, n);  // sPA: Psi, sPB: Phi
       __syncthreads();
       typename Tl::template Acc<FB, C> dX;  // dX[s][j]
       dX.zero();
@@ -595,7 +606,7 @@ __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, 
       __syncthreads();  // done with Psi: sPA takes dX
       Tl::for_each(dX, [&](int r, int c, float& x) { sPA[r * LDP + c] = x; });
       __syncthreads();
-      ld::jacobian_block<HD>(dk, f0, sPA, nullptr, sk);
+      ld::jacobian_block<HD, St>(dk, f0, sPA, nullptr, sk);
     }
     __syncthreads();  // done with Phi: sPB takes the masked chunk kernel
     ld::store_causal<HD, St>(sPB, kap, n);

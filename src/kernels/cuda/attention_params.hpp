@@ -29,8 +29,9 @@
 //   static dK/dV scratch 33,280 /  49,664       20,480 / 36,864  (two dO word tiles + stages), each
 //                        plus dv_acc [64][HD] fp32 = 16,384 / 32,768; a dK/dV item takes the max
 //                        of that and the softmax backward size.
-//   linear forward       75,520 / 91,136        the same (fp32 tiles for both storage types)
-//   linear backward      97,024 / 128,768       the same
+//   linear forward       75,520 / 91,136        83,584 / 95,616  (fp32 tiles for both storage types;
+//   linear backward      97,024 / 128,768      107,776 / 135,936  bf16's row strides suit the mma
+//                                                                 fragments, fp32's the SIMT tiles)
 //   (checked at compile time by tests/cuda/test_attention_smem_sizes.cu)
 //
 //   template <int HD> constexpr int static_forward_smem_bytes();   // fp32 (SIMT) tiles
@@ -52,13 +53,13 @@
 //   (linear_progress) and adds its partial sums to theirs in the workspace, so every sum has
 //   a fixed order; the launcher zeroes the sync region before each launch and hands out items
 //   in ticket order (chain_sync.cuh), so a waited-for stage has always started.
-//   template <int HD> constexpr int linear_forward_smem_bytes();
+//   template <int HD, class St> constexpr int linear_forward_smem_bytes();
 //   template <int HD, class St> __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h,
 //                                                                  int stage, float* smem);
 //       Stage `stage` of head h, sequence b; the last stage writes (overwrites) out rows [0, T)
 //       and row_stats (the row denominators, as detail::linear_forward). Global scratch:
 //       linear_acc(p, b, h), the partial numerators and denominators [T][HD + 1].
-//   template <int HD> constexpr int linear_backward_smem_bytes();
+//   template <int HD, class St> constexpr int linear_backward_smem_bytes();
 //   template <int HD, class St> __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b,
 //                                                                      int h, int stage, float* smem);
 //       The dQ chain (chunks forward); the last stage OVERWRITES dQ rows [0, T) at dq_rows(p, b, h)
