@@ -89,7 +89,8 @@ static_assert(ai::softmax_backward_smem_floats<64>() * kF == 100352 &&
               "table");
 static_assert(ad::static_forward_smem_bytes<64>() == 33280 && ad::static_forward_smem_bytes<128>() == 49664, "table");
 static_assert(ad::static_backward_smem_bytes<64>() == 33280 && ad::static_backward_smem_bytes<128>() == 49664, "table");
-static_assert(ad::linear_forward_smem_bytes<64, float>() == 75520 && ad::linear_forward_smem_bytes<128, float>() == 91136,
+static_assert(ad::linear_forward_smem_bytes<64, float>() == 75520 &&
+                  ad::linear_forward_smem_bytes<128, float>() == 91136,
               "table");
 static_assert(ad::linear_backward_smem_bytes<64, float>() == 97024 &&
                   ad::linear_backward_smem_bytes<128, float>() == 128768,

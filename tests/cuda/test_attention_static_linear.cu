@@ -192,7 +192,8 @@ void check_plan(int64_t B, int64_t T, unsigned seed) {
       }
     }
   }
-  const int fwd_smem = std::max(attn_dev::static_forward_smem_bytes<HD>(), attn_dev::linear_forward_smem_bytes<HD, float>());
+  const int fwd_smem =
+      std::max(attn_dev::static_forward_smem_bytes<HD>(), attn_dev::linear_forward_smem_bytes<HD, float>());
   const int bwd_smem = std::max(int(sizeof(float)) * 64 * HD + attn_dev::static_backward_smem_bytes<HD>(),
                                 attn_dev::linear_backward_smem_bytes<HD, float>());
   cuda_ok(cudaFuncSetAttribute(forward_items<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, fwd_smem), "smem fwd");

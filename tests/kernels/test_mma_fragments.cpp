@@ -162,7 +162,8 @@ TEST_CASE("mma fragments: ldmatrix loads give every lane the registers of the pe
       run_warp([&](int lane) {
         HostWarp::ldsm_x4(got_a[lane], mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_a_source(lane)));
         HostWarp::ldsm_x4(got_nk[lane], mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_b_nk_source(lane)));
-        HostWarp::ldsm_x4_trans(got_kn[lane], mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_b_kn_source(lane)));
+        HostWarp::ldsm_x4_trans(got_kn[lane],
+                                mma::ldsm_address(t.data(), ldw, row0, col0, mma::ldsm_b_kn_source(lane)));
       });
       for (int lane = 0; lane < 32; ++lane) {
         uint32_t a[4], nk0[2], nk1[2], kn0[2], kn1[2];

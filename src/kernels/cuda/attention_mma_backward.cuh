@@ -9,8 +9,9 @@
 // Two warps share each 16-row block, each taking half of every 64-wide tile they walk; the halves'
 // sums are added once at the end in a fixed order (half 0 + half 1), so results stay bit-reproducible
 // without atomics. The tiles an item walks (K and V in dq_item; Q, dO and lse in dkv_item) are
-// double-buffered: the next tile's rows are in flight (cp.async) while the current one is used. Static heads of a dK/dV item seed dV as in the SIMT item (their shared fp32 block
-// is read into half 0's registers).
+// double-buffered: the next tile's rows are in flight (cp.async) while the current one is used.
+// Static heads of a dK/dV item seed dV as in the SIMT item (their shared fp32 block is read into
+// half 0's registers).
 // Register budget (per thread) at head_dim 128: dQ 64 floats; dK and dV 128 floats (the largest).
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
