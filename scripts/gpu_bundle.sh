@@ -11,12 +11,12 @@ cd "$(dirname "$0")/.."
 DIR=${1:-.gpu_bundle}
 cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHEADWISE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
       -DHEADWISE_MPI=OFF >/dev/null
-cmake --build build-gpu -j"$(nproc)" --target headwise test_cuda
+cmake --build build-gpu -j"$(nproc)" --target headwise test_cuda test_dist
 rm -rf "$DIR" && mkdir -p "$DIR/bin" "$DIR/lib"
-cp build-gpu/headwise build-gpu/test_cuda "$DIR/bin/"
+cp build-gpu/headwise build-gpu/test_cuda build-gpu/test_dist "$DIR/bin/"
 # Every resolved library except glibc's own, the dynamic loader and CUDA's (libcuda comes with the
 # driver; cudart/cublas/nccl from the target's toolkit).
-ldd build-gpu/headwise build-gpu/test_cuda | awk '/=> \//{print $3}' | sort -u |
+ldd build-gpu/headwise build-gpu/test_cuda build-gpu/test_dist | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/usr/local/cuda|libcuda\.so|libnvidia' |
   while read -r lib; do cp -L "$lib" "$DIR/lib/"; done
 tar -C "$(dirname "$DIR")" -czf "$DIR.tar.gz" "$(basename "$DIR")"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU check (issues 5 and 6): build for sm_90, run the CUDA parity tests, time training
+# The GPU check (issues 5, 6 and 7): build for sm_90, run the CUDA parity tests and the NCCL
+# communicator's collective tests on one rank, time training
 # updates of GPT-2 124M in bf16 mixed precision (T = 1024 and 4096; 25% and 50% static heads at
 # 4096; T = 1024 once more with fp32 storage and TF32 GEMMs) against PyTorch
 # (bf16 autocast + SDPA flash + torch.compile) on the same GPU and batch, time one layer's
@@ -87,7 +88,7 @@ else
   log "configure + build (sm_90)"
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DHEADWISE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
         -DHEADWISE_MPI=OFF >"$LOGS/cmake.log" 2>&1 || { tail -n 30 "$LOGS/cmake.log"; exit 1; }
-  cmake --build build-gpu -j"$(nproc)" --target headwise test_cuda >"$LOGS/build.log" 2>&1 ||
+  cmake --build build-gpu -j"$(nproc)" --target headwise test_cuda test_dist >"$LOGS/build.log" 2>&1 ||
     { grep -E "error" "$LOGS/build.log" | head -n 30; exit 1; }
 fi
 [ -x "$BIN/headwise" ] && [ -x "$BIN/test_cuda" ] || { echo "gpu_check: $BIN lacks headwise/test_cuda" >&2; exit 1; }
@@ -98,7 +99,7 @@ fi
 resolve_libs() {
   local lib dir roots
   roots="/usr/local/cuda /usr/local/cuda/lib64 /usr/lib /opt $("$PY" -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null)"
-  for lib in $(ldd "$BIN/headwise" "$BIN/test_cuda" 2>/dev/null | awk '/not found/{print $1}' | sort -u); do
+  for lib in $(ldd "$BIN"/headwise "$BIN"/test_* 2>/dev/null | awk '/not found/{print $1}' | sort -u); do
     # shellcheck disable=SC2086  # roots is a list of folders
     dir=$(timeout 60 find -L $roots -name "$lib" 2>/dev/null | head -n 1)
     if [ -n "$dir" ]; then
@@ -130,6 +131,16 @@ if [ "$PARITY" = 1 ]; then
     grep -c '^passed' "$LOGS/test_cuda_cases.txt" | sed 's/^/cases passed alone: /'
     grep -v '^passed' "$LOGS/test_cuda_cases.txt"
   fi
+fi
+
+# Issue 7's NCCL communicator, as far as one GPU can check it: the collective tests of test_dist
+# on a one-rank NCCL communicator (device and staged host buffers, async all-reduce, buckets).
+NCCL_RC=-1
+if [ -x "$BIN/test_dist" ]; then
+  log "NCCL communicator, one rank (test_dist with HEADWISE_TEST_NCCL=1)"
+  HEADWISE_TEST_NCCL=1 limited 90 "$BIN/test_dist" -r compact >"$LOGS/test_nccl.log" 2>&1
+  NCCL_RC=$?
+  tail -n 2 "$LOGS/test_nccl.log"
 fi
 
 STEPS=10; WARM=3; LAYER_T=1024,4096,8192,16384
@@ -177,5 +188,5 @@ done
 pt_bench pt_t1024 1024 16
 pt_bench pt_t4096 4096 4
 
-"$PY" scripts/gpu_check_table.py "$LOGS" "$PARITY_RC" | tee "$LOGS/table.txt"
+"$PY" scripts/gpu_check_table.py "$LOGS" "$PARITY_RC" "$NCCL_RC" | tee "$LOGS/table.txt"
 log "done in $((SECONDS - START)) s of the $BUDGET s budget"

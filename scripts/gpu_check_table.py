@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The GPU check's one table: parity result, training throughput vs PyTorch, attention per layer.
 
-Usage: gpu_check_table.py LOG_DIR PARITY_EXIT_CODE (called by scripts/gpu_check.sh). Reads the JSON
+Usage: gpu_check_table.py LOG_DIR PARITY_EXIT_CODE [NCCL_EXIT_CODE] (called by scripts/gpu_check.sh). Reads the JSON
 the check wrote; a missing or failed measurement prints as "-" with its error, never a made-up number.
 """
 import json
@@ -24,6 +24,7 @@ def fmt(x, spec=".1f"):
 
 def main():
     logs, parity_rc = sys.argv[1], int(sys.argv[2])
+    nccl_rc = int(sys.argv[3]) if len(sys.argv) > 3 else -1
     gpu = open(os.path.join(logs, "gpu.txt")).read().strip() if os.path.exists(os.path.join(logs, "gpu.txt")) else "?"
     parity_tail = ""
     try:
@@ -36,6 +37,16 @@ def main():
     else:
         print(f"CUDA parity tests: {'PASSED' if parity_rc == 0 else 'SKIPPED' if parity_rc == 77 else 'FAILED'}"
               f" (exit {parity_rc}; {parity_tail})\n")
+    if nccl_rc == -1:
+        print("NCCL communicator, one rank: not run (no test_dist in the build)\n")
+    else:
+        nccl_tail = ""
+        try:
+            nccl_tail = [l.strip() for l in open(os.path.join(logs, "test_nccl.log")) if l.strip()][-1]
+        except (OSError, IndexError):
+            pass
+        print(f"NCCL communicator, one rank (test_dist, HEADWISE_TEST_NCCL=1): "
+              f"{'PASSED' if nccl_rc == 0 else 'FAILED'} (exit {nccl_rc}; {nccl_tail})\n")
     try:  # after a failure, each case rerun in its own process
         cases = [l.rstrip("\n") for l in open(os.path.join(logs, "test_cuda_cases.txt")) if l.strip()]
         failed = [c for c in cases if not c.startswith("passed")]

@@ -28,6 +28,11 @@ case "${*: -1}" in
   *) echo "unexpected spec: ${*: -1}"; exit 2 ;;
 esac
 S
+cat >"$W/bundle/bin/test_dist" <<'S'
+#!/bin/bash
+[ "$HEADWISE_TEST_NCCL" = 1 ] || { echo "HEADWISE_TEST_NCCL not set"; exit 3; }
+echo "Passed all 32 test cases"
+S
 cat >"$W/bundle/bin/headwise" <<'S'
 #!/bin/bash
 sleep "${MOCK_STEP_SECONDS:-0}"
@@ -51,6 +56,8 @@ chmod +x "$W/bin/"* "$W/bundle/bin/"*
 PATH="$W/bin:$PATH" PYTHON="$W/bin/mockpy" OUT="$W/out" bash "$ROOT/scripts/gpu_check.sh" --bundle "$W/bundle" \
   --quick --budget 300 >"$W/run1.log" 2>&1 || fail "gpu_check exited $? (log: $(tail -n 5 "$W/run1.log"))"
 grep -q "CUDA parity tests: FAILED" "$W/run1.log" || fail "the parity failure is not reported"
+grep -q "NCCL communicator, one rank (test_dist, HEADWISE_TEST_NCCL=1): PASSED" "$W/run1.log" ||
+  fail "the one-rank NCCL tests are not reported as passed"
 grep -q "Cases rerun one per process: 2 of 3 passed alone" "$W/run1.log" || fail "per-case reruns not summarised"
 grep -q "FAILED (exit 1): bad, case \[x\]" "$W/run1.log" || fail "the failing case is not named"
 grep -q "| 124M T=1024 | 40.00 | 409600 | 0.450 | 2.00 | 50.00 | 327680 | 0.360 | 1.25 |" "$W/run1.log" ||
