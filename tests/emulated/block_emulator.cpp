@@ -66,7 +66,17 @@ struct Emulator {
   std::vector<float> smem;
   std::vector<AsyncCopies> async{std::vector<AsyncCopies>(kMaxBlockThreads)};
   bool reverse_order = false;  // run a block's fibers from the highest thread index down
+  uint64_t blocks_run = 0;     // seeds each block's fiber order
+  std::vector<int> order;      // the running block's fiber order
 };
+
+// splitmix64: a fixed pseudo-random sequence (a test's fiber orders are the same on every run).
+uint64_t mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
 
 Emulator& emulator() {
   static Emulator e;
@@ -157,10 +167,22 @@ void run_block(dim3 block_idx, dim3 grid, dim3 block, size_t smem_bytes) {
                               grid};
     fiber_start(e.ctx[t], e.stacks.get() + kStackBytes * static_cast<size_t>(t), kStackBytes, fiber_main);
   }
+  // The order fibers take turns in: a fresh shuffle per block (so a rerun of a launch sees other
+  // orders, and a result that depends on the order, i.e. a missing barrier, changes bits), or
+  // strictly reversed under ReverseThreadOrder.
+  e.order.resize(static_cast<size_t>(e.threads));
+  for (int i = 0; i < e.threads; ++i) e.order[size_t(i)] = e.reverse_order ? e.threads - 1 - i : i;
+  if (!e.reverse_order) {
+    uint64_t r = mix64(++e.blocks_run);
+    for (int i = e.threads - 1; i > 0; --i) {
+      r = mix64(r);
+      std::swap(e.order[size_t(i)], e.order[size_t(r % uint64_t(i + 1))]);
+    }
+  }
   while (e.live > 0) {
     const uint64_t before = e.progress;
     for (int i = 0; i < e.threads; ++i) {
-      const int t = e.reverse_order ? e.threads - 1 - i : i;
+      const int t = e.order[size_t(i)];
       if (e.done[t] || (e.waiting_on[t] && e.waiting_on[t]->generation == e.waiting_generation[t])) continue;
       e.current = t;
       g_place = &e.places[t];
