@@ -15,11 +15,11 @@
 // Register budget (per thread) at head_dim 128: dQ 64 floats; dK and dV 128 floats (the largest).
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_mma_warp.cuh"
 #include "kernels/cuda/attention_params.hpp"
 #include "kernels/cuda/attention_softmax_backward.cuh"
 #include "kernels/cuda/attention_static.cuh"
+#include "kernels/cuda/double_buffer.cuh"
 
 namespace hw::cuda::attn_mma {
 
@@ -71,33 +71,28 @@ __device__ inline void dq_item(const AttnLaunchParamsT<bf16>& p, int b, int h, i
   tiles::TileRange rg[2];
   const int n_ranges = tiles::key_tile_ranges(rule, i0, i1, rg);
   const tiles::TileWalk walk = tiles::tile_walk(rg, n_ranges);
-  // Key tile kt (the walk's number it) into buffer it % 2.
-  auto issue_kv = [&](int32_t it, int32_t kt) {
-    issue_word_rows<HD>(k_buf(it), k.ptr, k.stride, int64_t(kt) * tiles::kBc, T);
-    issue_word_rows<HD>(v_buf(it), v.ptr, v.stride, int64_t(kt) * tiles::kBc, T);
-  };
-  if (walk.count > 0) issue_kv(0, walk.first);  // in flight while the query side loads
-  async_commit();
+  // The walk's tile it is key tile kt, counted separately by the loads and by the use (each is
+  // called once per tile, in order).
+  int32_t issue_kt = walk.first, use_kt = walk.first;
+  auto walk_kv = start_double_buffered(walk.count, [&](int32_t it) {  // tile 0 in flight during the query side
+    issue_word_rows<HD>(k_buf(it), k.ptr, k.stride, int64_t(issue_kt) * tiles::kBc, T);
+    issue_word_rows<HD>(v_buf(it), v.ptr, v.stride, int64_t(issue_kt) * tiles::kBc, T);
+    issue_kt = tiles::tile_after(walk, issue_kt);
+  });
   load_query_side<HD>(p, b, h, i0, Qs, dOs, lse, delta);
   __syncthreads();
   tm::DqRows<HD> st;
   tm::dq_init(st, lse + 16 * rw, delta + 16 * rw, lane);
-  int32_t kt = walk.first;
-  for (int32_t it = 0; it < walk.count; ++it, kt = tiles::tile_after(walk, kt)) {
-    if (it + 1 < walk.count) issue_kv(it + 1, tiles::tile_after(walk, kt));  // into the buffer tile it - 1 used
-    async_commit();
-    async_wait<1>();
-    __syncthreads();  // every thread's copies of tile it have landed
-    const int64_t j0 = int64_t(kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
+  walk_kv([&](int32_t it) {
+    const int64_t j0 = int64_t(use_kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
+    use_kt = tiles::tile_after(walk, use_kt);
     if (rows_live && c0 < T) {
       const tm::ScoreBlock sb{row0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), false};
       tm::dq_tile<HD, kHalfCols, DeviceWarp>(st, Qs + 16 * rw * LDW, dOs + 16 * rw * LDW,
                                              k_buf(it) + kHalfCols * half * LDW, v_buf(it) + kHalfCols * half * LDW,
                                              LDW, sb, p.scale, lane);
     }
-    __syncthreads();  // every warp is done with buffer it % 2 before iteration it + 1 refills it
-  }
-  async_wait<0>();
+  });
   __syncthreads();  // the tiles become the exchange
   float* xq = smem + 16 * rw * XLD;
   if (half == 1 && rows_live) tm::c_export(st.dq, xq, XLD, lane);
@@ -169,14 +164,9 @@ __device__ inline void dkv_item(const AttnLaunchParamsT<bf16>& p, int b, int g, 
           lse_buf(it)[threadIdx.x] = i < T ? row_stats_in(p, b, h)[i] : INFINITY;
         }
       };
-      if (n_tiles > 0) issue_query_side(0);  // the previous head's last barrier freed buffer 0
-      async_commit();
-      for (int32_t it = 0; it < n_tiles; ++it) {
+      // The previous head's walk ended with its buffers free.
+      start_double_buffered(n_tiles, issue_query_side)([&](int32_t it) {
         const int64_t i0 = int64_t(qr.lo + it) * tiles::kBr, c0 = i0 + kHalfCols * half;
-        if (it + 1 < n_tiles) issue_query_side(it + 1);  // into the buffers tile it - 1 used (freed below)
-        async_commit();
-        async_wait<1>();
-        __syncthreads();  // every thread's copies of tile it have landed
         const ConstRows<bf16> o = out_in_rows(p, b, h);
         row_deltas_words<HD>(delta, dout_buf(it), o.ptr, o.stride, i0, T);
         __syncthreads();
@@ -188,9 +178,7 @@ __device__ inline void dkv_item(const AttnLaunchParamsT<bf16>& p, int b, int g, 
                                                   lse_buf(it) + kHalfCols * half, delta + kHalfCols * half, sb,
                                                   p.scale, lane);
         }
-        __syncthreads();  // every warp is done with buffers it % 2 and delta before they are refilled
-      }
-      async_wait<0>();
+      });
     }
   }
   // 3. Half 1 hands its sums to half 0, which writes the group's dK/dV rows of this key tile

@@ -12,6 +12,7 @@
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
 #include "kernels/cuda/attention_mma_warp.cuh"
 #include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/double_buffer.cuh"
 
 namespace hw::cuda::attn_mma {
 
@@ -43,31 +44,25 @@ __device__ inline void softmax_forward_item(const AttnLaunchParamsT<bf16>& p, in
   tiles::TileRange rg[2];
   const int n_ranges = tiles::key_tile_ranges(rule, i0, i1, rg);
   const tiles::TileWalk walk = tiles::tile_walk(rg, n_ranges);
-  // Key tile kt (the walk's number it) into buffer it % 2.
-  auto issue_kv = [&](int32_t it, int32_t kt) {
-    issue_word_rows<HD>(k_buf(it), k.ptr, k.stride, int64_t(kt) * tiles::kBc, T);
-    issue_word_rows<HD>(v_buf(it), v.ptr, v.stride, int64_t(kt) * tiles::kBc, T);
-  };
+  // The walk's tile it is key tile kt, counted separately by the loads and by the use (each is
+  // called once per tile, in order).
+  int32_t issue_kt = walk.first, use_kt = walk.first;
   issue_word_rows<HD>(Qs, q.ptr, q.stride, i0, T);  // Q travels with the first key tile
-  if (walk.count > 0) issue_kv(0, walk.first);
-  async_commit();
   tm::FwdRows<HD> st;
   tm::fwd_init(st);
-  int32_t kt = walk.first;
-  for (int32_t it = 0; it < walk.count; ++it, kt = tiles::tile_after(walk, kt)) {
-    if (it + 1 < walk.count) issue_kv(it + 1, tiles::tile_after(walk, kt));  // into the buffer tile it - 1 used
-    async_commit();
-    async_wait<1>();  // this thread's copies of tile it have landed (tile it + 1's may not)
-    __syncthreads();  // ... and every thread's
-    const int64_t j0 = int64_t(kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
+  start_double_buffered(walk.count, [&](int32_t it) {
+    issue_word_rows<HD>(k_buf(it), k.ptr, k.stride, int64_t(issue_kt) * tiles::kBc, T);
+    issue_word_rows<HD>(v_buf(it), v.ptr, v.stride, int64_t(issue_kt) * tiles::kBc, T);
+    issue_kt = tiles::tile_after(walk, issue_kt);
+  })([&](int32_t it) {
+    const int64_t j0 = int64_t(use_kt) * tiles::kBc, c0 = j0 + kHalfCols * half;
+    use_kt = tiles::tile_after(walk, use_kt);
     if (rows_live && c0 < T) {
       const tm::ScoreBlock sb{row0, c0, T, rule, tiles::tile_needs_mask(rule, i0, j0, T), false};
       tm::fwd_tile<HD, kHalfCols, DeviceWarp>(st, Qs + 16 * rw * LDW, k_buf(it) + kHalfCols * half * LDW,
                                               v_buf(it) + kHalfCols * half * LDW, LDW, sb, p.scale, lane);
     }
-    __syncthreads();  // every warp is done with buffer it % 2 before iteration it + 1 refills it
-  }
-  async_wait<0>();  // nothing stays in flight into the exchange (the last group is empty)
+  });
   __syncthreads();  // the tiles become the exchange
   float* xo = smem + 16 * rw * XLD;
   float* xm = smem + 64 * XLD + 16 * rw;

@@ -14,9 +14,9 @@
 #include "headwise/kernels/tiles/mma_attention_warp.hpp"
 #include "headwise/kernels/tiles/mma_static_warp.hpp"
 #include "headwise/kernels/tiles/static_tile.hpp"
-#include "kernels/cuda/async_copy.cuh"
 #include "kernels/cuda/attention_mma_warp.cuh"
 #include "kernels/cuda/attention_params.hpp"
+#include "kernels/cuda/double_buffer.cuh"
 
 namespace hw::cuda::attn_mma {
 
@@ -67,22 +67,14 @@ __device__ inline void static_forward_item(const AttnLaunchParamsT<bf16>& p, int
   };
   float o[HD / tm::kN][4];
   tm::c_zero(o);
-  if (n_tiles > 0) issue(0);
-  async_commit();
-  for (int32_t it = 0; it < n_tiles; ++it) {
+  start_double_buffered(n_tiles, issue)([&](int32_t it) {
     const int64_t j0 = int64_t(kr.lo + it) * tiles::kBc, c0 = j0 + kHalfCols * half;
-    if (it + 1 < n_tiles) issue(it + 1);  // into the buffer tile it - 1 used (freed below)
-    async_commit();
-    async_wait<1>();
-    __syncthreads();  // every thread's copies and stage entries of tile it are in place
     if (rows_live && tm::static_block_live(row0, row0 + 15, c0, T)) {
       const tm::StaticTile s{stage_buf(it), i0, j0, T};
       tm::static_fwd_tile<HD, kHalfCols, DeviceWarp>(o, s, 16 * rw, kHalfCols * half,
                                                      v_buf(it) + kHalfCols * half * LDW, LDW, lane);
     }
-    __syncthreads();  // every warp is done with buffer it % 2 before iteration it + 1 refills it
-  }
-  async_wait<0>();
+  });
   __syncthreads();  // the tiles become the exchange
   float* xo = smem + 16 * rw * XLD;
   if (half == 1 && rows_live) tm::c_export(o, xo, XLD, lane);
@@ -123,22 +115,14 @@ __device__ inline void static_kv_tile_backward(const AttnLaunchParamsT<bf16>& p,
   };
   float dv[HD / tm::kN][4];
   tm::c_zero(dv);
-  if (n_tiles > 0) issue(0);
-  async_commit();
-  for (int32_t it = 0; it < n_tiles; ++it) {
+  start_double_buffered(n_tiles, issue)([&](int32_t it) {
     const int64_t i0 = int64_t(qr.lo + it) * tiles::kBr, c0 = i0 + kHalfCols * half;
-    if (it + 1 < n_tiles) issue(it + 1);  // into the buffer tile it - 1 used (freed below)
-    async_commit();
-    async_wait<1>();
-    __syncthreads();  // every thread's copies and stage entries of tile it are in place
     if (rows_live && tm::static_block_live(c0, c0 + kHalfCols - 1, krow0, T)) {
       const tm::StaticTile s{stage_buf(it), i0, j0, T};
       tm::static_dv_tile<HD, kHalfCols, DeviceWarp>(dv, s, 16 * rw, kHalfCols * half,
                                                     dout_buf(it) + kHalfCols * half * LDW, LDW, lane);
     }
-    __syncthreads();  // every warp is done with buffer it % 2 before iteration it + 1 refills it
-  }
-  async_wait<0>();
+  });
   // Fixed order: half 0's sums, then half 1's, into the shared block.
   const int valid = rows_live ? static_cast<int>(tiles::min64(16, T - krow0)) : 0;
   if (half == 0) tm::c_add_to(dv, dv_acc + 16 * rw * HD, HD, valid, lane);
