@@ -140,6 +140,7 @@ std::unique_ptr<Model<float>> Trainer::make_model(const ModelConfig& mc, const H
 // communicator is bound to the compute stream, so a bucket started from the hook waits for
 // exactly the kernels enqueued before it). ZeRO-1 keeps its one reduce-scatter.
 void Trainer::make_buckets() {
+  micro_sum_ = std::make_unique<MicroStepSum>(*ops_, model_->grads(), accum_);
   buckets_.reset();
   reduce_in_backward_ = false;
   model_->set_grad_ready_hook({});
@@ -152,7 +153,11 @@ void Trainer::make_buckets() {
   Arena& grads = model_->grads();
   buckets_ = std::make_unique<dist::GradBuckets>(comm_, block_of(grads), floats_of(grads), std::move(layers));
   model_->set_grad_ready_hook([this](int layer) {
-    if (reduce_in_backward_) buckets_->on_ready(layer);
+    if (!reduce_in_backward_) return;
+    // The earlier micro-steps' partial sums join this layer's gradients before they leave.
+    for (const auto& r : model_->grad_ready_ranges(layer))
+      micro_sum_->finish(block_of(model_->grads()), int64_t(r.begin / sizeof(float)), int64_t(r.end / sizeof(float)));
+    buckets_->on_ready(layer);
   });
 }
 
@@ -276,12 +281,18 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   compute_ms += ms_since(t0);
   const double loss_scale = 1.0 / double(accum_ * world);
   for (int64_t micro = 0; micro < accum_; ++micro) {
-    fetch_train(state_.next_batch + micro * world + rank);
+    fetch_train(state_.next_batch + rank * accum_ + micro);
     t0 = Clock::now();
-    // Earlier micro-steps accumulate locally; the last one's backward starts the buckets.
-    reduce_in_backward_ = buckets_ != nullptr && micro + 1 == accum_;
+    // Each micro-step's gradient is computed alone and summed in MicroStepSum's fixed tree; the
+    // last one's backward adds the parked sums layer by layer and starts the buckets.
+    const bool last = micro + 1 == accum_;
+    reduce_in_backward_ = buckets_ != nullptr && last;
     loss_sum += model_->forward_backward(inputs_.data(), targets_.data(), B, T, loss_scale);
     reduce_in_backward_ = false;
+    if (!last)
+      micro_sum_->park(model_->grads(), micro);
+    else if (!buckets_)
+      micro_sum_->finish(block_of(model_->grads()), 0, floats_of(model_->grads()));
     compute_ms += ms_since(t0);
   }
   t0 = Clock::now();

@@ -3,8 +3,9 @@
 // with evaluation, checkpoints, resume and the planner hook. One Trainer per run directory.
 //
 // Data parallelism (docs/distributed.md): every rank holds the whole model; rank r of `world`
-// trains on global micro-batches next_batch + micro * world + r, so a global batch and its loss
-// do not depend on the number of ranks. With train.zero1 (and world > 1) the AdamW moments are
+// trains on global micro-batches next_batch + r * accum + micro, so a global batch and its loss
+// do not depend on the number of ranks, and its gradient is summed in a fixed tree
+// (micro_step_sum.hpp): 2 ranks give the same bits as 1 rank with twice the accumulation. With train.zero1 (and world > 1) the AdamW moments are
 // sharded: each rank holds and updates the moments of only its ZeRO-1 shard of the parameter
 // block, and the updated block is all-gathered. Checkpoints: rank 0 writes the model, trainer.json and (without ZeRO-1)
 // optimizer.safetensors; with ZeRO-1 every rank r writes optimizer.rank{r}.safetensors.
@@ -19,6 +20,7 @@
 #include "headwise/dist/grad_buckets.hpp"
 #include "headwise/model/gpt.hpp"
 #include "headwise/optim/adamw.hpp"
+#include "headwise/train/micro_step_sum.hpp"
 #include "headwise/train/planner.hpp"
 #include "headwise/train/run_config.hpp"
 #include "headwise/train/training_backend.hpp"
@@ -118,6 +120,7 @@ class Trainer {
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;
+  std::unique_ptr<MicroStepSum> micro_sum_;     // the update's micro-step gradients, summed in a tree
   std::unique_ptr<dist::GradBuckets> buckets_;  // absent: one blocking all-reduce of the block
   bool reduce_in_backward_ = false;             // the hook feeds buckets_ (last micro-step only)
   TrainerState state_;
