@@ -3,7 +3,7 @@
 # embedded KJV corpus (T = 256, 500 updates of 4096 tokens), trained once to update 250, then
 # continued five ways from that checkpoint: ordinary attention, SAF 25%, SAF 50%, same-head
 # pruning 25%, random heads 25%. About 8 minutes on 2 cores. Prints the table and writes
-# OUT/table.md, OUT/results.json and one folder per branch (metrics, intervention.json, final/).
+# OUT/table.md, OUT/results.json and one folder per branch (metrics, interventions/, final/).
 # Usage: bash scripts/saf_table2_cpu.sh [out-dir] [section.key=value ...]   (each one becomes --set)
 #        (default out-dir runs/saf_cpu_table2; e.g. 'experiment.seeds=[1337,1338,1339]')
 set -euo pipefail

@@ -45,9 +45,8 @@ std::unique_ptr<Model<float>> fresh_model(const std::string& path, const std::ve
   return m;
 }
 
-MethodConfig method_of(const MqarArgs& a) {
-  MethodConfig m;
-  m.name = "saf";
+saf::SafConfig method_of(const MqarArgs& a) {
+  saf::SafConfig m;
   m.ratio = a.ratio;
   m.pattern = a.pattern;
   m.calib_seqs = a.calib_seqs;

@@ -9,7 +9,7 @@
 #include "cli/run_setup.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
-#include "headwise/methods/planners.hpp"
+#include "headwise/methods/method_registry.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw::cli {
@@ -44,7 +44,7 @@ void add_train_command(CLI::App& app) {
                      "cores per rank");
     }
     try {
-      Trainer trainer(cfg, args->out, *comm, make_planner(cfg));
+      Trainer trainer(cfg, args->out, *comm, make_planners(cfg));
       if (!args->init_from.empty()) trainer.init_from(args->init_from);
       if (!args->resume.empty()) trainer.resume(args->resume);
       nlohmann::json summary = trainer.run();

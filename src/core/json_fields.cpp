@@ -63,9 +63,10 @@ void JsonFields::get(const char* key, std::string& out) {
 
 const nlohmann::json* JsonFields::raw(const char* key) { return find(key); }
 
-void JsonFields::finish() const {
+void JsonFields::finish(const std::string& owner) const {
   for (auto it = obj_.begin(); it != obj_.end(); ++it)
-    check(known_.count(it.key()) > 0, "unknown config key " + section_ + "." + it.key());
+    check(known_.count(it.key()) > 0, "unknown config key " + section_ + "." + it.key() +
+                                          (owner.empty() ? "" : " (not a key of " + owner + ")"));
 }
 
 nlohmann::json read_json_file(const std::string& path) {

@@ -9,8 +9,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/methods/experiment.hpp"
-#include "headwise/methods/planners.hpp"
-#include "headwise/methods/saf_planner.hpp"
+#include "headwise/methods/method_registry.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw {
@@ -52,20 +51,21 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
                           int64_t fire_step, const std::string& dir, const ExperimentSpec& spec,
                           const BranchBudget& budget, dist::Comm& comm) {
   const bool main_rank = comm.rank() == 0;
-  Trainer tr(cfg, dir, comm, make_planner(cfg));
+  Trainer tr(cfg, dir, comm, make_planners(cfg));
   tr.resume(ckpt);
   check(tr.state().step == fire_step, "experiment: checkpoint " + ckpt + " is not at the intervention step");
-  nlohmann::json r = {{"branch", branch.name}, {"method", cfg.to_json()["method"]}};
-  if (cfg.method.name == "saf")
-    check(saf_fire_step(cfg) == fire_step,
-          "experiment branch '" + branch.name + "': its method fires at update " +
-              std::to_string(saf_fire_step(cfg)) + ", the trunk stopped at " + std::to_string(fire_step) +
-              " (set method.at_step/at_fraction in the config's method section, not per branch)");
+  nlohmann::json r = {{"branch", branch.name}, {"method", tr.config().to_json()["method"]}};
+  const int64_t first = first_action_step(tr.planners(), cfg.train.steps);
+  check(tr.planners().empty() || first == fire_step,
+        "experiment branch '" + branch.name + "': its method first acts at update " + std::to_string(first) +
+            ", the trunk stopped at " + std::to_string(fire_step) +
+            " (set the schedule in the config's method section, not per branch)");
   const auto t_intervene = Clock::now();
-  const auto report = tr.intervene_if_due();  // the trainer's own planner hook
-  const double intervention_ms = report ? ms_since(t_intervene) : 0.0;
-  if (report)
-    for (const char* k : {"capture_seconds", "fit_seconds", "selected", "shortfall"}) r[k] = (*report)[k];
+  const auto reports = tr.intervene_if_due();  // the trainer's own planner hook
+  const double intervention_ms = reports.empty() ? 0.0 : ms_since(t_intervene);
+  if (!reports.empty())
+    for (const char* k : {"capture_seconds", "fit_seconds", "selected", "shortfall"})
+      if (reports.front().contains(k)) r[k] = reports.front()[k];
   r["intervention_seconds"] = intervention_ms / 1000.0;
   r["memory_bytes"] = training_bytes(tr);
   r["static_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Static);
@@ -124,10 +124,15 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm) {
   const ExperimentSpec& spec = setup.spec;
   const bool main_rank = comm.rank() == 0;
-  const int64_t fire_step = saf_fire_step(setup.base);
-  check(fire_step >= 0 && fire_step < setup.base.train.steps,
-        "experiment: the intervention step " + std::to_string(fire_step) + " must be in [0, train.steps = " +
-            std::to_string(setup.base.train.steps) + ")");
+  // The trunk runs to the first update at which any branch's method acts.
+  int64_t fire_step = -1;
+  for (const auto& branch : spec.branches) {
+    const int64_t s = first_action_step(make_planners(branch_config(setup, branch, spec.seeds.front())),
+                                        setup.base.train.steps);
+    if (s >= 0 && (fire_step < 0 || s < fire_step)) fire_step = s;
+  }
+  check(fire_step >= 0, "experiment: no branch's method acts during the run's " +
+                            std::to_string(setup.base.train.steps) + " updates");
   if (main_rank) fs::create_directories(out_dir);
   nlohmann::json per_seed = nlohmann::json::array();
   for (int64_t seed : spec.seeds) {

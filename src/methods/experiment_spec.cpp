@@ -5,6 +5,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
 #include "headwise/methods/experiment.hpp"
+#include "headwise/methods/method_registry.hpp"
 
 namespace hw {
 
@@ -118,12 +119,23 @@ ExperimentSetup experiment_from_json(nlohmann::json doc) {
     spec = doc["experiment"];
     doc.erase("experiment");
   }
-  s.base = RunConfig::from_json(doc);
+  // The base config's method section is a template the branches complete (a branch names the
+  // method); the base run itself is ordinary training.
+  nlohmann::json base_doc = doc;
+  base_doc.erase("method");
+  s.base = RunConfig::from_json(base_doc);
   s.spec = ExperimentSpec::from_json(spec);
   s.doc = doc;
   if (s.spec.seeds.empty()) s.spec.seeds.push_back(s.base.train.seed);
   // Every branch must be a valid config now, not after an hour of training.
-  for (const auto& b : s.spec.branches) branch_config(s, b, s.spec.seeds.front());
+  for (const auto& b : s.spec.branches) {
+    const RunConfig cfg = branch_config(s, b, s.spec.seeds.front());
+    try {
+      make_planners(cfg);
+    } catch (const Error& e) {
+      fail("experiment branch '" + b.name + "': " + e.what());
+    }
+  }
   check(s.spec.branches.front().method.value("name", "saf") == "none",
         "experiment: the first branch is the reference and must be ordinary attention (method.name = \"none\")");
   return s;
@@ -142,7 +154,7 @@ ExperimentSetup load_experiment(const std::string& path, const std::vector<std::
 RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& branch, int64_t seed) {
   nlohmann::json doc = setup.doc;
   doc["train"]["seed"] = seed;
-  if (!doc.contains("method")) doc["method"] = nlohmann::json::object();
+  if (!doc.contains("method") || branch.method.value("name", "") == "none") doc["method"] = nlohmann::json::object();
   for (auto it = branch.method.begin(); it != branch.method.end(); ++it) doc["method"][it.key()] = it.value();
   try {
     return RunConfig::from_json(doc);

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "headwise/core/error.hpp"
-#include "headwise/methods/saf_planner.hpp"
+#include "headwise/methods/saf/planner.hpp"
 #include "headwise/optim/adamw.hpp"
 
 namespace hw {
@@ -43,17 +43,17 @@ std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& b) {
   return t;
 }
 
-PlanChange apply_saf_on_mqar(Model<float>& model, const MethodConfig& method, const MqarOptions& opt,
+PlanChange apply_saf_on_mqar(Model<float>& model, const saf::SafConfig& method, const MqarOptions& opt,
                              dist::Comm& comm) {
   opt.validate(model.config());
   RunConfig rc;
   rc.model = model.config();
   rc.train.seq_len = opt.seq_len;
   rc.train.micro_batch = opt.batch;
-  rc.method = method;
-  rc.method.name = "saf";
-  rc.method.calib_seq_len = opt.seq_len;
-  rc.method.at_step = 0;
+  rc.train.steps = 1;
+  saf::SafConfig m = method;
+  m.calib_seq_len = opt.seq_len;
+  m.at_step = 0;
   const int64_t L = opt.seq_len;
   const int pairs = opt.train_pairs, vocab = opt.vocab;
   const uint64_t seed = calib_seed(opt.seed);
@@ -63,9 +63,9 @@ PlanChange apply_saf_on_mqar(Model<float>& model, const MethodConfig& method, co
     std::copy(b.inputs.begin(), b.inputs.end(), x);
     std::copy(t.begin(), t.end(), y);
   };
-  SafPlanner planner(rc, source);
-  InterventionContext ctx{model, rc, comm, 0};
-  PlanChange change = planner.plan(ctx);
+  SafPlanner planner(m, rc, source);
+  PlannerContext ctx{model, rc, comm, 0};
+  PlanChange change = planner.act(ctx).value();
   model.install_plan(change.plan, change.extras);
   return change;
 }

@@ -368,7 +368,9 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
                                   std::to_string(cfg_.block_size));
   const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size;
   const int64_t R = chunk_rows_for(N);
-  if (B == B_ && T == T_ && R == acts_chunk_ && acts_.allocated()) return;  // (set_recompute_gelu resets acts_)
+  if (B == B_ && T == T_ && R == acts_chunk_ && acts_plan_ == cfg_.head_plan && acts_.allocated())
+    return;  // (set_recompute_gelu resets acts_)
+  acts_plan_ = cfg_.head_plan;
   acts_.reset();
   logits_whole_ = false;
   constexpr DType at = dtype_of<A>(), ft = dtype_of<F>();
@@ -770,8 +772,9 @@ HeadExtras Model<F>::head_extras() const {
 }
 
 template <class F>
-void Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras) {
+bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras) {
   plan.validate(cfg_.n_layer, cfg_.n_head);
+  if (install_keeping_layout(plan, extras)) return true;
   // Keep the values of heads whose kind stays, unless the planner gives new ones.
   HeadExtras merged = head_extras();
   for (auto it = merged.statics.begin(); it != merged.statics.end();)
@@ -806,6 +809,45 @@ void Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras
     Tensor& L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L");
     write_device(ops_, L.as<F>(), std::vector<F>(v.L.begin(), v.L.end()));
   }
+  return false;
+}
+
+template <class F>
+bool Model<F>::keeps_layout(const attn::HeadPlan& plan, const HeadExtras& extras) const {
+  if (!extras.linears.empty()) return false;  // new linear groups: build() writes groups and L together
+  plan.validate(cfg_.n_layer, cfg_.n_head);
+  ModelConfig next = cfg_;
+  next.head_plan = plan;
+  HeadExtras merged = head_extras();  // the values the new specs are derived from
+  for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
+  const auto next_specs = param_specs(next, merged);
+  const auto next_layouts = build_layouts(next);
+  auto same_tensor = [](const ParamSpec& a, const ParamSpec& b) {
+    return a.name == b.name && a.shape == b.shape && a.stored_shape == b.stored_shape && a.role == b.role &&
+           a.map == b.map && a.is_int == b.is_int;
+  };
+  if (next_specs.size() != specs_.size()) return false;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (!same_tensor(next_specs[i], specs_[i])) return false;
+  for (size_t l = 0; l < layouts_.size(); ++l) {
+    const auto &a = layouts_[l], &b = next_layouts[l];
+    if (a.q_slot != b.q_slot || a.k_slot != b.k_slot || a.v_slot != b.v_slot || a.o_slot != b.o_slot) return false;
+  }
+  return true;
+}
+
+template <class F>
+bool Model<F>::install_keeping_layout(const attn::HeadPlan& plan, const HeadExtras& extras) {
+  if (!keeps_layout(plan, extras)) return false;
+  // Same tensors: the kinds changed only among kinds with the same parameters (softmax, window,
+  // sink_window), and static heads are the same heads, whose new values (if any) are written.
+  cfg_.head_plan = plan;
+  for (const auto& [k, v] : extras.statics) {
+    const std::string sp = "h." + std::to_string(k.first) + ".attn.static." + std::to_string(k.second) + ".";
+    upload_static_head(v, find_ptr<F>(buffers_, sp + "alpha"), find_ptr<F>(buffers_, sp + "rho"),
+                       find_ptr<F>(buffers_, sp + "log_z"));
+  }
+  return true;
 }
 
 template <class F>

@@ -75,38 +75,31 @@ DataConfig parse_data(const nlohmann::json& j) {
   return d;
 }
 
-MethodConfig parse_method(const nlohmann::json& j) {
-  MethodConfig m;
-  JsonFields f(j, "method");
-  f.get("name", m.name);
-  f.get("ratio", m.ratio);
-  f.get("at_fraction", m.at_fraction);
-  f.get("at_step", m.at_step);
-  f.get("calib_seqs", m.calib_seqs);
-  f.get("calib_seq_len", m.calib_seq_len);
-  f.get("selector", m.selector);
-  f.get("pattern", m.pattern);
-  f.get("mode", m.mode);
-  f.get("fit_steps", m.fit_steps);
-  f.get("fit_lr", m.fit_lr);
-  f.get("max_kl", m.max_kl);
-  f.get("seed", m.seed);
-  f.get("memory_budget_mb", m.memory_budget_mb);
-  f.finish();
-  check(m.name == "none" || m.name == "saf", "method.name must be \"none\" or \"saf\", got \"" + m.name + "\"");
-  check(m.ratio >= 0 && m.ratio <= 1, "method.ratio must be in [0, 1]");
-  check(m.at_fraction >= 0 && m.at_fraction <= 1, "method.at_fraction must be in [0, 1]");
-  check(m.calib_seqs >= 2, "method.calib_seqs must be >= 2 (variance needs two samples)");
-  check(m.calib_seq_len >= 0, "method.calib_seq_len must be >= 0");
-  check(m.selector == "variance" || m.selector == "kl" || m.selector == "random" || m.selector == "gate_taylor",
-        "method.selector must be variance, kl, random or gate_taylor, got \"" + m.selector + "\"");
-  check(m.pattern == "mean" || m.pattern == "sharp_mean" || m.pattern == "gaussian" || m.pattern == "dirichlet" ||
-            m.pattern == "structured_random",
-        "method.pattern must be mean, sharp_mean, gaussian, dirichlet or structured_random, got \"" + m.pattern +
-            "\"");
-  check(m.mode == "freeze" || m.mode == "prune", "method.mode must be freeze or prune, got \"" + m.mode + "\"");
-  check(m.fit_steps >= 0 && m.fit_lr > 0 && m.max_kl > 0, "method.fit_steps, fit_lr and max_kl must be positive");
-  return m;
+std::vector<nlohmann::json> parse_methods(const nlohmann::json& j) {
+  auto entry = [](const nlohmann::json& m, const std::string& where) {
+    check(m.is_object(), where + " must be a JSON object with a \"name\"");
+    check(m.contains("name") && m["name"].is_string(), where + ": missing string key 'name' (the method)");
+  };
+  std::vector<nlohmann::json> out;
+  if (j.is_array()) {
+    check(!j.empty(), "method: an empty list (leave the section out, or {\"name\": \"none\"})");
+    for (size_t i = 0; i < j.size(); ++i) {
+      const std::string where = "method[" + std::to_string(i) + "]";
+      entry(j[i], where);
+      check(j[i]["name"] != "none", where + ".name = \"none\" in a list: leave the entry out");
+      out.push_back(j[i]);
+    }
+    return out;
+  }
+  if (j.is_object() && j.empty()) return out;
+  entry(j, "method");
+  if (j["name"] == "none") {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      check(it.key() == "name", "method." + it.key() + ": method \"none\" has no keys");
+    return out;
+  }
+  out.push_back(j);
+  return out;
 }
 
 }  // namespace
@@ -130,7 +123,7 @@ RunConfig RunConfig::from_json(const nlohmann::json& doc) {
   rc.model = ModelConfig::from_json(doc.contains("model") ? doc["model"] : empty);
   rc.train = parse_train(doc.contains("train") ? doc["train"] : empty);
   rc.data = parse_data(doc.contains("data") ? doc["data"] : empty);
-  rc.method = parse_method(doc.contains("method") ? doc["method"] : empty);
+  rc.methods = parse_methods(doc.contains("method") ? doc["method"] : empty);
   check(rc.train.seq_len <= rc.model.block_size, "train.seq_len (" + std::to_string(rc.train.seq_len) +
                                                      ") exceeds model.block_size (" +
                                                      std::to_string(rc.model.block_size) + ")");
@@ -178,20 +171,12 @@ nlohmann::json RunConfig::to_json() const {
                 {"zero1", train.zero1},
                 {"comm", train.comm}};
   j["data"] = {{"train", data.train}, {"val", data.val}, {"calib", data.calib}, {"shuffle", data.shuffle}};
-  j["method"] = {{"name", method.name},
-                 {"ratio", method.ratio},
-                 {"at_fraction", method.at_fraction},
-                 {"at_step", method.at_step},
-                 {"calib_seqs", method.calib_seqs},
-                 {"calib_seq_len", method.calib_seq_len},
-                 {"selector", method.selector},
-                 {"pattern", method.pattern},
-                 {"mode", method.mode},
-                 {"fit_steps", method.fit_steps},
-                 {"fit_lr", method.fit_lr},
-                 {"max_kl", method.max_kl},
-                 {"seed", method.seed},
-                 {"memory_budget_mb", method.memory_budget_mb}};
+  if (methods.empty())
+    j["method"] = {{"name", "none"}};
+  else if (methods.size() == 1)
+    j["method"] = methods.front();
+  else
+    j["method"] = methods;
   return j;
 }
 

@@ -89,9 +89,24 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   return s;
 }
 
+namespace {
+Planners one_planner(std::unique_ptr<Planner> p) {
+  Planners v;
+  if (p) v.push_back(std::move(p));
+  return v;
+}
+}  // namespace
+
 Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, std::unique_ptr<Planner> planner,
                  bool synthetic_data, const Backend<float>* backend)
-    : cfg_(cfg), out_dir_(std::move(out_dir)), comm_(comm), planner_(std::move(planner)), synthetic_(synthetic_data) {
+    : Trainer(cfg, std::move(out_dir), comm, one_planner(std::move(planner)), synthetic_data, backend) {}
+
+Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, Planners planners, bool synthetic_data,
+                 const Backend<float>* backend)
+    : cfg_(cfg), out_dir_(std::move(out_dir)), comm_(comm), planners_(std::move(planners)), synthetic_(synthetic_data) {
+  // The planners hold their own configuration (defaults filled in): the run records theirs.
+  cfg_.methods.clear();
+  for (const auto& p : planners_) cfg_.methods.push_back(p->config());
   const auto& t = cfg_.train;
   accum_ = cfg_.grad_accum(comm_.world());
   zero1_ = t.zero1 && comm_.world() > 1;  // one rank has nothing to shard: the plain path
@@ -223,10 +238,24 @@ void Trainer::resume(const std::string& dir) {
   } else {
     load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
   }
+  restore_planners(j, path);
   spdlog::info("resumed from {} at step {}", dir, state_.step);
 }
 
-void Trainer::install(const PlanChange& change) {
+RunConfig Trainer::config() const {
+  RunConfig c = cfg_;
+  c.model = model_->config();  // the live head plan is the model's
+  return c;
+}
+
+bool Trainer::install(const PlanChange& change) {
+  if (model_->keeps_layout(change.plan, change.extras)) {
+    // Same tensors at the same places: parameters, gradients, AdamW moments (and their ZeRO-1
+    // shards) and the gradient buckets stay as they are.
+    check(model_->install_plan(change.plan, change.extras), "internal: a layout-keeping plan moved the layout");
+    model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
+    return true;
+  }
   const auto old_specs = model_->specs();
   const auto old_layouts = model_->layouts();
   if (zero1_) {
@@ -235,7 +264,7 @@ void Trainer::install(const PlanChange& change) {
     // block), remap them like the parameters, then keep only the new shard.
     auto old_m = gather_moments(opt_->m(), "adam.m.full");
     auto old_v = gather_moments(opt_->v(), "adam.v.full");
-    model_->install_plan(change.plan, change.extras);
+    check(!model_->install_plan(change.plan, change.extras), "internal: a layout-moving plan kept the layout");
     const dist::Range own = own_shard();
     opt_->rebuild(model_->params(), BlockShard{own.begin, own.end});
     for (auto [from, to] : {std::pair{old_m.get(), &opt_->m()}, std::pair{old_v.get(), &opt_->v()}}) {
@@ -244,31 +273,74 @@ void Trainer::install(const PlanChange& change) {
       keep_own_shard(*full, *to);
     }
   } else {
-    model_->install_plan(change.plan, change.extras);
+    check(!model_->install_plan(change.plan, change.extras), "internal: a layout-moving plan kept the layout");
     auto [old_m, old_v] = opt_->rebuild(model_->params());
     remap_arena<float>(*ops_, *old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
     remap_arena<float>(*ops_, *old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
   }
-  cfg_.model.head_plan = change.plan;
   make_buckets();  // the gradient block moved
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
+  return false;
 }
 
-std::optional<nlohmann::json> Trainer::intervene_if_due() {
-  if (!planner_ || planner_->fire_step() != state_.step) return std::nullopt;
-  const auto t0 = Clock::now();
-  InterventionContext ctx{*model_, cfg_, comm_, state_.step};
-  PlanChange change = planner_->plan(ctx);
-  install(change);
-  change.report["step"] = state_.step;
-  change.report["total_seconds"] = ms_since(t0) / 1000.0;
-  change.report["head_plan"] = change.plan.to_json();
-  if (!out_dir_.empty() && comm_.rank() == 0)
-    io::write_file_atomic(out_dir_ + "/intervention.json", change.report.dump(2) + "\n");
-  spdlog::info("{}: installed a new head plan at step {} ({:.1f} s)", planner_->name(), state_.step,
-               ms_since(t0) / 1000.0);
-  log_optimizer_memory();  // the new layout's shard
-  return change.report;
+std::vector<nlohmann::json> Trainer::intervene_if_due() {
+  std::vector<nlohmann::json> reports;
+  for (size_t k = 0; k < planners_.size(); ++k) {
+    Planner& planner = *planners_[k];
+    if (!planner.acts_at(state_.step)) continue;
+    const auto t0 = Clock::now();
+    const RunConfig now = config();
+    PlannerContext ctx{*model_, now, comm_, state_.step};
+    std::optional<PlanChange> change = planner.act(ctx);
+    if (!change) continue;  // looked, kept the plan
+    const auto t_install = Clock::now();
+    const bool kept = install(*change);
+    nlohmann::json report = change->report;
+    report["planner"] = planner.name();
+    report["planner_index"] = k;
+    report["step"] = state_.step;
+    report["layout_kept"] = kept;
+    report["install_ms"] = ms_since(t_install);
+    report["total_seconds"] = ms_since(t0) / 1000.0;
+    report["head_plan"] = model_->config().head_plan.to_json();
+    if (!out_dir_.empty() && comm_.rank() == 0) {
+      fs::create_directories(out_dir_ + "/interventions");
+      io::write_file_atomic(intervention_file(out_dir_, state_.step, k, planner.name()), report.dump(2) + "\n");
+    }
+    spdlog::info("{}: installed a new head plan at step {} ({:.1f} s{})", planner.name(), state_.step,
+                 ms_since(t0) / 1000.0, kept ? ", layout kept" : "");
+    if (!kept) log_optimizer_memory();  // the new layout's shard
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+std::string intervention_file(const std::string& run_dir, int64_t step, size_t index, const std::string& planner) {
+  return run_dir + "/interventions/step_" + std::to_string(step) + "." + std::to_string(index) + "." + planner +
+         ".json";
+}
+
+nlohmann::json Trainer::planner_states() const {
+  nlohmann::json a = nlohmann::json::array();
+  for (const auto& p : planners_) a.push_back({{"name", p->name()}, {"state", p->state()}});
+  return a;
+}
+
+void Trainer::restore_planners(const nlohmann::json& trainer_json, const std::string& path) {
+  const nlohmann::json saved = trainer_json.value("planners", nlohmann::json::array());
+  check(saved.is_array(), path + ": 'planners' must be a list");
+  bool any_state = false;
+  for (const auto& s : saved) any_state = any_state || !s.value("state", nlohmann::json()).is_null();
+  if (!any_state && saved.size() != planners_.size()) return;  // nothing to carry over
+  check(saved.size() == planners_.size(),
+        path + ": the checkpoint holds the state of " + std::to_string(saved.size()) +
+            " planners, this run has " + std::to_string(planners_.size()) + " (resume with the same method list)");
+  for (size_t k = 0; k < planners_.size(); ++k) {
+    const std::string name = saved[k].value("name", "");
+    check(name == planners_[k]->name(), path + ": planner " + std::to_string(k) + " is '" + name +
+                                            "' in the checkpoint and '" + planners_[k]->name() + "' in this run");
+    planners_[k]->restore(saved[k].value("state", nlohmann::json()));
+  }
 }
 
 double Trainer::train_step(double* grad_norm, double* update_ms) {
@@ -460,7 +532,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
     nlohmann::json tj = state_.to_json();
     tj["world"] = comm_.world();
     tj["zero1"] = zero1_;
-    tj["run_config"] = cfg_.to_json();
+    tj["run_config"] = config().to_json();
+    tj["planners"] = planner_states();
     io::write_file_atomic(tmp + "/trainer.json", tj.dump(2) + "\n");
   }
   if (zero1_) save_optimizer_shard(shard_file(tmp, comm_.rank()));
@@ -518,7 +591,7 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   const bool main_rank = comm_.rank() == 0;
   if (!out_dir_.empty() && main_rank) {
     if (state_.step == 0) std::ofstream(out_dir_ + "/metrics.jsonl", std::ios::trunc);
-    io::write_file_atomic(out_dir_ + "/config.json", cfg_.to_json().dump(2) + "\n");
+    io::write_file_atomic(out_dir_ + "/config.json", config().to_json().dump(2) + "\n");
   }
   if (main_rank)
     spdlog::info("model: {} layers, {} heads, width {}, {} parameters; batch {} x {} x {} accum x {} ranks", cfg_.model.n_layer,

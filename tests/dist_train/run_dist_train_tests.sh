@@ -197,8 +197,8 @@ if [ "$part" = saf ]; then
   run saf_ref one train "${common[@]}" "${saf[@]}" --out "$work/saf_ref"
   run saf_np2 np2 train "${common[@]}" "${saf[@]}" --out "$work/saf_np2"
   run saf_zero1 np2 train "${common[@]}" "${saf[@]}" --out "$work/saf_z" --set train.zero1=true
-  for d in saf_ref saf_np2 saf_z; do [ -f "$work/$d/intervention.json" ] || die "$d: no intervention.json"; done
-  python3 - "$work"/saf_ref/intervention.json "$work"/saf_np2/intervention.json "$work"/saf_z/intervention.json <<'EOF' \
+  for d in saf_ref saf_np2 saf_z; do [ -f "$work/$d/interventions/step_6.0.saf.json" ] || die "$d: no interventions/step_6.0.saf.json"; done
+  python3 - "$work"/saf_{ref,np2,z}/interventions/step_6.0.saf.json <<'EOF' \
     || die "the ranks' runs installed different head plans"
 import json, sys
 plans = [json.load(open(p))["head_plan"] for p in sys.argv[1:]]

@@ -12,7 +12,7 @@
 #include <cmath>
 #include <vector>
 
-#include "headwise/methods/saf_calibration.hpp"
+#include "headwise/methods/saf/calibration.hpp"
 
 namespace hw::test {
 

@@ -7,7 +7,7 @@
 
 #include "headwise/core/rng.hpp"
 #include "headwise/dist/local_comm.hpp"
-#include "headwise/methods/saf_calibration.hpp"
+#include "headwise/methods/saf/calibration.hpp"
 #include "train/guarded_backend.hpp"
 
 using namespace hw;

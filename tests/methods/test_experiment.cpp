@@ -7,7 +7,7 @@
 
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/methods/experiment.hpp"
-#include "headwise/methods/planners.hpp"
+#include "headwise/methods/method_registry.hpp"
 #include "headwise/train/trainer.hpp"
 #include "methods/methods_test_util.hpp"
 
@@ -18,7 +18,7 @@ namespace {
 // Final val PPL of a plain Trainer::run of the config (the trainer's own planner hook).
 double uninterrupted_ppl(const RunConfig& cfg, const std::string& dir) {
   dist::LocalComm comm;
-  Trainer tr(cfg, dir, comm, make_planner(cfg));
+  Trainer tr(cfg, dir, comm, make_planners(cfg));
   return tr.run()["val_ppl"].get<double>();
 }
 
@@ -67,6 +67,7 @@ TEST_CASE("experiment branches continue the trunk exactly and the table follows 
   doc.erase("experiment");
   auto method = [&](const nlohmann::json& m) {
     nlohmann::json d = doc;
+    if (m.value("name", "") == "none") d["method"] = nlohmann::json::object();
     for (auto it = m.begin(); it != m.end(); ++it) d["method"][it.key()] = it.value();
     return RunConfig::from_json(d);
   };
@@ -80,8 +81,8 @@ TEST_CASE("experiment branches continue the trunk exactly and the table follows 
   CHECK((*row(res, "ordinary"))["ppl_change_pct"]["mean"].get<double>() == 0.0);
   CHECK((*row(res, "ordinary"))["update_speedup"]["mean"].get<double>() == 1.0);
   // Same-head pruning took SAF's heads; the branches saved what they replaced.
-  const auto saf_j = test::read_json(dir + "/out/seed_5/saf_25/intervention.json");
-  const auto prune_j = test::read_json(dir + "/out/seed_5/prune_25/intervention.json");
+  const auto saf_j = test::read_json(intervention_file(dir + "/out/seed_5/saf_25", 4, 0, "saf"));
+  const auto prune_j = test::read_json(intervention_file(dir + "/out/seed_5/prune_25", 4, 0, "saf"));
   CHECK(saf_j["selected"] == prune_j["selected"]);
   const auto prune_r = test::read_json(dir + "/out/seed_5/prune_25/result.json");
   CHECK(prune_r["pruned_heads"] == 2);

@@ -101,7 +101,7 @@ TEST_CASE("MQAR adaptation trains on the query loss and accuracy is an argmax co
 TEST_CASE("SAF calibrated on MQAR sequences installs static heads before adaptation", "[mqar][saf]") {
   auto m = small_model();
   MqarOptions o = small_options();
-  MethodConfig method;
+  saf::SafConfig method;
   method.ratio = 0.25;
   method.calib_seqs = 4;
   method.fit_steps = 50;

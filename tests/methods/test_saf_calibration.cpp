@@ -8,7 +8,7 @@
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/saf_calibration.hpp"
+#include "headwise/methods/saf/calibration.hpp"
 #include "methods/methods_test_util.hpp"
 #include "methods/reference_attention.hpp"
 

@@ -3,7 +3,8 @@
 #include <filesystem>
 
 #include "headwise/methods/experiment.hpp"
-#include "headwise/methods/saf_planner.hpp"
+#include "headwise/methods/method_registry.hpp"
+#include "headwise/methods/saf/planner.hpp"
 
 using namespace hw;
 
@@ -21,7 +22,8 @@ TEST_CASE("every configs/saf_*.json loads as a run config with an experiment spe
     INFO(name);
     const ExperimentSetup s = load(name);
     CHECK(s.spec.branches.front().method["name"] == "none");
-    CHECK(saf_fire_step(s.base) == s.base.train.steps / 2);  // the midpoint
+    const RunConfig branch = branch_config(s, s.spec.branches.back(), s.spec.seeds.front());
+    CHECK(first_action_step(make_planners(branch), s.base.train.steps) == s.base.train.steps / 2);  // the midpoint
     ++n;
   }
   CHECK(n == 8);
@@ -54,11 +56,13 @@ TEST_CASE("124M configs follow the paper's recipe", "[configs]") {
       CHECK(c.train.precision == "bf16");  // the recipe trains in bf16
       CHECK(c.grad_accum(1) * c.train.micro_batch * c.train.seq_len == 491520);
       CHECK(c.grad_accum(2) > 0);  // divisible over 2 ranks as well
-      CHECK(c.method.name == "saf");
-      CHECK(c.method.calib_seqs == (std::string(ctx) == "4k" ? 32 : 16));
-      CHECK(c.method.fit_steps == 400);
-      CHECK(c.method.max_kl == 0.2);
-      CHECK(saf_fire_step(c) == 2500);
+      const RunConfig sb = branch_config(s, s.spec.branches.at(1), s.spec.seeds.front());  // an SAF branch
+      REQUIRE(sb.methods.size() == 1);
+      CHECK(sb.methods.at(0)["name"] == "saf");
+      CHECK(saf::SafConfig::from_json(sb.methods.at(0)).calib_seqs == (std::string(ctx) == "4k" ? 32 : 16));
+      CHECK(saf::SafConfig::from_json(sb.methods.at(0)).fit_steps == 400);
+      CHECK(saf::SafConfig::from_json(sb.methods.at(0)).max_kl == 0.2);
+      CHECK(saf::SafConfig::from_json(sb.methods.at(0)).fire_step(c) == 2500);
       CHECK(s.spec.seeds == std::vector<int64_t>{1337, 1338, 1339});
     }
 }

@@ -8,8 +8,8 @@
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/planners.hpp"
-#include "headwise/methods/saf_planner.hpp"
+#include "headwise/methods/method_registry.hpp"
+#include "headwise/methods/saf/planner.hpp"
 #include "headwise/train/trainer.hpp"
 #include "methods/methods_test_util.hpp"
 #include "methods/reference_attention.hpp"
@@ -30,20 +30,25 @@ std::vector<std::pair<int, int>> selected_of(const nlohmann::json& report) {
   return out;
 }
 
+// SAF's own configuration of a run whose method section is one SAF object.
+saf::SafConfig saf_of(const RunConfig& cfg) { return saf::SafConfig::from_json(cfg.methods.at(0)); }
+SafPlanner saf_planner(const RunConfig& cfg) { return SafPlanner(saf_of(cfg), cfg); }
+
 PlanChange plan_on(Trainer& tr, const RunConfig& cfg) {
-  SafPlanner p(cfg);
-  InterventionContext ctx{tr.model(), cfg, tr.comm(), tr.state().step};
-  return p.plan(ctx);
+  SafPlanner p = saf_planner(cfg);
+  PlannerContext ctx{tr.model(), cfg, tr.comm(), tr.state().step};
+  return p.act(ctx).value();
 }
 
 RunConfig with_method(nlohmann::json doc, const nlohmann::json& method) {
+  if (method.value("name", "") == "none") doc["method"] = nlohmann::json::object();
   for (auto it = method.begin(); it != method.end(); ++it) doc["method"][it.key()] = it.value();
   return RunConfig::from_json(doc);
 }
 
 // Calibration source the planner uses by default, for the reference computations.
 saf::CalibSource calib_source(const RunConfig& cfg) {
-  auto s = std::make_shared<data::CalibSampler>(cfg.data.calib, cfg.train.seq_len, saf_seed(cfg));
+  auto s = std::make_shared<data::CalibSampler>(cfg.data.calib, cfg.train.seq_len, saf_of(cfg).stream_seed(cfg));
   return [s](int64_t i, int32_t* x, int32_t* y) { s->fetch(i, x, y); };
 }
 
@@ -53,13 +58,17 @@ TEST_CASE("SAF fires at the configured update", "[saf][planner]") {
   const std::string dir = test::methods_dir("fire");
   auto doc = test::tiny_saf_doc(dir);
   doc["method"].erase("at_step");
-  CHECK(SafPlanner(RunConfig::from_json(doc)).fire_step() == 4);  // round(0.5 * 8)
+  CHECK(saf_planner(RunConfig::from_json(doc)).fire_step() == 4);  // round(0.5 * 8)
   doc["method"]["at_fraction"] = 0.3;
-  CHECK(SafPlanner(RunConfig::from_json(doc)).fire_step() == 2);  // round(2.4)
+  CHECK(saf_planner(RunConfig::from_json(doc)).fire_step() == 2);  // round(2.4)
   doc["method"]["at_step"] = 7;
-  CHECK(make_planner(RunConfig::from_json(doc))->fire_step() == 7);
-  doc["method"]["name"] = "none";
-  CHECK(make_planner(RunConfig::from_json(doc)) == nullptr);
+  const auto planners = make_planners(RunConfig::from_json(doc));
+  REQUIRE(planners.size() == 1);
+  CHECK(planners[0]->name() == "saf");
+  for (int64_t s = 0; s < 8; ++s) CHECK(planners[0]->acts_at(s) == (s == 7));
+  CHECK_THROWS_WITH(saf_planner(with_method(doc, {{"at_step", 8}})), Catch::Contains("beyond the run's train.steps"));
+  doc["method"] = {{"name", "none"}};
+  CHECK(make_planners(RunConfig::from_json(doc)).empty());
 }
 
 TEST_CASE("calibration leaves weights, optimizer state, gradients and data position untouched", "[saf][planner]") {
@@ -106,7 +115,7 @@ TEST_CASE("variance selection is deterministic and takes the lowest-variance hea
   // Reference ranking from naive attention matrices of the same calibration sequences, forwarded
   // in the planner's batches (train.micro_batch rows), so both see the same fp32 q and k and the
   // scores agree to double rounding on any BLAS (reference_attention.hpp).
-  const auto var = test::reference_variances(tr.model(), calib_source(cfg), int(cfg.method.calib_seqs), 16,
+  const auto var = test::reference_variances(tr.model(), calib_source(cfg), int(saf_of(cfg).calib_seqs), 16,
                                              int(cfg.train.micro_batch));
   std::vector<int> order(var.size());
   std::iota(order.begin(), order.end(), 0);
@@ -182,7 +191,7 @@ TEST_CASE("after replacement the loss equals the loss with the dense fitted patt
   CHECK(got == Approx(ref).epsilon(2e-6));
   // The fitted pattern is close to the target it was fitted to: a reported KL below the gate.
   for (const auto& [l, h] : selected_of(c.report))
-    CHECK(c.report["heads"][size_t(l * 4 + h)]["fit_kl"].get<double>() <= cfg.method.max_kl);
+    CHECK(c.report["heads"][size_t(l * 4 + h)]["fit_kl"].get<double>() <= saf_of(cfg).max_kl);
 }
 
 TEST_CASE("prune mode removes Q/K/V/O of the same heads", "[saf][planner]") {
@@ -231,13 +240,13 @@ TEST_CASE("every pattern gives finite static heads, and structured random is not
   }
 }
 
-TEST_CASE("intervention.json records scores, selection, fit and timings", "[saf][planner]") {
+TEST_CASE("the intervention log records scores, selection, fit and timings", "[saf][planner]") {
   const std::string dir = test::methods_dir("report");
   const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"selector", "kl"}});
   dist::LocalComm comm;
-  Trainer tr(cfg, dir + "/run", comm, make_planner(cfg));
+  Trainer tr(cfg, dir + "/run", comm, make_planners(cfg));
   tr.run();
-  const auto j = test::read_json(dir + "/run/intervention.json");
+  const auto j = test::read_json(intervention_file(dir + "/run", 4, 0, "saf"));
   CHECK(j["step"] == 4);
   CHECK(j["selector"] == "kl");
   CHECK(j["mode"] == "freeze");
@@ -270,17 +279,17 @@ TEST_CASE("training through SAF is deterministic and resumable on both sides of 
   const RunConfig cfg = RunConfig::from_json(doc);
   dist::LocalComm comm;
   {
-    Trainer a(cfg, dir + "/a", comm, make_planner(cfg));
+    Trainer a(cfg, dir + "/a", comm, make_planners(cfg));
     a.run();
-    Trainer b(cfg, dir + "/b", comm, make_planner(cfg));
+    Trainer b(cfg, dir + "/b", comm, make_planners(cfg));
     b.run();
   }
   const auto la = test::losses_of(dir + "/a/metrics.jsonl");
   REQUIRE(la.size() == 8);
   CHECK(la == test::losses_of(dir + "/b/metrics.jsonl"));
-  const auto sel = selected_of(test::read_json(dir + "/a/intervention.json"));
+  const auto sel = selected_of(test::read_json(intervention_file(dir + "/a", 4, 0, "saf")));
   {
-    Trainer r(cfg, dir + "/after", comm, make_planner(cfg));
+    Trainer r(cfg, dir + "/after", comm, make_planners(cfg));
     r.resume(dir + "/a/checkpoints/step_6");
     CHECK(r.model().config().head_plan.count(attn::HeadKind::Static) == 2);
     r.run();
@@ -290,11 +299,11 @@ TEST_CASE("training through SAF is deterministic and resumable on both sides of 
   CHECK(after[0] == la[6]);
   CHECK(after[1] == la[7]);
   {
-    Trainer r(cfg, dir + "/before", comm, make_planner(cfg));
+    Trainer r(cfg, dir + "/before", comm, make_planners(cfg));
     r.resume(dir + "/a/checkpoints/step_2");
     r.run();
   }
-  CHECK(selected_of(test::read_json(dir + "/before/intervention.json")) == sel);
+  CHECK(selected_of(test::read_json(intervention_file(dir + "/before", 4, 0, "saf"))) == sel);
   const auto before = test::losses_of(dir + "/before/metrics.jsonl");
   REQUIRE(before.size() == 6);
   for (size_t i = 0; i < 6; ++i) CHECK(before[i] == la[i + 2]);
@@ -311,13 +320,13 @@ TEST_CASE("data-parallel ranks select and fit the same heads, and disagreement i
   };
   dist::LocalComm local;
   auto m1 = model_of();
-  InterventionContext c1{*m1, cfg, local, 4};
-  const PlanChange single = SafPlanner(cfg).plan(c1);
+  PlannerContext c1{*m1, cfg, local, 4};
+  const PlanChange single = saf_planner(cfg).act(c1).value();
   std::vector<PlanChange> got(2);
   test::run_ranks(2, [&](dist::Comm& comm) {
     auto m = model_of();
-    InterventionContext ctx{*m, cfg, comm, 4};
-    got[size_t(comm.rank())] = SafPlanner(cfg).plan(ctx);
+    PlannerContext ctx{*m, cfg, comm, 4};
+    got[size_t(comm.rank())] = saf_planner(cfg).act(ctx).value();
   });
   CHECK(selected_of(got[0].report) == selected_of(single.report));
   CHECK(selected_of(got[1].report) == selected_of(single.report));
@@ -331,9 +340,9 @@ TEST_CASE("data-parallel ranks select and fit the same heads, and disagreement i
   test::run_ranks(2, [&](dist::Comm& comm) {
     const RunConfig mine = comm.rank() == 0 ? cfg : with_method(doc, {{"ratio", 0.5}});
     auto m = model_of();
-    InterventionContext ctx{*m, mine, comm, 4};
+    PlannerContext ctx{*m, mine, comm, 4};
     try {
-      SafPlanner(mine).plan(ctx);
+      saf_planner(mine).act(ctx);
     } catch (const Error& e) {
       errors[size_t(comm.rank())] = e.what();
     }

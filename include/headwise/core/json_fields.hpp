@@ -19,8 +19,9 @@ class JsonFields {
   void get(const char* key, bool& out);
   void get(const char* key, std::string& out);
   const nlohmann::json* raw(const char* key);  // marks the key known; null if absent
-  // Throws on any key not read by one of the calls above.
-  void finish() const;
+  // Throws on any key not read by one of the calls above; `owner` (e.g. "method \"saf\"") is
+  // named in the error when given.
+  void finish(const std::string& owner = "") const;
 
  private:
   const nlohmann::json* find(const char* key);

@@ -13,6 +13,7 @@
 #include "headwise/data/mqar.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/model/gpt.hpp"
+#include "headwise/methods/saf/config.hpp"
 #include "headwise/train/planner.hpp"
 
 namespace hw {
@@ -41,7 +42,7 @@ std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& batch);
 // SAF (or a control: method.mode = prune, selector random/gate_taylor) calibrated on MQAR
 // sequences of train_pairs pairs, installed into the model. Returns the change (its report
 // is what intervention.json holds in training runs).
-PlanChange apply_saf_on_mqar(Model<float>& model, const MethodConfig& method, const MqarOptions& opt,
+PlanChange apply_saf_on_mqar(Model<float>& model, const saf::SafConfig& method, const MqarOptions& opt,
                              dist::Comm& comm);
 
 // Adaptation: opt.steps AdamW updates on fresh MQAR batches. Returns per-update losses; writes

@@ -140,9 +140,15 @@ class Model {
   HeadExtras head_extras() const;
   // Change the plan in place: parameters of surviving rows keep their values, rows that
   // disappear are dropped, new static/linear heads take values from `extras` (defaults if
-  // absent). Gradients are zeroed; activations are re-sized on the next step. Callers remap
-  // optimizer state with remap_arena() using the old specs/layouts they saved before.
-  void install_plan(const attn::HeadPlan& plan, const HeadExtras& extras);
+  // absent); activations are re-sized on the next reserve_activations. Returns true when the
+  // parameter layout was kept (same tensors, shapes and compact columns: e.g. a window or sink
+  // size changed, or softmax <-> window): then no arena is rebuilt, the parameter and gradient
+  // blocks stay where they are and optimizer state needs nothing. Otherwise the arenas are
+  // rebuilt (gradients zeroed) and callers remap optimizer state with remap_arena() using the
+  // old specs/layouts they saved before.
+  bool install_plan(const attn::HeadPlan& plan, const HeadExtras& extras);
+  // Whether install_plan(plan, extras) would keep the parameter layout (validates the plan).
+  bool keeps_layout(const attn::HeadPlan& plan, const HeadExtras& extras) const;
   // Recompute static heads' row normalisers after their alpha/rho buffers were written.
   void refresh_static_normalisers();
 
@@ -151,6 +157,8 @@ class Model {
   template <class A>
   struct StepActs;
   void build(const HeadExtras& extras);
+  // install_plan's cheap path: false (and nothing changed) when the layout would move.
+  bool install_keeping_layout(const attn::HeadPlan& plan, const HeadExtras& extras);
   void drop_activations();
   void build_grad_ranges();
   void upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z);
@@ -200,6 +208,7 @@ class Model {
   bool recompute_gelu_ = false;
   Precision precision_ = Precision::Full;
   int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
+  attn::HeadPlan acts_plan_;   // the plan the activation arena (attention workspace) was sized for
   bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
   bool record_gates_ = false;
   std::vector<std::vector<double>> gate_grads_;

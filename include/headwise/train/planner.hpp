@@ -1,10 +1,19 @@
 #pragma once
-// The interface between the trainer and a head-replacement method. A planner calibrates,
-// scores, selects and fits, then hands back a new plan plus the values of new static/linear
-// heads; the trainer installs it in place (parameters and AdamW state) and continues with the
-// same data order. The trainer knows methods only through this interface.
+// The interface between the trainer and a head-replacement method (a planner). The trainer
+// knows methods only through it; each method lives in its own folder under src/methods/ and
+// parses its own `method.*` keys (src/methods/method_registry.hpp).
+//
+// At the top of every update the trainer asks each planner, in the order of the run's method
+// list, whether it acts at this step. A planner that acts calibrates, scores, selects and fits
+// (without moving the training data position or changing any weight or optimizer state) and
+// may hand back a plan change: a new head plan plus the values of new static/linear heads,
+// which the trainer installs in place and logs (RUN/interventions/). Whatever a planner needs
+// to continue (statistics, counters, RNG state) it returns from state(); the trainer stores it
+// in every checkpoint and hands it back to restore() on --resume, so a resumed run equals the
+// uninterrupted one bit for bit.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "headwise/attention/head_plan.hpp"
@@ -19,11 +28,11 @@ class Comm;
 struct PlanChange {
   attn::HeadPlan plan;
   HeadExtras extras;
-  nlohmann::json report;  // written to RUN/intervention.json
+  nlohmann::json report;  // logged as RUN/interventions/step_<N>.<planner>.json
 };
 
-struct InterventionContext {
-  Model<float>& model;
+struct PlannerContext {
+  Model<float>& model;  // holds the current head plan (model.config().head_plan)
   const RunConfig& cfg;
   dist::Comm& comm;
   int64_t step;  // the update about to run
@@ -32,11 +41,20 @@ struct InterventionContext {
 class Planner {
  public:
   virtual ~Planner() = default;
+  // The method's name (`method.name`).
   virtual std::string name() const = 0;
-  // The update at whose top the planner fires (-1: never).
-  virtual int64_t fire_step() const = 0;
-  // Must not move the training data position or change any weight or optimizer state.
-  virtual PlanChange plan(InterventionContext& ctx) = 0;
+  // The planner's whole configuration with defaults filled in, as a `method` object (name
+  // included): what config.json records and what from_json would rebuild the same planner from.
+  virtual nlohmann::json config() const = 0;
+  // Whether the planner acts at the top of update `step` (0 <= step < train.steps).
+  virtual bool acts_at(int64_t step) const = 0;
+  // Act: a plan change, or nothing when the planner looked and kept the plan. Collective: every
+  // rank calls it at the same step and must return the same change.
+  virtual std::optional<PlanChange> act(PlannerContext& ctx) = 0;
+  // What the planner needs to continue after a resume (null: nothing).
+  virtual nlohmann::json state() const { return nullptr; }
+  // Restore what state() returned; called on --resume before the first update.
+  virtual void restore(const nlohmann::json& /*state*/) {}
 };
 
 }  // namespace hw

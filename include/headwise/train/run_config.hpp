@@ -61,29 +61,15 @@ struct DataConfig {
   bool shuffle = true;
 };
 
-// Head-replacement methods (SAF; "none" = ordinary training).
-struct MethodConfig {
-  std::string name = "none";
-  double ratio = 0.25;
-  double at_fraction = 0.5;
-  int64_t at_step = -1;  // >= 0 overrides at_fraction
-  int64_t calib_seqs = 32;
-  int64_t calib_seq_len = 0;  // 0 = train.seq_len
-  std::string selector = "variance";  // variance | kl | random | gate_taylor
-  std::string pattern = "mean";       // mean | sharp_mean | gaussian | dirichlet | structured_random
-  std::string mode = "freeze";        // freeze | prune
-  int64_t fit_steps = 400;
-  double fit_lr = 0.05;
-  double max_kl = 0.2;
-  int64_t seed = 0;                   // 0 = train.seed + 1
-  double memory_budget_mb = 1024;     // calibration statistics budget
-};
-
 struct RunConfig {
   ModelConfig model;
   TrainConfig train;
   DataConfig data;
-  MethodConfig method;
+  // The `method` section as a list of method objects, applied in order (empty: ordinary
+  // training). Only the shape is checked here (objects with a string "name"); every other key
+  // belongs to that method, which parses and validates it (method_registry.hpp). The section
+  // may be one object, a list of objects, or {"name": "none"}.
+  std::vector<nlohmann::json> methods;
   nlohmann::json source;  // the merged document the run was built from
 
   int64_t grad_accum(int world = 1) const;  // micro-steps per update per rank

@@ -14,6 +14,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/comm.hpp"
@@ -26,6 +27,11 @@
 #include "headwise/train/training_backend.hpp"
 
 namespace hw {
+
+using Planners = std::vector<std::unique_ptr<Planner>>;
+
+// RUN/interventions/step_<step>.<index>.<planner>.json: one plan change of the run.
+std::string intervention_file(const std::string& run_dir, int64_t step, size_t index, const std::string& planner);
 
 struct EvalResult {
   double loss = 0.0, ppl = 0.0;
@@ -51,6 +57,11 @@ class Trainer {
   // batches are uniform random tokens drawn from train.seed (benchmarks: no data loading).
   // The model computes on the backend of train.device (GPU comm.local_rank() % GPUs for
   // "cuda"), or on `backend` when given (tests; it must outlive the trainer).
+  // `planners` act in order at the top of each update (method_registry.hpp builds them from the
+  // config's method list); the run records their configurations as its method section.
+  Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, Planners planners,
+          bool synthetic_data = false, const Backend<float>* backend = nullptr);
+  // One planner, or none.
   Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, std::unique_ptr<Planner> planner = nullptr,
           bool synthetic_data = false, const Backend<float>* backend = nullptr);
   ~Trainer();
@@ -67,18 +78,25 @@ class Trainer {
   double train_step(double* grad_norm = nullptr, double* update_ms = nullptr);
   EvalResult eval(int64_t n_batches = -1);
   void save_checkpoint(const std::string& dir);
-  // The planner hook: if the planner fires at the current step, calibrate, install its plan in
-  // place and write RUN/intervention.json. Returns the report, or nothing when no planner fires
-  // now. run() calls it at the top of every update; experiment branches call it directly.
-  std::optional<nlohmann::json> intervene_if_due();
-  // Apply a plan change in place (parameters and AdamW moments), as the planner hook does.
-  void install(const PlanChange& change);
+  // The planner hook: every planner that acts at the current step (in order) looks at the
+  // model and may change the plan, which is installed in place and logged as
+  // RUN/interventions/step_<N>.<index>.<planner>.json. Returns the reports of the changes made
+  // (empty when none). run() calls it at the top of every update; experiments call it directly.
+  std::vector<nlohmann::json> intervene_if_due();
+  // Apply a plan change in place, as the planner hook does. A change that keeps the parameter
+  // layout (Model::keeps_layout: window or sink sizes, softmax <-> window) touches neither the
+  // parameter, gradient nor AdamW arenas and returns true; one that moves it remaps weights and
+  // AdamW moments exactly (ZeRO-1 shards included) and returns false.
+  bool install(const PlanChange& change);
 
   Model<float>& model() { return *model_; }
   const Backend<float>& ops() const { return *ops_; }
   AdamW& optimizer() { return *opt_; }
   const TrainerState& state() const { return state_; }
-  const RunConfig& config() const { return cfg_; }
+  // The run's configuration now: the model section carries the live head plan (held by the
+  // model alone) and the method section the planners' own configurations.
+  RunConfig config() const;
+  const Planners& planners() const { return planners_; }
   dist::Comm& comm() { return comm_; }
 
  private:
@@ -110,13 +128,16 @@ class Trainer {
   void log_optimizer_memory();
   void save_optimizer_shard(const std::string& path);
   void load_optimizer_shard(const std::string& path);
+  // The planners' states for trainer.json, and their restoration on resume.
+  nlohmann::json planner_states() const;
+  void restore_planners(const nlohmann::json& trainer_json, const std::string& path);
 
-  RunConfig cfg_;
+  RunConfig cfg_;  // as configured; the live head plan is model_'s (config() combines them)
   std::string out_dir_;
   dist::Comm& comm_;
   std::unique_ptr<TrainingBackend> backend_;  // train.device's backend (absent when one was given)
   const Backend<float>* ops_ = nullptr;       // what the model and AdamW compute on
-  std::unique_ptr<Planner> planner_;
+  Planners planners_;
   std::unique_ptr<Model<float>> model_;
   std::unique_ptr<AdamW> opt_;
   std::unique_ptr<data::TokenLoader> train_loader_, val_loader_;

@@ -1,4 +1,4 @@
-#include "headwise/methods/saf_planner.hpp"
+#include "headwise/methods/saf/planner.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -57,41 +57,38 @@ StaticHeadValues to_static(std::vector<double> alpha, std::vector<double> rho, s
 
 }  // namespace
 
-int64_t saf_fire_step(const RunConfig& cfg) {
-  if (cfg.method.at_step >= 0) return cfg.method.at_step;
-  return int64_t(std::llround(cfg.method.at_fraction * double(cfg.train.steps)));
-}
-
-uint64_t saf_seed(const RunConfig& cfg) {
-  return cfg.method.seed != 0 ? uint64_t(cfg.method.seed) : uint64_t(cfg.train.seed) + 1;
-}
-
-SafPlanner::SafPlanner(const RunConfig& cfg, saf::CalibSource source)
-    : cfg_(cfg), source_(std::move(source)), fire_step_(saf_fire_step(cfg)) {
-  check(cfg_.method.name == "saf", "SafPlanner: method.name is \"" + cfg_.method.name + "\", not \"saf\"");
-  calib_T_ = cfg_.method.calib_seq_len > 0 ? cfg_.method.calib_seq_len : cfg_.train.seq_len;
-  check(calib_T_ <= cfg_.model.block_size, "method.calib_seq_len (" + std::to_string(calib_T_) +
+SafPlanner::SafPlanner(const saf::SafConfig& cfg, const RunConfig& run, saf::CalibSource source)
+    : cfg_(cfg), source_(std::move(source)), fire_step_(cfg.fire_step(run)) {
+  calib_T_ = cfg_.calib_length(run);
+  check(fire_step_ < run.train.steps, "method.at_step/at_fraction: SAF would fire at update " +
+                                          std::to_string(fire_step_) + ", beyond the run's train.steps = " +
+                                          std::to_string(run.train.steps));
+  check(calib_T_ <= run.model.block_size, "method.calib_seq_len (" + std::to_string(calib_T_) +
                                                ") exceeds model.block_size (" +
-                                               std::to_string(cfg_.model.block_size) + ")");
-  saf::parse_selector(cfg_.method.selector);  // validated again here: the planner may be built by hand
-  saf::parse_pattern(cfg_.method.pattern);
+                                               std::to_string(run.model.block_size) + ")");
   if (!source_) {
-    const std::string glob = !cfg_.data.calib.empty() ? cfg_.data.calib : cfg_.data.val;
+    // Opened at the first act: building a planner (config validation, experiments) reads no data.
+    const std::string glob = !run.data.calib.empty() ? run.data.calib : run.data.val;
     check(!glob.empty(), "method.name = \"saf\" needs calibration data: set data.calib (or data.val)");
-    auto sampler = std::make_shared<data::CalibSampler>(glob, calib_T_, saf_seed(cfg_));
-    source_ = [sampler](int64_t i, int32_t* x, int32_t* y) { sampler->fetch(i, x, y); };
+    const int64_t T = calib_T_;
+    const uint64_t seed = cfg_.stream_seed(run);
+    auto sampler = std::make_shared<std::unique_ptr<data::CalibSampler>>();
+    source_ = [sampler, glob, T, seed](int64_t i, int32_t* x, int32_t* y) {
+      if (!*sampler) *sampler = std::make_unique<data::CalibSampler>(glob, T, seed);
+      (*sampler)->fetch(i, x, y);
+    };
   }
 }
 
-PlanChange SafPlanner::plan(InterventionContext& ctx) {
+std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   Model<float>& model = ctx.model;
   const ModelConfig& mc = model.config();
-  const MethodConfig& m = cfg_.method;
+  const saf::SafConfig& m = cfg_;
   const int L = mc.n_layer, H = mc.n_head, T = int(calib_T_);
   const saf::Selector selector = saf::parse_selector(m.selector);
   const saf::PatternKind pattern = saf::parse_pattern(m.pattern);
   const bool freeze = m.mode == "freeze";
-  const uint64_t seed = saf_seed(cfg_), pattern_seed = derived_seed(seed, kPatternStream);
+  const uint64_t seed = m.stream_seed(ctx.cfg), pattern_seed = derived_seed(seed, kPatternStream);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h)
       check(mc.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax,
@@ -101,7 +98,7 @@ PlanChange SafPlanner::plan(InterventionContext& ctx) {
   saf::CaptureOptions opt;
   opt.n_seqs = m.calib_seqs;
   opt.seq_len = T;
-  opt.batch = cfg_.train.micro_batch;  // the training shape: no activation re-allocation
+  opt.batch = ctx.cfg.train.micro_batch;  // the training shape: no activation re-allocation
   opt.needs = saf::needs_for(pattern);
   opt.needs.kl = true;  // the forward-KL score is reported for every head (one extra pass of A log A)
   const bool fitted = saf::pattern_is_fitted(pattern);

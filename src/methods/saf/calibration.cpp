@@ -1,4 +1,4 @@
-#include "headwise/methods/saf_calibration.hpp"
+#include "headwise/methods/saf/calibration.hpp"
 
 #include <algorithm>
 #include <cmath>

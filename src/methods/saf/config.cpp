@@ -1,0 +1,71 @@
+#include "headwise/methods/saf/config.hpp"
+
+#include <cmath>
+
+#include "headwise/core/error.hpp"
+#include "headwise/core/json_fields.hpp"
+#include "headwise/methods/saf/patterns.hpp"
+#include "headwise/methods/saf/select.hpp"
+
+namespace hw::saf {
+
+SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& where) {
+  SafConfig m;
+  JsonFields f(spec, where);
+  std::string name;
+  f.get("name", name);
+  check(name == "saf", where + ".name is \"" + name + "\", not \"saf\"");
+  f.get("ratio", m.ratio);
+  f.get("at_fraction", m.at_fraction);
+  f.get("at_step", m.at_step);
+  f.get("calib_seqs", m.calib_seqs);
+  f.get("calib_seq_len", m.calib_seq_len);
+  f.get("selector", m.selector);
+  f.get("pattern", m.pattern);
+  f.get("mode", m.mode);
+  f.get("fit_steps", m.fit_steps);
+  f.get("fit_lr", m.fit_lr);
+  f.get("max_kl", m.max_kl);
+  f.get("seed", m.seed);
+  f.get("memory_budget_mb", m.memory_budget_mb);
+  f.finish("method \"saf\"");
+  const std::string w = where + ".";
+  check(m.ratio >= 0 && m.ratio <= 1, w + "ratio must be in [0, 1]");
+  check(m.at_fraction >= 0 && m.at_fraction <= 1, w + "at_fraction must be in [0, 1]");
+  check(m.calib_seqs >= 2, w + "calib_seqs must be >= 2 (variance needs two samples)");
+  check(m.calib_seq_len >= 0, w + "calib_seq_len must be >= 0");
+  check(m.selector == "variance" || m.selector == "kl" || m.selector == "random" || m.selector == "gate_taylor",
+        w + "selector must be variance, kl, random or gate_taylor, got \"" + m.selector + "\"");
+  check(m.pattern == "mean" || m.pattern == "sharp_mean" || m.pattern == "gaussian" || m.pattern == "dirichlet" ||
+            m.pattern == "structured_random",
+        w + "pattern must be mean, sharp_mean, gaussian, dirichlet or structured_random, got \"" + m.pattern + "\"");
+  check(m.mode == "freeze" || m.mode == "prune", w + "mode must be freeze or prune, got \"" + m.mode + "\"");
+  check(m.fit_steps >= 0 && m.fit_lr > 0 && m.max_kl > 0, w + "fit_steps, fit_lr and max_kl must be positive");
+  check(m.memory_budget_mb >= 0, w + "memory_budget_mb must be >= 0");
+  parse_selector(m.selector);
+  parse_pattern(m.pattern);
+  return m;
+}
+
+nlohmann::json SafConfig::to_json() const {
+  return {{"name", "saf"},          {"ratio", ratio},       {"at_fraction", at_fraction},
+          {"at_step", at_step},     {"calib_seqs", calib_seqs}, {"calib_seq_len", calib_seq_len},
+          {"selector", selector},   {"pattern", pattern},   {"mode", mode},
+          {"fit_steps", fit_steps}, {"fit_lr", fit_lr},     {"max_kl", max_kl},
+          {"seed", seed},           {"memory_budget_mb", memory_budget_mb}};
+}
+
+int64_t SafConfig::fire_step(const RunConfig& run) const {
+  if (at_step >= 0) return at_step;
+  return int64_t(std::llround(at_fraction * double(run.train.steps)));
+}
+
+uint64_t SafConfig::stream_seed(const RunConfig& run) const {
+  return seed != 0 ? uint64_t(seed) : uint64_t(run.train.seed) + 1;
+}
+
+int64_t SafConfig::calib_length(const RunConfig& run) const {
+  return calib_seq_len > 0 ? calib_seq_len : run.train.seq_len;
+}
+
+}  // namespace hw::saf
