@@ -54,7 +54,7 @@ HeadSpec HeadSpec::parse(const std::string& text) {
   }
   if (name == "window" && parts.size() == 2) {
     spec.kind = HeadKind::Window;
-    if (!parse_int(parts[1], spec.window) || spec.window < 1)
+    if (!parse_int(parts[1], spec.window) || !spec.invalid_reason().empty())
       fail("head plan: bad window in '" + text + "' (expected an integer >= 1)");
     return spec;
   }
@@ -62,8 +62,9 @@ HeadSpec HeadSpec::parse(const std::string& text) {
     spec.kind = HeadKind::SinkWindow;
     if (!parse_int(parts[1], spec.sink))
       fail("head plan: bad sink in '" + text + "' (expected an integer >= 0)");
-    if (!parse_int(parts[2], spec.window) || spec.window < 1)
+    if (!parse_int(parts[2], spec.window))
       fail("head plan: bad window in '" + text + "' (expected an integer >= 1)");
+    if (const std::string why = spec.invalid_reason(); !why.empty()) fail("head plan: '" + text + "': " + why);
     return spec;
   }
   bad_kind(text);
@@ -79,6 +80,13 @@ std::string HeadSpec::str() const {
     case HeadKind::Pruned: return "pruned";
   }
   return "?";
+}
+
+std::string HeadSpec::invalid_reason() const {
+  const bool windowed = kind == HeadKind::Window || kind == HeadKind::SinkWindow;
+  if (windowed && window < 1) return "window " + std::to_string(window) + " must be >= 1";
+  if (kind == HeadKind::SinkWindow && sink < 0) return "sink " + std::to_string(sink) + " must be >= 0";
+  return "";
 }
 
 HeadPlan HeadPlan::uniform(int n_layer, int n_head, HeadSpec spec) {
@@ -97,10 +105,9 @@ void HeadPlan::validate(int n_layer, int n_head) const {
            " heads, model has " + std::to_string(n_head));
     for (size_t h = 0; h < layers[l].size(); ++h) {
       const HeadSpec& s = layers[l][h];
-      const bool windowed = s.kind == HeadKind::Window || s.kind == HeadKind::SinkWindow;
-      if ((windowed && s.window < 1) || (s.kind == HeadKind::SinkWindow && s.sink < 0))
+      if (const std::string why = s.invalid_reason(); !why.empty())
         fail("head plan: layer " + std::to_string(l) + " head " + std::to_string(h) + " has a bad window ('" +
-             s.str() + "')");
+             s.str() + "': " + why + ")");
     }
   }
 }

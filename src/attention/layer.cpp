@@ -54,9 +54,7 @@ void check_inputs(const LayerPlan& plan, const LayerLayout& layout, const AttnDi
   check(dims.B >= 0 && dims.T >= 0, "attention: negative batch or sequence length");
   for (int h = 0; h < layout.n_head; ++h) {
     const HeadSpec& s = plan[static_cast<size_t>(h)];
-    if ((s.kind == HeadKind::Window || s.kind == HeadKind::SinkWindow) && s.window < 1)
-      fail(head_name(h) + " has window " + std::to_string(s.window) + " (must be >= 1)");
-    if (s.kind == HeadKind::SinkWindow && s.sink < 0) fail(head_name(h) + " has a negative sink");
+    if (const std::string why = s.invalid_reason(); !why.empty()) fail(head_name(h) + ": " + why);
     if (s.kind == HeadKind::Static) {
       check(params.statics.size() > static_cast<size_t>(h), head_name(h) + " is static but has no parameters");
       const auto& p = params.statics[static_cast<size_t>(h)];

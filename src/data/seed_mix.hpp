@@ -8,7 +8,17 @@ namespace hw::data {
 
 // Stream tags keep e.g. the epoch permutation and the calibration windows uncorrelated even
 // when a user passes the same seed to both.
-enum class Stream : uint64_t { EpochShuffle = 1, CalibWindow = 2, Mqar = 3 };
+// Every random stream of the project is derived here, from one tag each.
+enum class Stream : uint64_t {
+  EpochShuffle = 1,
+  CalibWindow = 2,
+  Mqar = 3,
+  SyntheticTokens = 4,   // Trainer: uniform random batches (benchmarks), index = global micro-batch
+  SafPattern = 5,        // SAF: sampled target patterns (gaussian, dirichlet, structured_random)
+  SafRandomSelect = 6,   // SAF: the random-selection control
+  MqarCalib = 7,         // MQAR: SAF's calibration examples
+  MqarEval = 8,          // MQAR: evaluation examples, index = pair count
+};
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.
 inline uint64_t mix64(uint64_t z) {

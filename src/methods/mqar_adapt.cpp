@@ -1,5 +1,7 @@
 #include "headwise/methods/mqar_adapt.hpp"
 
+#include "data/seed_mix.hpp"
+
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -14,8 +16,8 @@ namespace hw {
 
 namespace {
 // Separate example streams for adaptation, evaluation and calibration.
-uint64_t eval_seed(uint64_t seed, int pairs) { return seed * 0x9E3779B97F4A7C15ull + 1000003ull * uint64_t(pairs) + 1; }
-uint64_t calib_seed(uint64_t seed) { return seed * 0x9E3779B97F4A7C15ull + 2; }
+uint64_t eval_seed(uint64_t seed, int pairs) { return data::derive_seed(seed, data::Stream::MqarEval, uint64_t(pairs)); }
+uint64_t calib_seed(uint64_t seed) { return data::derive_seed(seed, data::Stream::MqarCalib, 0); }
 }  // namespace
 
 void MqarOptions::validate(const ModelConfig& model) const {

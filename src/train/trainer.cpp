@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/io/files.hpp"
@@ -488,7 +489,7 @@ void Trainer::fetch_train(int64_t index) {
     train_loader_->fetch(index, inputs_.data(), targets_.data());
     return;
   }
-  Rng rng(uint64_t(cfg_.train.seed) * 0x9E3779B97F4A7C15ull + uint64_t(index));
+  Rng rng(data::derive_seed(uint64_t(cfg_.train.seed), data::Stream::SyntheticTokens, uint64_t(index)));
   for (size_t i = 0; i < inputs_.size(); ++i) {
     inputs_[i] = int32_t(rng.below(uint64_t(cfg_.model.vocab_size)));
     targets_[i] = int32_t(rng.below(uint64_t(cfg_.model.vocab_size)));

@@ -8,9 +8,9 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace hw::attn {
+#include "headwise/attention/head_kind.hpp"
 
-enum class HeadKind : uint8_t { Softmax, Window, SinkWindow, Static, Linear, Pruned };
+namespace hw::attn {
 
 // One query head's kind. Text form (config.json "head_plan"): "softmax", "window:W",
 // "sink_window:S:W", "static", "linear", "pruned".
@@ -21,6 +21,9 @@ struct HeadSpec {
 
   static HeadSpec parse(const std::string& text);  // throws hw::Error naming the text
   std::string str() const;
+  // Why the spec is impossible ("window 0 must be >= 1", "sink -1 must be >= 0"), or "" when it
+  // is valid: the one place a window's and a sink's validity is decided.
+  std::string invalid_reason() const;
   bool reads_qk() const { return kind != HeadKind::Static && kind != HeadKind::Pruned; }
   bool reads_v() const { return kind != HeadKind::Pruned; }
   bool softmax_family() const {

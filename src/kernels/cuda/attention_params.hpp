@@ -80,6 +80,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "headwise/attention/head_kind.hpp"
 #include "headwise/core/bf16.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/host_device.hpp"
@@ -90,8 +91,13 @@ namespace hw::cuda {
 
 constexpr int kMaxHeads = 64;
 
-// Values of attn::HeadKind (same order), stored as one byte.
-enum AttnKind : uint8_t { kSoftmax = 0, kWindow = 1, kSinkWindow = 2, kStatic = 3, kLinear = 4, kPruned = 5 };
+// attn::HeadKind as the byte a head descriptor stores (head_kind.hpp: the one definition).
+constexpr uint8_t kSoftmax = attn::kind_byte(attn::HeadKind::Softmax);
+constexpr uint8_t kWindow = attn::kind_byte(attn::HeadKind::Window);
+constexpr uint8_t kSinkWindow = attn::kind_byte(attn::HeadKind::SinkWindow);
+constexpr uint8_t kStatic = attn::kind_byte(attn::HeadKind::Static);
+constexpr uint8_t kLinear = attn::kind_byte(attn::HeadKind::Linear);
+constexpr uint8_t kPruned = attn::kind_byte(attn::HeadKind::Pruned);
 
 struct AttnHeadDesc {
   uint8_t kind = kPruned;

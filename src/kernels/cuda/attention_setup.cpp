@@ -37,9 +37,7 @@ void check_shape(const attn::LayerPlan& plan, const attn::LayerLayout& layout, c
         "attention (CUDA): batch " + std::to_string(dims.B) + " x sequence " + std::to_string(dims.T) + " too large");
   for (int h = 0; h < layout.n_head; ++h) {
     const attn::HeadSpec& s = plan[static_cast<size_t>(h)];
-    if ((s.kind == HeadKind::Window || s.kind == HeadKind::SinkWindow) && s.window < 1)
-      fail(head_name(h) + " has window " + std::to_string(s.window) + " (must be >= 1)");
-    if (s.kind == HeadKind::SinkWindow && s.sink < 0) fail(head_name(h) + " has a negative sink");
+    if (const std::string why = s.invalid_reason(); !why.empty()) fail(head_name(h) + ": " + why);
   }
 }
 
@@ -103,7 +101,7 @@ tiles::ScheduleInput schedule_input(const attn::LayerPlan& plan, const attn::Lay
   in.B = static_cast<int>(dims.B);
   in.T = dims.T;
   in.head_dim = layout.head_dim;
-  for (const attn::HeadSpec& s : plan) in.heads.push_back({static_cast<uint8_t>(s.kind), s.sink, s.window});
+  for (const attn::HeadSpec& s : plan) in.heads.push_back({attn::kind_byte(s.kind), s.sink, s.window});
   return in;
 }
 
@@ -152,10 +150,10 @@ void fill_head_params(AttnLaunchParamsT<St>& p, const attn::LayerPlan& plan, con
     const attn::HeadSpec& s = plan[static_cast<size_t>(h)];
     AttnHeadDesc& d = p.heads[h];
     d = AttnHeadDesc{};
-    d.kind = static_cast<uint8_t>(s.kind);
+    d.kind = attn::kind_byte(s.kind);
     const int g = layout.kv_head_of(h);
     d.kv_head = g;
-    const tiles::KeyRule rule = tiles::key_rule_of({static_cast<uint8_t>(s.kind), s.sink, s.window}, dims.T);
+    const tiles::KeyRule rule = tiles::key_rule_of({attn::kind_byte(s.kind), s.sink, s.window}, dims.T);
     d.sink = static_cast<int32_t>(rule.sink);
     d.window = static_cast<int32_t>(tiles::min64(rule.window, std::numeric_limits<int32_t>::max()));
     d.q_col = layout.q_slot[static_cast<size_t>(h)] >= 0 ? layout.q_col(h) : -1;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 
+#include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/comm.hpp"
@@ -22,8 +23,7 @@ using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Independent streams derived from SAF's seed (calibration windows use the seed itself).
-uint64_t derived_seed(uint64_t seed, uint64_t stream) { return seed * 0x9E3779B97F4A7C15ull + stream; }
-constexpr uint64_t kPatternStream = 1, kRandomSelectStream = 2;
+uint64_t derived_seed(uint64_t seed, data::Stream stream) { return data::derive_seed(seed, stream, 0); }
 
 // What calibration leaves for one head once its T x T statistics are gone: its scores and
 // the sufficient statistics of its target pattern (all the compact fit needs).
@@ -88,7 +88,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   const saf::Selector selector = saf::parse_selector(m.selector);
   const saf::PatternKind pattern = saf::parse_pattern(m.pattern);
   const bool freeze = m.mode == "freeze";
-  const uint64_t seed = m.stream_seed(ctx.cfg), pattern_seed = derived_seed(seed, kPatternStream);
+  const uint64_t seed = m.stream_seed(ctx.cfg), pattern_seed = derived_seed(seed, data::Stream::SafPattern);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h)
       check(mc.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax,
@@ -169,7 +169,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
     case saf::Selector::Random: {
       const saf::Selection v = saf::select_by_score(saf::Selector::Variance, var_grid, m.ratio, gate, m.max_kl);
       variance_selection = v.to_json()["selected"];
-      sel = saf::select_random(v, derived_seed(seed, kRandomSelectStream), gate, m.max_kl);
+      sel = saf::select_random(v, derived_seed(seed, data::Stream::SafRandomSelect), gate, m.max_kl);
       break;
     }
     case saf::Selector::GateTaylor:

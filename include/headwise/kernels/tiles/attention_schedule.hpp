@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "headwise/attention/head_kind.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/linear_chunk.hpp"
 #include "headwise/kernels/tiles/work_schedule.hpp"
@@ -26,8 +27,12 @@ struct HeadShape {
   uint8_t kind = 0;
   int64_t sink = 0, window = 0;  // window / sink_window only
 };
-enum : uint8_t { kShapeSoftmax = 0, kShapeWindow = 1, kShapeSinkWindow = 2, kShapeStatic = 3, kShapeLinear = 4,
-                 kShapePruned = 5 };
+constexpr uint8_t kShapeSoftmax = attn::kind_byte(attn::HeadKind::Softmax);
+constexpr uint8_t kShapeWindow = attn::kind_byte(attn::HeadKind::Window);
+constexpr uint8_t kShapeSinkWindow = attn::kind_byte(attn::HeadKind::SinkWindow);
+constexpr uint8_t kShapeStatic = attn::kind_byte(attn::HeadKind::Static);
+constexpr uint8_t kShapeLinear = attn::kind_byte(attn::HeadKind::Linear);
+constexpr uint8_t kShapePruned = attn::kind_byte(attn::HeadKind::Pruned);
 
 struct ScheduleInput {
   std::vector<HeadShape> heads;  // per query head, at most 64
