@@ -9,6 +9,7 @@
 
 #include "attention/layer_fixture.hpp"
 #include "headwise/core/error.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -191,17 +192,22 @@ TEST_CASE("layer_backward matches the dense reference gradients, overwrites dQKV
         p.backward();
         const auto& lay = p.layout;
         double err = 0;
+        const size_t D = size_t(l.D);
         for (int64_t b = 0; b < l.B; ++b)
           for (int64_t t = 0; t < T; ++t)
             for (int d = 0; d < l.D; ++d) {
+              const size_t at = size_t(t) * D + size_t(d);
+              const auto& dq = want.dq[size_t(b)];
+              const auto& dk = want.dk[size_t(b)];
+              const auto& dv = want.dv[size_t(b)];
               for (int h = 0; h < l.H; ++h)
                 if (lay.q_slot[size_t(h)] >= 0)
-                  err = std::max(err, std::abs(p.dqkv_at(b, t, lay.q_col(h) + d) - want.dq[size_t(b)][size_t(h)][size_t(t * l.D + d)]));
+                  err = hw::test::worse(err, hw::test::abs_err(p.dqkv_at(b, t, lay.q_col(h) + d), dq[size_t(h)][at]));
               for (int g = 0; g < l.KV; ++g) {
                 if (lay.k_slot[size_t(g)] >= 0)
-                  err = std::max(err, std::abs(p.dqkv_at(b, t, lay.k_col(g) + d) - want.dk[size_t(b)][size_t(g)][size_t(t * l.D + d)]));
+                  err = hw::test::worse(err, hw::test::abs_err(p.dqkv_at(b, t, lay.k_col(g) + d), dk[size_t(g)][at]));
                 if (lay.v_slot[size_t(g)] >= 0)
-                  err = std::max(err, std::abs(p.dqkv_at(b, t, lay.v_col(g) + d) - want.dv[size_t(b)][size_t(g)][size_t(t * l.D + d)]));
+                  err = hw::test::worse(err, hw::test::abs_err(p.dqkv_at(b, t, lay.v_col(g) + d), dv[size_t(g)][at]));
               }
             }
         CHECK(err < 1e-9);
@@ -247,7 +253,8 @@ TEST_CASE("layer_backward in float agrees with the double reference and is deter
         for (int g = 0; g < l.KV; ++g)
           if (p.layout.v_slot[size_t(g)] >= 0) {
             const double w = want.dv[size_t(b)][size_t(g)][size_t(t * l.D + d)];
-            err = std::max(err, std::abs(p.dqkv_at(b, t, p.layout.v_col(g) + d) - w) / std::max(1.0, std::abs(w)));
+            const double e = hw::test::abs_err(p.dqkv_at(b, t, p.layout.v_col(g) + d), w);
+            err = hw::test::worse(err, hw::test::ratio(e, std::max(1.0, std::abs(w))));
           }
   CHECK(err < 5e-5);
   for (size_t e = 0; e < first_dL[4].size(); ++e) CHECK(p.dL[4][e] == Approx(2 * first_dL[4][e]).epsilon(1e-6).margin(1e-6));

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "attention/layer_fixture.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -47,7 +48,8 @@ double max_out_error(fx::Packed<F>& p, const ref::Layer& l, const std::vector<st
       for (int64_t t = 0; t < l.T; ++t)
         for (int d = 0; d < l.D; ++d) {
           const double w = want[size_t(b)][size_t(h)][size_t(t * l.D + d)];
-          err = std::max(err, std::abs(double(p.out_at(b, h, t, d)) - w) / std::max(1.0, std::abs(w)));
+          const double e = hw::test::abs_err(double(p.out_at(b, h, t, d)), w);
+          err = hw::test::worse(err, hw::test::ratio(e, std::max(1.0, std::abs(w))));
         }
     }
   return err;

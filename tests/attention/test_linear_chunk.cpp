@@ -12,6 +12,7 @@
 
 #include "attention/layer_fixture.hpp"
 #include "headwise/kernels/tiles/linear_chunk.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -158,12 +159,7 @@ HeadGrads<F> chunked_backward(const HeadIn<F>& h, const std::vector<F>& out, con
 template <class A, class B>
 double rel_err(const std::vector<A>& a, const std::vector<B>& b) {
   REQUIRE(a.size() == b.size());
-  double num = 0, den = 1;
-  for (size_t e = 0; e < a.size(); ++e) {
-    num = std::max(num, std::abs(double(a[e]) - double(b[e])));
-    den = std::max(den, std::abs(double(b[e])));
-  }
-  return num / den;
+  return hw::test::max_rel_err_floor(a, b, 1.0);  // a NaN or an infinity on either side: infinite
 }
 
 template <class F>

@@ -10,6 +10,7 @@
 
 #include "attention/layer_fixture.hpp"
 #include "headwise/kernels/tiles/static_tile.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -19,12 +20,7 @@ using namespace hw::tiles;
 template <class A, class B>
 double rel_err(const std::vector<A>& a, const std::vector<B>& b) {
   REQUIRE(a.size() == b.size());
-  double num = 0, den = 1;
-  for (size_t e = 0; e < a.size(); ++e) {
-    num = std::max(num, std::abs(double(a[e]) - double(b[e])));
-    den = std::max(den, std::abs(double(b[e])));
-  }
-  return num / den;
+  return hw::test::max_rel_err_floor(a, b, 1.0);  // a NaN or an infinity on either side: infinite
 }
 
 // Whether some query row of tile qt sees some key of tile kt (causal, inside [0, T)).

@@ -16,7 +16,7 @@ std::string make_device_run(const std::string& dir) {
   data::write_shard(dir + "/train_0.bin", toks);
   const std::string cfg = dir + "/tiny.json";
   test::write_text(cfg, R"({
-    "model": {"n_layer": 1, "n_head": 2, "n_embd": 16, "block_size": 16, "vocab_size": 64},
+    "model": {"n_layer": 1, "n_head": 2, "n_embd": 128, "block_size": 16, "vocab_size": 64},
     "train": {"micro_batch": 2, "seq_len": 16, "steps": 2, "eval_every": 0},
     "data": {"train": ")" + dir + R"(/train_*.bin"}
   })");
@@ -33,13 +33,28 @@ void expect_one_error_exit_1(const test::CmdResult& r, const std::string& needle
 }  // namespace
 
 TEST_CASE("device = cuda without a usable GPU: one error line and exit 1", "[cli][errors][device]") {
-  if (device::available()) {
-    WARN("a GPU is visible: nothing to refuse here");
-    return;
-  }
   const std::string dir = test::cli_temp_dir("nocuda");
   const std::string cfg = make_device_run(dir);
   const std::string train = "train --config " + cfg + " --out " + dir + "/run";
+  if (device::available()) {
+    // A GPU is visible: nothing to refuse. train and bench run on it (bench says so), eval's
+    // only complaint is the missing checkpoint, and an unknown device is still one error.
+    const auto t = test::run_headwise(train + " --set train.device=cuda");
+    INFO(t.out);
+    CHECK(t.code == 0);
+    const auto b = test::run_headwise("bench --config " + cfg + " --steps 1 --warmup 0 --set train.device=cuda");
+    INFO(b.out);
+    REQUIRE(b.code == 0);
+    CHECK(test::last_json_line(b.out).value("device", "") == "cuda");
+    const auto e = test::run_headwise("eval --checkpoint " + dir + "/none --data '" + dir +
+                                      "/train_*.bin' --device cuda");
+    INFO(e.out);
+    CHECK(e.code == 1);
+    CHECK(test::error_lines(e.out) == 1);
+    CHECK(e.out.find("--device") == std::string::npos);
+    expect_one_error_exit_1(test::run_headwise(train + " --set train.device=gpu"), "train.device");
+    return;
+  }
   expect_one_error_exit_1(test::run_headwise(train + " --set train.device=cuda"), "train.device = \"cuda\"");
   expect_one_error_exit_1(test::run_headwise("bench --config " + cfg + " --steps 1 --warmup 0 --set train.device=cuda"),
                           "train.device = \"cuda\"");

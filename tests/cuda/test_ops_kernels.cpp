@@ -43,17 +43,11 @@ std::vector<T> to_host(const DeviceArray<T>& d) {
   return host;
 }
 
-// max |got - ref| / max |ref|; infinite when got has a NaN or the sizes differ.
+// max |got - ref| / max |ref|; infinite when either side has a NaN or an infinity, or the sizes
+// differ (tests/support/rel_err.hpp).
 template <class R>
 double max_rel_err(const std::vector<float>& got, const std::vector<R>& ref) {
-  if (got.size() != ref.size()) return INFINITY;
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < ref.size(); i++) {
-    if (!std::isfinite(got[i])) return INFINITY;
-    num = std::max(num, std::abs(static_cast<double>(got[i]) - static_cast<double>(ref[i])));
-    den = std::max(den, std::abs(static_cast<double>(ref[i])));
-  }
-  return den > 0.0 ? num / den : num;
+  return hw::test::max_rel_err(got, ref);
 }
 
 std::vector<float> randn(hw::Rng& rng, size_t n, double scale = 1.0) {

@@ -8,6 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "support/rel_err.hpp"
+
 namespace hw::dist::test {
 
 // Rank r's floats: random signs, mantissas and exponents over 2^-12..2^12, so that sums round.
@@ -34,12 +36,10 @@ inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) 
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Largest |a - b| relative to max(|b|, 1e-3).
+// Largest |a - b| relative to max(|b|, 1e-3); a NaN or an infinity on either side (or a size
+// mismatch) is an infinite difference.
 inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  double m = 0.0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    m = std::max(m, std::abs(double(a[i]) - double(b[i])) / std::max(std::abs(double(b[i])), 1e-3));
-  return m;
+  return hw::test::max_elem_err(a, b, 1e-3);
 }
 
 }  // namespace hw::dist::test

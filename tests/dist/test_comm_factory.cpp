@@ -5,6 +5,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/dist/launch.hpp"
+#include "headwise/dist/nccl_comm.hpp"
 
 using namespace hw::dist;
 
@@ -28,7 +29,19 @@ TEST_CASE("make_comm builds the local communicator and rejects unknown kinds") {
 }
 
 TEST_CASE("make_comm(\"nccl\") says why it cannot join without a GPU") {
-  if (hw::device::available()) return;  // a GPU node: HEADWISE_TEST_NCCL=1 tests the real thing
+  if (hw::device::available()) {
+    // A GPU here: nothing to refuse. As one process the communicator joins (a world of one
+    // needs no id exchange); ranks of a multi-process launch join in HEADWISE_TEST_NCCL=1 runs.
+    REQUIRE(nccl_unavailable_reason().empty());
+    const LaunchInfo launch = read_launch_info();
+    if (launch.world == 1) {
+      auto comm = make_comm("nccl");
+      REQUIRE(comm->name() == "nccl");
+      REQUIRE(comm->world() == 1);
+      REQUIRE(comm->rank() == 0);
+    }
+    return;
+  }
   // The same on every rank: no GPU here, so every rank fails before any id exchange (under
   // MPI after agreeing on it, so no rank waits for another).
   const std::string e = error_of("nccl");

@@ -5,6 +5,7 @@
 // of any tile. This is the GPU parity suite (tests/cuda) without a GPU: it checks indexing,
 // masks, barriers, shared-memory carving and the item schedule; it cannot check timing,
 // memory-model or compiler effects, which only tests/cuda on a GPU can.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,6 +18,7 @@
 #include "emulated/block_emulator.hpp"
 #include "attention/layer_fixture.hpp"
 #include "kernels/cuda/attention_launch.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -43,7 +45,184 @@ std::string describe(const Case& cs, int D, int64_t T) {
   return s + " kv " + std::to_string(cs.kv) + " D " + std::to_string(D) + " T " + std::to_string(T);
 }
 
-// fp32: the emulated kernels against the double reference, within the GPU parity bound (1e-4).
+// Per element of out and of the V columns of dqkv, a bound on the fp32 kernels' error, derived
+// from their arithmetic. Both are weighted sums with weights p >= 0: out_i = sum_j p_ij v_j,
+// dv_j = sum_{heads, i} p_ij dO_i, so nothing cancels but through the weights. Each element is
+// one sum over at most n = D + T + 8 fp32 roundings (the logit's dot product over D, the sum over
+// keys or queries in tiles with their rescales, the normalisation); in the probabilistic model
+// (independent rounding errors of mean zero, |delta| <= u = 2^-24, Hoeffding) its error is at most
+// lambda sqrt(n) u sum |terms|, lambda = 6 (failure probability 3e-8 per element), where the
+// magnitudes are out_abs = sum_j p_ij |v_j| and dv_abs = sum p_ij |dO_i|: the double reference run
+// again on |v| and |dO| (p does not depend on them). The weights' own error adds:
+//   softmax family: p = exp(s - lse) with s = rs q . k in fp32: |delta p| <= 2 e_s p,
+//     e_s = lambda sqrt(D) u max_ij rs sum_d |q_id k_jd| (the logit's error; lse carries the same);
+//   static: s = alpha_j + rho_{i-j} - log_z_i: |delta p| <= 2 e_s p, e_s = 3 u max |alpha| + |rho| +
+//     |log_z|;
+//   linear: p = kappa / den with kappa a sum over NF = 1 + D + D (D + 1) / 2 features whose terms
+//     total K_ij = eps + sum_xy |(L L^T)_xy| t_x t_y (t_0 = 1, t_x = rs sum_{r in x} |q_r k_r|):
+//     |delta kappa_ij| <= lambda sqrt(NF + 8) u K_ij, and den = sum_j kappa_ij carries the sum of
+//     those, so |delta p_ij| <= lambda sqrt(NF + T + 8) u (K_ij + p_ij sum_k K_ik) / den_i.
+// Measured on these cases: error / bound at most 0.035 (out and dv); the 1e-4 these checks had
+// (against max |block|) sat 60-80 times above their errors (1.6e-6 and 1.3e-6), and a uniform
+// relative error of 2e-5, which it let pass, exceeds these bounds up to 6 times.
+// dq, dk, dL and the statistics keep 1e-4 (measured up to 2.1e-5, 8.8e-7 for the statistics):
+// the worst blocks of the gradients are exact zeros or cancel (window:1 heads, where
+// dS = p (dP - dO . O) vanishes; T = 1, where dL's increment is 0), so their error is the
+// residue of a cancellation measured against 5% of the whole tensor; bounding that needs the
+// magnitudes on both sides of each cancellation per head kind, which this test does not derive.
+struct Fp32Bounds {
+  std::vector<double> out, dqkv;  // like ref.out and ref.dqkv (V columns only; 0 elsewhere)
+};
+Fp32Bounds fp32_bounds(const ref::Layer& layer, const fx::Packed<double>& ref) {
+  const auto& lay = ref.layout;
+  const int64_t B = layer.B, T = layer.T, W = lay.qkv_width(), O = lay.out_width();
+  const int D = layer.D, H = layer.H;
+  const double u = std::ldexp(1.0, -24), lambda = 6, rs = 1.0 / std::sqrt(double(D));
+  const double n = double(D + T + 8), NF = 1.0 + D + D * (D + 1) / 2.0;
+  // The magnitude run: the same layer on |v| and |dO|.
+  fx::Packed<double> mag(layer);
+  for (auto& st : mag.params.statics) st.dalpha = st.drho = nullptr;
+  mag.qkv = ref.qkv;
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int g = 0; g < layer.KV; ++g)
+      if (lay.v_slot[size_t(g)] >= 0)
+        for (int d = 0; d < D; ++d) {
+          const size_t vi = size_t(r * W + lay.v_col(g) + d);
+          mag.qkv[vi] = std::fabs(ref.qkv[vi]);
+        }
+  for (size_t i = 0; i < ref.dout.size(); ++i) mag.dout[i] = std::fabs(ref.dout[i]);
+  for (size_t h = 0; h < size_t(H); ++h) {
+    mag.alpha[h] = ref.alpha[h];
+    mag.rho[h] = ref.rho[h];
+    mag.log_z[h] = ref.log_z[h];
+    mag.L[h] = ref.L[h];
+  }
+  mag.forward();
+  mag.backward();
+  Fp32Bounds bd;
+  bd.out.assign(ref.out.size(), 0.0);
+  bd.dqkv.assign(ref.dqkv.size(), 0.0);
+  std::vector<double> e_s(size_t(H), 0.0);  // softmax family and static: the logits' error
+  for (int h = 0; h < H; ++h) {
+    const auto& spec = ref.plan[size_t(h)];
+    if (spec.kind == hw::attn::HeadKind::Static) {
+      double ma = 0, mr = 0, mz = 0;
+      for (size_t j = 0; j < size_t(T); ++j) {
+        ma = std::max(ma, std::fabs(ref.alpha[size_t(h)][j]));
+        mr = std::max(mr, std::fabs(ref.rho[size_t(h)][j]));
+        mz = std::max(mz, std::fabs(ref.log_z[size_t(h)][j]));
+      }
+      e_s[size_t(h)] = 3 * u * (ma + mr + mz);
+    } else if (spec.softmax_family()) {
+      double m = 0;
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t i = 0; i < T; ++i)
+          for (int64_t j = 0; j <= i; ++j) {
+            double a = 0;
+            for (int d = 0; d < D; ++d)
+              a += std::fabs(ref.qkv[size_t((b * T + i) * W + lay.q_col(h) + d)] *
+                             ref.qkv[size_t((b * T + j) * W + lay.k_col(lay.kv_head_of(h)) + d)]);
+            m = std::max(m, rs * a);
+          }
+      e_s[size_t(h)] = lambda * std::sqrt(double(D)) * u * m;
+    }
+  }
+  // Sums over the weights: out (per head) and dv (per KV group, over its heads).
+  for (int h = 0; h < H; ++h) {
+    const auto& spec = ref.plan[size_t(h)];
+    if (lay.o_slot[size_t(h)] < 0) continue;
+    const int g = lay.kv_head_of(h);
+    const bool linear = spec.kind == hw::attn::HeadKind::Linear;
+    for (int64_t b = 0; b < B; ++b) {
+      // K_ij / den_i and p_ij for a linear head (the only kind whose weights' error is not
+      // proportional to the weights).
+      std::vector<double> Kd, P;
+      if (linear) {
+        Kd.assign(size_t(T * T), 0.0);
+        P.assign(size_t(T * T), 0.0);
+        const int G1 = layer.G[size_t(h)] + 1;
+        const auto& Lh = ref.L[size_t(h)];
+        for (int64_t i = 0; i < T; ++i) {
+          const double den = ref.stats[size_t(b * H * T + h * T + i)];
+          const double* q = &ref.qkv[size_t((b * T + i) * W + lay.q_col(h))];
+          for (int64_t j = 0; j <= i; ++j) {
+            const double* k = &ref.qkv[size_t((b * T + j) * W + lay.k_col(g))];
+            std::vector<double> sv(static_cast<size_t>(G1), 0.0), t(static_cast<size_t>(G1), 0.0);
+            sv[0] = t[0] = 1;
+            for (int d = 0; d < D; ++d) {
+              sv[size_t(layer.groups[size_t(h)][size_t(d)])] += rs * q[d] * k[d];
+              t[size_t(layer.groups[size_t(h)][size_t(d)])] += rs * std::fabs(q[d] * k[d]);
+            }
+            double kap = layer.eps, K = layer.eps;
+            for (int c = 0; c < G1; ++c) {
+              double tc = 0;
+              for (int a = c; a < G1; ++a) tc += Lh[size_t(a * G1 + c)] * sv[size_t(a)];
+              kap += tc * tc;
+            }
+            for (int x = 0; x < G1; ++x)
+              for (int y = 0; y < G1; ++y) {
+                double gram = 0;
+                for (int c = 0; c <= std::min(x, y); ++c) gram += Lh[size_t(x * G1 + c)] * Lh[size_t(y * G1 + c)];
+                K += std::fabs(gram) * t[size_t(x)] * t[size_t(y)];
+              }
+            Kd[size_t(i * T + j)] = K / den;
+            P[size_t(i * T + j)] = kap / den;
+          }
+        }
+      }
+      for (int64_t i = 0; i < T; ++i) {
+        double ksum = 0;
+        if (linear)
+          for (int64_t j = 0; j <= i; ++j) ksum += Kd[size_t(i * T + j)];
+        const double cw = lambda * std::sqrt(NF + double(T) + 8) * u;
+        for (int d = 0; d < D; ++d) {
+          const size_t oi = size_t((b * T + i) * O + lay.out_col(h) + d);
+          double extra = 0;
+          if (linear)
+            for (int64_t j = 0; j <= i; ++j)
+              extra += Kd[size_t(i * T + j)] * std::fabs(ref.qkv[size_t((b * T + j) * W + lay.v_col(g) + d)]);
+          const double weights = linear ? cw * (extra + ksum * mag.out[oi]) : 2 * e_s[size_t(h)] * mag.out[oi];
+          bd.out[oi] = lambda * std::sqrt(n) * u * mag.out[oi] + weights;
+          // dv_j += this row's share: p_ij |dO_i| with its weights' error
+          const double dO = std::fabs(ref.dout[oi]);
+          for (int64_t j = 0; j <= i; ++j) {
+            const size_t vi = size_t((b * T + j) * W + lay.v_col(g) + d);
+            if (linear) bd.dqkv[vi] += cw * (Kd[size_t(i * T + j)] + P[size_t(i * T + j)] * ksum) * dO;
+          }
+        }
+      }
+    }
+  }
+  for (int g = 0; g < layer.KV; ++g) {
+    if (lay.v_slot[size_t(g)] < 0) continue;
+    double es = 0;  // the group's largest logit error (softmax family and static heads)
+    for (int h = 0; h < H; ++h)
+      if (lay.kv_head_of(h) == g) es = std::max(es, e_s[size_t(h)]);
+    for (int64_t r = 0; r < B * T; ++r)
+      for (int d = 0; d < D; ++d) {
+        const size_t vi = size_t(r * W + lay.v_col(g) + d);
+        bd.dqkv[vi] += (lambda * std::sqrt(n) * u + 2 * es) * mag.dqkv[vi];
+      }
+  }
+  return bd;
+}
+
+// max over rows x [col, col + width) of |got - ref| / bound (bound 0: must be exact); a NaN or an
+// infinity is an infinite error.
+double block_bounded_err(const std::vector<float>& got, const std::vector<double>& ref,
+                         const std::vector<double>& bound, int64_t rows, int64_t ld, int64_t col, int64_t width) {
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = col; c < col + width; ++c) {
+      const size_t i = static_cast<size_t>(r * ld + c);
+      const double e = hw::test::abs_err(double(got[i]), ref[i]);
+      worst = hw::test::worse(worst, bound[i] > 0 ? e / bound[i] : (e == 0 ? 0.0 : INFINITY));
+    }
+  return worst;
+}
+
+// fp32: the emulated kernels against the double reference: out and dV within the bounds of
+// fp32_bounds, the rest within 1e-4 (see there).
 void run_fp32(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   constexpr double kTol = 1e-4;
   std::vector<hw::attn::HeadSpec> plan;
@@ -93,9 +272,11 @@ void run_fp32(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   hw::cuda::launch_attention_backward(nullptr, ref.plan, lay, ref.dims, params, qkv.data(), out.data(), stats.data(),
                                       dout.data(), dqkv.data(), ws.data());
   INFO(describe(cs, D, T));
+  const Fp32Bounds bound = fp32_bounds(layer, ref);
   for (int h = 0; h < layer.H; ++h) {
     INFO("head " << h << " (" << cs.plan[size_t(h)] << ")");
-    if (lay.o_slot[size_t(h)] >= 0) CHECK(block_err(out, ref.out, N, O, lay.out_col(h), D) <= kTol);
+    if (lay.o_slot[size_t(h)] >= 0)
+      CHECK(block_bounded_err(out, ref.out, bound.out, N, O, lay.out_col(h), D) <= 1.0);
     CHECK(block_err(stats, ref.stats, B, H * T, h * T, T) <= kTol);
     if (lay.q_slot[size_t(h)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.q_col(h), D) <= kTol);
     if (plan[size_t(h)].kind == hw::attn::HeadKind::Linear && T > 1)  // T = 1: dL's increment is 0 (noise)
@@ -105,7 +286,8 @@ void run_fp32(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   for (int g = 0; g < layer.KV; ++g) {
     INFO("kv group " << g);
     if (lay.k_slot[size_t(g)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.k_col(g), D) <= kTol);
-    if (lay.v_slot[size_t(g)] >= 0) CHECK(block_err(dqkv, ref.dqkv, N, W, lay.v_col(g), D) <= kTol);
+    if (lay.v_slot[size_t(g)] >= 0)
+      CHECK(block_bounded_err(dqkv, ref.dqkv, bound.dqkv, N, W, lay.v_col(g), D) <= 1.0);
   }
 }
 

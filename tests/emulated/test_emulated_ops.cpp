@@ -24,7 +24,6 @@
 #include "headwise/core/bf16.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "headwise/kernels/tiles/bf16_stochastic.hpp"
-#include "headwise/kernels/tiles/pointwise_math.hpp"
 #include "kernels/cuda/launch_ops.hpp"
 #include "support/rel_err.hpp"
 
@@ -85,11 +84,11 @@ struct Worst {
   }
 } g_worst;
 bool fp32_ok(double e) {
-  g_worst.fp32 = std::max(g_worst.fp32, e);
+  g_worst.fp32 = hw::test::worse(g_worst.fp32, e);
   return e <= kFp32Tol;
 }
 bool bf16_ok(double e) {
-  g_worst.bf16 = std::max(g_worst.bf16, e);
+  g_worst.bf16 = hw::test::worse(g_worst.bf16, e);
   return e <= kBf16Tol;
 }
 
@@ -614,7 +613,7 @@ TEST_CASE("emulated ops: sum of squares in double over several blocks") {
       }
       // Squares and sums are in double: only the summation order differs from the reference.
       CHECK(std::abs(got[0] - want) <= 1e-12 * want);
-      g_worst.fp32 = std::max(g_worst.fp32, std::abs(got[0] - want) / want);
+      g_worst.fp32 = hw::test::worse(g_worst.fp32, hw::test::ratio(hw::test::abs_err(got[0], want), want));
       CHECK(std::memcmp(&got[0], &got[1], sizeof(double)) == 0);
     }
   }
@@ -677,6 +676,35 @@ TEST_CASE("emulated ops: round_to_bf16 rounds to nearest even") {
   }
 }
 
+namespace {
+
+// AdamW on one float element as adamw_step.hpp defines it: p *= decay; m = b1 m + (1 - b1) g;
+// v = b2 v + (1 - b2) g^2; p -= step_size * m / (sqrt(v) / bc2_sqrt + eps), in that order.
+void adamw_float(float& p, float g, float& m, float& v, const hw::AdamWStep& s) {
+  p = p * s.decay;
+  m = s.beta1 * m + (1.0f - s.beta1) * g;
+  v = s.beta2 * v + (1.0f - s.beta2) * g * g;
+  p = p - s.step_size * (m / (std::sqrt(v) / s.bc2_sqrt + s.eps));
+}
+
+// The stochastic bf16 rounding of element i from its definition (bf16_stochastic.hpp), written
+// out here rather than calling the device's helpers: the random word is the hash
+// h(lo ^ h(seed ^ h(hi + 0x9e3779b9))) of the index halves, h the xorshift-multiply mix with
+// constants 0x7feb352d and 0x846ca68b; x keeps its upper 16 bits and rounds up in magnitude (the
+// next bf16 pattern) exactly when its 16 dropped bits plus the word's low 16 bits reach 2^16.
+uint16_t stochastic_bf16_bits(float x, uint32_t seed, uint64_t i) {
+  const auto h = [](uint32_t z) {
+    z = (z ^ (z >> 16)) * 0x7feb352dU;
+    z = (z ^ (z >> 15)) * 0x846ca68bU;
+    return z ^ (z >> 16);
+  };
+  const uint32_t word = h(uint32_t(i) ^ h(seed ^ h(uint32_t(i >> 32) + 0x9e3779b9U)));
+  const uint32_t bits = std::bit_cast<uint32_t>(x), dropped = bits & 0xffffU;
+  return static_cast<uint16_t>((bits >> 16) + (dropped + (word & 0xffffU) >= 0x10000U ? 1U : 0U));
+}
+
+}  // namespace
+
 TEST_CASE("emulated ops: adamw fp32 and with bf16 stochastic rounding") {
   hw::AdamWStep s;
   s.decay = 1.0f - 6e-4f * 0.1f;
@@ -690,11 +718,12 @@ TEST_CASE("emulated ops: adamw fp32 and with bf16 stochastic rounding") {
       const F p = randf(n + off, 101), g = randf(n + off, 102, 0.01), m = randf(n + off, 103, 0.01);
       F v = randf(n + off, 104, 0.03);
       for (auto& x : v) x = x * x;
-      // Independent reference in double, and the element formula in float (bit-exact target).
+      // Independent reference in double, and the float formula written out here from its
+      // definition (kernels/adamw_step.hpp), not the device's adamw_element: the bit-exact target.
       D pd = wd(part(p, off, n)), md = wd(part(m, off, n)), vd = wd(part(v, off, n));
       hw::cpu::adamw_update(pd.data(), wd(part(g, off, n)).data(), md.data(), vd.data(), n64, s);
       F pe = part(p, off, n), me = part(m, off, n), ve = part(v, off, n);
-      for (size_t i = 0; i < n; i++) hw::tiles::adamw_element(pe[i], g[off + i], me[i], ve[i], s);
+      for (size_t i = 0; i < n; i++) adamw_float(pe[i], g[off + i], me[i], ve[i], s);
 
       F pp[2] = {p, p}, mm[2] = {m, m}, vv[2] = {v, v};
       for (int r = 0; r < 2; r++)
@@ -721,7 +750,7 @@ TEST_CASE("emulated ops: adamw fp32 and with bf16 stochastic rounding") {
       for (size_t i = 0; i < n; i++) {
         const float x = sp[0][off + i];
         const uint16_t got = bf[0][off + i].bits;
-        mismatches += got != hw::tiles::bf16_bits_stochastic(x, hw::tiles::rounding_bits(seed, i));
+        mismatches += got != stochastic_bf16_bits(x, seed, i);
         // One of the two bf16 values around x: the truncation or the next one up in magnitude.
         const uint16_t lo = static_cast<uint16_t>(std::bit_cast<uint32_t>(x) >> 16);
         not_neighbour += got != lo && got != lo + 1;

@@ -5,9 +5,11 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "headwise/core/error.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "io/io_test_files.hpp"
 
@@ -42,6 +44,59 @@ TEST_CASE("safetensors reader parses hand-built bytes", "[safetensors]") {
   int32_t bb = 0;
   r.read("b", DType::I32, {1}, &bb);
   CHECK(bb == -12345);
+}
+
+// One file per dtype the round trip alone covered (BF16, U16, F64): the data bytes written out
+// one by one, little-endian as the format defines, from values worked out by hand (not from
+// host memory), so neither our writer nor the host's byte order stands in for the format.
+TEST_CASE("safetensors reader parses hand-built BF16, U16 and F64 tensors", "[safetensors]") {
+  hw::test::TempDir dir;
+  auto file = [&](const std::string& name, const std::string& dtype, const std::string& shape,
+                  const std::string& data) {
+    const std::string header = R"({"t":{"dtype":")" + dtype + R"(","shape":)" + shape + R"(,"data_offsets":[0,)" +
+                               std::to_string(data.size()) + "]}}";
+    const std::string path = dir.file(name);
+    hw::test::write_bytes(path, hw::test::le64(header.size()) + header + data);
+    return path;
+  };
+  {  // bf16 1.0 = 0x3f80, -2.5 = 0xc020, +inf = 0x7f80, 2^-133 (subnormal) = 0x0001; shape [2, 2]
+    const std::string data("\x80\x3f" "\x20\xc0" "\x80\x7f" "\x01\x00", 8);
+    SafetensorsReader r(file("bf16.safetensors", "BF16", "[2,2]", data));
+    CHECK(r.info("t").dtype == DType::BF16);
+    CHECK(r.info("t").nbytes == 8);
+    uint16_t v[4] = {};
+    r.read("t", DType::BF16, {2, 2}, v);
+    CHECK(v[0] == 0x3f80);
+    CHECK(v[1] == 0xc020);
+    CHECK(v[2] == 0x7f80);
+    CHECK(v[3] == 0x0001);
+    CHECK_THROWS_AS(r.read("t", DType::U16, {2, 2}, v), hw::Error);  // same size, other dtype
+  }
+  {  // u16 0, 1, 258 = 0x0102, 65535; shape [4]
+    const std::string data("\x00\x00" "\x01\x00" "\x02\x01" "\xff\xff", 8);
+    SafetensorsReader r(file("u16.safetensors", "U16", "[4]", data));
+    CHECK(r.info("t").dtype == DType::U16);
+    uint16_t v[4] = {};
+    r.read("t", DType::U16, {4}, v);
+    CHECK(v[0] == 0);
+    CHECK(v[1] == 1);
+    CHECK(v[2] == 258);
+    CHECK(v[3] == 65535);
+  }
+  {  // f64 1.0 = 0x3ff0000000000000, -0.375 = 0xbfd8000000000000, 2^-1074 = 0x0000000000000001; shape [3, 1]
+    const std::string data("\x00\x00\x00\x00\x00\x00\xf0\x3f"
+                           "\x00\x00\x00\x00\x00\x00\xd8\xbf"
+                           "\x01\x00\x00\x00\x00\x00\x00\x00",
+                           24);
+    SafetensorsReader r(file("f64.safetensors", "F64", "[3,1]", data));
+    CHECK(r.info("t").dtype == DType::F64);
+    CHECK(r.info("t").numel() == 3);
+    double v[3] = {};
+    r.read("t", DType::F64, {3, 1}, v);
+    CHECK(v[0] == 1.0);
+    CHECK(v[1] == -0.375);
+    CHECK(v[2] == std::ldexp(1.0, -1074));
+  }
 }
 
 TEST_CASE("safetensors reader reads the file written by the HF safetensors library", "[safetensors]") {

@@ -1,6 +1,7 @@
 #pragma once
 // Helpers shared by the kernel tests: random data, central finite differences in double,
-// and error measures. The references they compare against are always computed
+// and error measures (built on tests/support/rel_err.hpp, so a NaN or an infinity in either
+// operand is an infinite error). The references they compare against are always computed
 // independently of the kernel under test.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "headwise/core/rng.hpp"
+#include "support/rel_err.hpp"
 
 namespace hwtest {
 
@@ -58,10 +60,11 @@ inline Vec fd_grad(Vec& p, const std::function<double()>& loss, double h = 1e-6)
 // The floor keeps gradients that are ~0 from dividing by ~0: finite differences carry an
 // absolute rounding error of about 1e-10 * |loss| here.
 inline double fd_err(const Vec& analytic, const Vec& fd, double floor = 1e-2) {
+  if (analytic.size() != fd.size()) return INFINITY;
   double worst = 0.0;
   for (size_t i = 0; i < fd.size(); i++) {
     const double scale = std::max({std::abs(analytic[i]), std::abs(fd[i]), floor});
-    worst = std::max(worst, std::abs(analytic[i] - fd[i]) / scale);
+    worst = hw::test::worse(worst, hw::test::ratio(hw::test::abs_err(analytic[i], fd[i]), scale));
   }
   return worst;
 }
@@ -76,20 +79,10 @@ inline Vec minus(const Vec& a, const Vec& b) {
 // Norm-wise relative difference max|a-b| / max|ref|, for float-vs-double agreement.
 template <class A>
 double rel_diff(const std::vector<A>& a, const Vec& ref) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < ref.size(); i++) {
-    num = std::max(num, std::abs(static_cast<double>(a[i]) - ref[i]));
-    den = std::max(den, std::abs(ref[i]));
-  }
-  return den > 0.0 ? num / den : num;
+  return hw::test::max_rel_err(a, ref);
 }
 
 // Worst elementwise |a-b| / max(|b|, 1): forward checks against naive formulas in double.
-inline double max_err(const Vec& a, const Vec& ref) {
-  double worst = 0.0;
-  for (size_t i = 0; i < ref.size(); i++)
-    worst = std::max(worst, std::abs(a[i] - ref[i]) / std::max(std::abs(ref[i]), 1.0));
-  return worst;
-}
+inline double max_err(const Vec& a, const Vec& ref) { return hw::test::max_elem_err(a, ref, 1.0); }
 
 }  // namespace hwtest

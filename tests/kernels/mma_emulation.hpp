@@ -18,6 +18,7 @@
 #include "headwise/kernels/tiles/bf16_pack.hpp"
 #include "headwise/kernels/tiles/mma_fragments.hpp"
 #include "headwise/kernels/tiles/mma_tf32.hpp"
+#include "support/rel_err.hpp"
 
 namespace hw_test_mma {
 
@@ -188,17 +189,17 @@ inline std::vector<uint32_t> word_tile(const Vec& x, int64_t n, int cols, int64_
 // array's (a block can be nearly zero). T = 1 makes dQ and dK exactly zero: then err itself.
 inline double row_block_err(const std::vector<float>& got, const std::vector<double>& ref, int64_t T, int HD,
                             int64_t r0) {
+  using hw::test::bigger_scale;
   double scale = 0, whole = 0, err = 0;
-  for (double x : ref) whole = std::max(whole, std::fabs(x));
+  for (double x : ref) whole = bigger_scale(whole, x);
   for (int64_t r = r0; r < std::min(T, r0 + 16); ++r)
     for (int c = 0; c < HD; ++c) {
       const double g = got[size_t((r - r0) * HD + c)], x = ref[size_t(r * HD + c)];
-      if (!std::isfinite(g)) return INFINITY;
-      scale = std::max(scale, std::fabs(x));
-      err = std::max(err, std::fabs(g - x));
+      scale = bigger_scale(scale, x);
+      err = hw::test::worse(err, hw::test::abs_err(g, x));
     }
-  scale = std::max(scale, 0.05 * whole);
-  return scale > 0 ? err / scale : err;
+  scale = bigger_scale(scale, 0.05 * whole);
+  return hw::test::ratio(err, scale);
 }
 
 }  // namespace hw_test_mma

@@ -21,16 +21,16 @@ namespace {
 // window:W: i - W < j <= i; sink_window:S:W: j <= i and (j < S or i - W < j).
 bool allowed(const HeadShape& h, int64_t i, int64_t j) {
   if (j > i) return false;
-  if (h.kind == kShapeWindow) return j > i - h.window;
-  if (h.kind == kShapeSinkWindow) return j < h.sink || j > i - h.window;
+  if (h.kind == kWindow) return j > i - h.window;
+  if (h.kind == kSinkWindow) return j < h.sink || j > i - h.window;
   return true;
 }
 
 std::vector<HeadShape> sample_shapes() {
-  std::vector<HeadShape> s = {{kShapeSoftmax, 0, 0}, {kShapeStatic, 0, 0}};
-  for (int64_t w : {1, 5, 63, 64, 65, 100, 200, 1000}) s.push_back({kShapeWindow, 0, w});
+  std::vector<HeadShape> s = {{kSoftmax, 0, 0}, {kStatic, 0, 0}};
+  for (int64_t w : {1, 5, 63, 64, 65, 100, 200, 1000}) s.push_back({kWindow, 0, w});
   for (int64_t sink : {0, 1, 4, 63, 64, 70, 150})
-    for (int64_t w : {1, 17, 64, 128}) s.push_back({kShapeSinkWindow, sink, w});
+    for (int64_t w : {1, 17, 64, 128}) s.push_back({kSinkWindow, sink, w});
   return s;
 }
 
@@ -142,11 +142,11 @@ TEST_CASE("attention tiles: work per head follows its coverage") {
       for (int64_t j = 0; j <= i; ++j) c += allowed(h, i, j);
     return c;
   };
-  const HeadShape full{kShapeSoftmax, 0, 0};
+  const HeadShape full{kSoftmax, 0, 0};
   REQUIRE(tiles_of(full) == nqt * (nqt + 1) / 2);
   for (const HeadShape& h : sample_shapes()) {
     // Per query tile: at most the tiles spanned by kBr + W - 1 keys plus the sink's tiles.
-    if (h.kind == kShapeWindow || h.kind == kShapeSinkWindow)
+    if (h.kind == kWindow || h.kind == kSinkWindow)
       for (int64_t qt = 0; qt < nqt; ++qt)
         REQUIRE(key_tiles_of_query_tile(key_rule_of(h, T), qt, T) <=
                 ceil_div(kBr + h.window - 1, kBc) + 1 + ceil_div(h.sink, kBc));
@@ -174,8 +174,8 @@ ScheduleInput random_plan(hw::Rng& rng, int64_t T) {
   for (int h = 0; h < H; ++h) {
     const int k = static_cast<int>(rng.uniform() * 6);
     HeadShape s{static_cast<uint8_t>(k), 0, 0};
-    if (k == kShapeWindow || k == kShapeSinkWindow) s.window = 1 + static_cast<int64_t>(rng.uniform() * 150);
-    if (k == kShapeSinkWindow) s.sink = static_cast<int64_t>(rng.uniform() * 80);
+    if (k == kWindow || k == kSinkWindow) s.window = 1 + static_cast<int64_t>(rng.uniform() * 150);
+    if (k == kSinkWindow) s.sink = static_cast<int64_t>(rng.uniform() * 80);
     in.heads.push_back(s);
   }
   return in;
@@ -189,9 +189,9 @@ std::set<Key> expected_forward(const ScheduleInput& in) {
   for (int b = 0; b < in.B; ++b)
     for (int h = 0; h < static_cast<int>(in.heads.size()); ++h) {
       const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-      if (k == kShapeLinear)
+      if (k == kLinear)
         for (int st = 0; st < linear_stage_count(in.head_dim); ++st) e.insert({kFwdLinear, b, h, st});
-      else if (k != kShapePruned)
+      else if (k != kPruned)
         for (int t = 0; t < nqt; ++t) e.insert({softmax_family(k) ? kFwdSoftmax : kFwdStatic, b, h, t});
     }
   return e;
@@ -204,7 +204,7 @@ std::set<Key> expected_backward(const ScheduleInput& in) {
   for (int b = 0; b < in.B; ++b) {
     for (int h = 0; h < H; ++h) {
       const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-      if (k == kShapeLinear)
+      if (k == kLinear)
         for (int st = 0; st < linear_stage_count(in.head_dim); ++st) {
           e.insert({kBwdLinearDq, b, h, st});
           e.insert({kBwdLinearDkv, b, h, st});
@@ -216,7 +216,7 @@ std::set<Key> expected_backward(const ScheduleInput& in) {
       bool any = false;
       for (int h = g * per; h < (g + 1) * per; ++h) {
         const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-        any = any || softmax_family(k) || k == kShapeStatic;
+        any = any || softmax_family(k) || k == kStatic;
       }
       if (any)
         for (int t = 0; t < nt; ++t) e.insert({kBwdDkv, b, g, t});
@@ -263,7 +263,7 @@ TEST_CASE("attention schedule: identical heads share segments, and long sequence
   in.n_kv_head = 4;
   in.B = 2;
   in.T = 1024;
-  for (int h = 0; h < 12; ++h) in.heads.push_back({kShapeSoftmax, 0, 0});
+  for (int h = 0; h < 12; ++h) in.heads.push_back({kSoftmax, 0, 0});
   const WorkSchedule f = build_forward_schedule(in);
   REQUIRE(f.n_segments == 1);  // one profile, tiles in one descending run
   REQUIRE(f.seg[0].step == -1);
@@ -272,8 +272,8 @@ TEST_CASE("attention schedule: identical heads share segments, and long sequence
   // Mixed kinds at T = 65536 would need thousands of exact-order segments: buckets kick in.
   in.T = 65536;
   in.B = 1;
-  in.heads = {{kShapeSoftmax, 0, 0}, {kShapeStatic, 0, 0}, {kShapeWindow, 0, 1000}, {kShapeSinkWindow, 4, 300},
-              {kShapeLinear, 0, 0},  {kShapeSoftmax, 0, 0}, {kShapeStatic, 0, 0},      {kShapePruned, 0, 0}};
+  in.heads = {{kSoftmax, 0, 0}, {kStatic, 0, 0}, {kWindow, 0, 1000}, {kSinkWindow, 4, 300},
+              {kLinear, 0, 0},  {kSoftmax, 0, 0}, {kStatic, 0, 0},      {kPruned, 0, 0}};
   check_schedule(in, build_forward_schedule(in), expected_forward(in), false);
   check_schedule(in, build_backward_schedule(in), expected_backward(in), false);
 }

@@ -67,6 +67,7 @@ TEST_CASE("gelu float agrees with double") {
   // Elementwise too, where the value is not tiny: the float exp must be accurate everywhere.
   double worst = 0.0;
   for (size_t i = 0; i < x.size(); i++)
-    if (std::abs(out_d[i]) > 1e-3) worst = std::max(worst, std::abs(out_f[i] - out_d[i]) / std::abs(out_d[i]));
+    if (std::abs(out_d[i]) > 1e-3)
+      worst = hw::test::worse(worst, hw::test::ratio(hw::test::abs_err(out_f[i], out_d[i]), std::abs(out_d[i])));
   CHECK(worst < 1e-5);
 }

@@ -23,6 +23,7 @@
 #include "headwise/kernels/tiles/mma_fragments.hpp"
 #include "headwise/kernels/tiles/mma_tf32.hpp"
 #include "mma_emulation.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -455,10 +456,10 @@ void check_problem(const Problem& p, const char* what) {
     CHECK(block_err(out, p.out, p, r0) <= kTol);
     double lse_err = 0, lse_scale = 0;
     for (int64_t r = r0; r < std::min(p.T, r0 + 16); ++r) {
-      lse_err = std::max(lse_err, std::fabs(double(lse[size_t(r - r0)]) - p.lse[size_t(r)]));
-      lse_scale = std::max(lse_scale, std::fabs(p.lse[size_t(r)]));
+      lse_err = hw::test::worse(lse_err, hw::test::abs_err(double(lse[size_t(r - r0)]), p.lse[size_t(r)]));
+      lse_scale = hw::test::bigger_scale(lse_scale, p.lse[size_t(r)]);
     }
-    CHECK(lse_err / std::max(lse_scale, 1.0) <= kTol);
+    CHECK(hw::test::ratio(lse_err, hw::test::bigger_scale(lse_scale, 1.0)) <= kTol);
     CHECK(block_err(emulate_dq<HD>(p, tile, rw), p.dq, p, r0) <= kTol);
     const auto [dk, dv] = emulate_dkv<HD>(p, tile, rw);
     CHECK(block_err(dk, p.dk, p, r0) <= kTol);

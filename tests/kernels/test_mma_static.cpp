@@ -17,6 +17,7 @@
 #include "headwise/kernels/tiles/mma_static_warp.hpp"
 #include "headwise/kernels/tiles/static_tile.hpp"
 #include "mma_emulation.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -195,8 +196,10 @@ TEST_CASE("mma static tiles (emulated warps): O = P V and dV = P^T dO of 16-row 
 TEST_CASE("mma static tiles (emulated warps): a wrong rho index (rho[i - j + 1]) is caught") {
   const StaticProblem p = make_problem(100, 64, 51);
   double worst = 0;
-  for (int64_t r0 = 0; r0 < p.T; r0 += 16)
-    worst = std::max(worst, block_err(emulate_forward<64>(p, int(r0 / 64), int((r0 % 64) / 16), 1), p.out, p, r0));
+  for (int64_t r0 = 0; r0 < p.T; r0 += 16) {
+    const auto out = emulate_forward<64>(p, int(r0 / 64), int((r0 % 64) / 16), 1);
+    worst = hw::test::worse(worst, block_err(out, p.out, p, r0));
+  }
   CHECK(worst > kTol);
 }
 

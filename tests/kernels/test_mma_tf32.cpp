@@ -19,6 +19,7 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/tiles/mma_tf32.hpp"
 #include "mma_emulation.hpp"
+#include "support/rel_err.hpp"
 
 namespace {
 
@@ -206,8 +207,8 @@ Errors run_product(uint64_t seed, bool bf16_values = false) {
       }
       const double g = got[size_t(m * N + n)];
       if (!std::isfinite(g)) e.finite = false;
-      e.rounded = std::max(e.rounded, std::fabs(g - ref_r) / scale);
-      e.unrounded = std::max(e.unrounded, std::fabs(g - ref_u) / scale);
+      e.rounded = hw::test::worse(e.rounded, hw::test::ratio(hw::test::abs_err(g, ref_r), scale));
+      e.unrounded = hw::test::worse(e.unrounded, hw::test::ratio(hw::test::abs_err(g, ref_u), scale));
     }
   if (!e.finite) e.rounded = e.unrounded = INFINITY;
   return e;

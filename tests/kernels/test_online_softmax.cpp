@@ -11,6 +11,7 @@
 #include "headwise/kernels/tiles/attention_schedule.hpp"
 #include "headwise/kernels/tiles/attention_tiles.hpp"
 #include "headwise/kernels/tiles/online_softmax.hpp"
+#include "support/rel_err.hpp"
 
 using namespace hw::tiles;
 
@@ -84,12 +85,16 @@ Result online_forward(const Problem& p, const KeyRule& r) {
 
 bool visible_ref(const HeadShape& h, int64_t i, int64_t j) {
   if (j > i) return false;
-  if (h.kind == kShapeWindow) return j > i - h.window;
-  if (h.kind == kShapeSinkWindow) return j < h.sink || j > i - h.window;
+  if (h.kind == kWindow) return j > i - h.window;
+  if (h.kind == kSinkWindow) return j < h.sink || j > i - h.window;
   return true;
 }
 
-double rel_err(double got, double want, double floor) { return std::abs(got - want) / std::max(std::abs(want), floor); }
+// |got - want| / max(|want|, floor), infinite for a NaN or an infinity on either side.
+double rel_err(double got, double want, double floor) {
+  return hw::test::ratio(hw::test::abs_err(got, want), std::max(std::abs(want), floor));
+}
+using hw::test::worse;
 
 void check_against_dense(const Problem& p, const HeadShape& h) {
   const KeyRule r = key_rule_of(h, p.T);
@@ -105,11 +110,12 @@ void check_against_dense(const Problem& p, const HeadShape& h) {
     for (int64_t j = 0; j < p.T; ++j)
       if (visible_ref(h, i, j)) sum += prob[static_cast<size_t>(j)] = std::exp(double(p.s[size_t(i * p.T + j)]) - mx);
     for (auto& x : prob) x /= sum;
-    worst_lse = std::max(worst_lse, rel_err(res.lse[size_t(i)], mx + std::log(sum), 1.0));
+    worst_lse = worse(worst_lse, rel_err(res.lse[size_t(i)], mx + std::log(sum), 1.0));
     std::vector<double> o(static_cast<size_t>(p.D), 0.0);
     for (int64_t j = 0; j < p.T; ++j)
       for (int d = 0; d < p.D; ++d) o[size_t(d)] += prob[size_t(j)] * p.v[size_t(j * p.D + d)];
-    for (int d = 0; d < p.D; ++d) worst_out = std::max(worst_out, rel_err(res.out[size_t(i * p.D + d)], o[size_t(d)], 1e-2));
+    for (int d = 0; d < p.D; ++d)
+      worst_out = worse(worst_out, rel_err(res.out[size_t(i * p.D + d)], o[size_t(d)], 1e-2));
     // Backward: P from the saved lse and dS = P (dP - delta) against the softmax Jacobian in
     // double, dS_ij = p_ij (dP_ij - sum_k p_ik dP_ik) * scale.
     float delta = 0.f;
@@ -122,14 +128,15 @@ void check_against_dense(const Problem& p, const HeadShape& h) {
     }
     // dS cancels (dP - delta) in float: measure it against the row's scale of p |dP|.
     double row_scale = 1e-6;
-    for (int64_t j = 0; j < p.T; ++j) row_scale = std::max(row_scale, prob[size_t(j)] * std::abs(dp[size_t(j)]) * scale);
+    for (int64_t j = 0; j < p.T; ++j)
+      row_scale = hw::test::bigger_scale(row_scale, prob[size_t(j)] * dp[size_t(j)] * scale);
     for (int64_t j = 0; j < p.T; ++j) {
       const bool vis = visible_ref(h, i, j);
       const float pf = vis ? prob_from_lse(p.s[size_t(i * p.T + j)], res.lse[size_t(i)]) : 0.f;
-      worst_p = std::max(worst_p, rel_err(pf, prob[size_t(j)], 1e-3));
+      worst_p = worse(worst_p, rel_err(pf, prob[size_t(j)], 1e-3));
       const float ds = score_grad(pf, static_cast<float>(dp[size_t(j)]), delta, scale);
       const double ds_ref = prob[size_t(j)] * (dp[size_t(j)] - pdp) * scale;
-      worst_ds = std::max(worst_ds, std::abs(ds - ds_ref) / row_scale);
+      worst_ds = worse(worst_ds, hw::test::ratio(hw::test::abs_err(ds, ds_ref), row_scale));
     }
   }
   INFO("kind " << int(h.kind) << " sink " << h.sink << " window " << h.window << " T " << p.T);
@@ -139,8 +146,8 @@ void check_against_dense(const Problem& p, const HeadShape& h) {
   CHECK(worst_ds < 1e-4);
 }
 
-const std::vector<HeadShape> kShapes = {{kShapeSoftmax, 0, 0},     {kShapeWindow, 0, 1},      {kShapeWindow, 0, 70},
-                                        {kShapeSinkWindow, 1, 1},  {kShapeSinkWindow, 4, 33}, {kShapeSinkWindow, 100, 64}};
+const std::vector<HeadShape> kShapes = {{kSoftmax, 0, 0},     {kWindow, 0, 1},      {kWindow, 0, 70},
+                                        {kSinkWindow, 1, 1},  {kSinkWindow, 4, 33}, {kSinkWindow, 100, 64}};
 
 }  // namespace
 

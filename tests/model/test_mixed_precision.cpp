@@ -54,15 +54,78 @@ GradErrors errors_against_double(Model<float>& m, Model<double>& ref, int64_t B,
   for (const auto& t : m.grads().tensors()) {
     const double err = test::max_rel_err(t->f32(), ref.grads().get(t->name).as<double>(), t->numel());
     if (t->name.find(".linear.") != std::string::npos) {
-      e.linear = std::max(e.linear, err);  // L's gradient sums many cancelling terms: fp32 too is 100x worse on it
+      e.linear = test::worse(e.linear, err);  // L's gradient: see the bounds in the test case
       continue;
     }
-    if (err > e.worst) {
-      e.worst = err;
+    if (!(err <= e.worst)) {  // also takes a NaN (max_rel_err makes it infinite anyway)
+      e.worst = test::worse(e.worst, err);
       e.worst_name = t->name;
     }
   }
   return e;
+}
+
+// The L gradient of the linear head (layer 0, head 3 of mixed_config) from its pair sum, on the
+// double model's own activations after a forward_backward (qkv after RoPE, the head's output
+// and row denominators, and grad.atty, which holds layer 0's output gradient once the backward
+// is done): dL[a][c] = sum_b sum_{j <= i} 2 dkappa_ij s_a t_c (a >= c), dkappa_ij =
+// (dO_i . v_j - dO_i . O_i) / den_i, s = [1, rs sum_{r in group} q_ir k_jr], t = L_low^T s
+// (tests/attention/dense_reference.hpp). Also the terms' RMS scale sqrt(sum term^2).
+struct LinearTerms {
+  std::vector<double> dL, rms;
+};
+LinearTerms linear_L_terms(Model<double>& ref, int64_t B, int64_t T) {
+  const auto& lay = ref.layouts()[0];
+  const int h = 3, D = lay.head_dim, H = lay.n_head, g = lay.kv_head_of(h);
+  const double* qkv = ref.activations().get("h.0.qkv").as<double>();
+  const double* atty = ref.activations().get("h.0.atty").as<double>();
+  const double* stats = ref.activations().get("h.0.row_stats").as<double>();
+  const Tensor& dO_t = ref.activations().get("grad.atty");
+  const double* dO_all = dO_t.as<double>();
+  const int64_t W = lay.qkv_width(), O = lay.out_width(), GW = dO_t.shape[1];
+  const Tensor& Lt = ref.params().get("h.0.attn.linear.3.L");
+  const double* L = Lt.as<double>();
+  const int G1 = int(Lt.shape[0]);
+  const Tensor* gt = ref.buffers().find("h.0.attn.linear.3.groups");
+  REQUIRE(gt != nullptr);
+  const int32_t* groups = gt->i32();
+  const double rs = 1.0 / std::sqrt(double(D));
+  LinearTerms r;
+  r.dL.assign(size_t(G1 * G1), 0.0);
+  r.rms.assign(size_t(G1 * G1), 0.0);
+  std::vector<double> sv(static_cast<size_t>(G1)), tv(static_cast<size_t>(G1));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = 0; i < T; ++i) {
+      const double* q = qkv + (b * T + i) * W + lay.q_col(h);
+      const double* o = atty + (b * T + i) * O + lay.out_col(h);
+      const double* dO = dO_all + (b * T + i) * GW + lay.out_col(h);
+      const double den = stats[b * H * T + h * T + i];
+      double od = 0;
+      for (int d = 0; d < D; ++d) od += dO[d] * o[d];
+      for (int64_t j = 0; j <= i; ++j) {
+        const double* k = qkv + (b * T + j) * W + lay.k_col(g);
+        const double* v = qkv + (b * T + j) * W + lay.v_col(g);
+        std::fill(sv.begin(), sv.end(), 0.0);
+        std::fill(tv.begin(), tv.end(), 0.0);
+        sv[0] = 1;
+        double dv = 0;
+        for (int d = 0; d < D; ++d) {
+          sv[size_t(groups[d])] += rs * q[d] * k[d];
+          dv += dO[d] * v[d];
+        }
+        for (int c = 0; c < G1; ++c)
+          for (int a = c; a < G1; ++a) tv[size_t(c)] += L[a * G1 + c] * sv[size_t(a)];
+        const double dk = (dv - od) / den;
+        for (int a = 0; a < G1; ++a)
+          for (int c = 0; c <= a; ++c) {
+            const double term = 2 * dk * sv[size_t(a)] * tv[size_t(c)];
+            r.dL[size_t(a * G1 + c)] += term;
+            r.rms[size_t(a * G1 + c)] += term * term;
+          }
+      }
+    }
+  for (double& x : r.rms) x = std::sqrt(x);
+  return r;
 }
 
 }  // namespace
@@ -125,7 +188,27 @@ TEST_CASE("a bf16 step's loss and gradients match a double model within bf16 rou
     INFO("fp32: loss " << ef.loss << ", worst gradient " << ef.worst << " (" << ef.worst_name << "), L " << ef.linear);
     INFO("bf16: loss " << eh.loss << ", worst gradient " << eh.worst << " (" << eh.worst_name << "), L " << eh.linear);
     CHECK(ef.worst < 1e-5);
-    CHECK(ef.linear < 1e-3);
+    // L's gradient is a sum over position pairs that cancels: at this initialisation max |dL| is
+    // 1/2000-1/3000 of the summed term magnitudes and kappa = max sqrt(sum term^2) / max |dL|
+    // is 140-170 (computed here from the double model, whose own L gradient the pair sum must
+    // reproduce, an independent check of the reference). Each term's inputs (q, k, v, dO, O of the
+    // head) carry at most the run's worst gradient error e.worst plus a few fp32 roundings
+    // (8 u, u = 2^-24); taken independent and of mean zero, Hoeffding bounds the sum's error by
+    // lambda (e.worst + 8 u) sqrt(sum term^2), lambda = 6: relative to max |dL|,
+    //   e.linear <= 6 (e.worst + 8 u) kappa   (7.7e-4 - 1.3e-3 here; measured 1.4e-5 - 3.4e-5),
+    // about the 1e-3 this check had: a priori, that tolerance is not looser than the arithmetic.
+    // The same model for bf16 (e.worst ~ 1e-2) gives more than 1, a useless bound: the bf16
+    // roundings of shared inputs cancel along with the terms. There the check stays at 0.1
+    // (measured 0.031 and 0.059, within 2x).
+    const LinearTerms lt = linear_L_terms(ref, 2, 24);
+    const double* dL_ref = ref.grads().get("h.0.attn.linear.3.L").as<double>();
+    double max_dL = 0, kappa = 0;
+    for (size_t e = 0; e < lt.dL.size(); ++e) max_dL = test::bigger_scale(max_dL, dL_ref[e]);
+    for (size_t e = 0; e < lt.dL.size(); ++e) kappa = test::bigger_scale(kappa, lt.rms[e] / max_dL);
+    CHECK(test::max_rel_err(lt.dL.data(), dL_ref, int64_t(lt.dL.size())) < 1e-9);
+    INFO("L: max |dL| " << max_dL << ", kappa " << kappa);
+    CHECK(kappa > 10);  // the cancellation the bound is about is really there
+    CHECK(ef.linear <= 6 * (ef.worst + 8 * std::ldexp(1.0, -24)) * kappa);
     CHECK(eh.loss < 1e-3);
     // A whole two-layer step chains a dozen bf16 roundings; each op alone stays within 1e-2
     // (the op-level bound), the step's gradients within 2e-2 (measured: 0.3-1.3% per tensor).

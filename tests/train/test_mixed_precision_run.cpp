@@ -6,6 +6,7 @@
 
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/train/trainer.hpp"
+#include "support/rel_err.hpp"
 #include "train/train_test_util.hpp"
 
 using namespace hw;
@@ -42,7 +43,7 @@ TEST_CASE("bf16 training is deterministic, resumes exactly and tracks fp32", "[t
   double worst = 0.0;
   bool differs = false;
   for (size_t i = 0; i < la.size(); ++i) {
-    worst = std::max(worst, std::fabs(la[i] - l32[i]) / l32[i]);
+    worst = hw::test::worse(worst, hw::test::ratio(hw::test::abs_err(la[i], l32[i]), std::fabs(l32[i])));
     differs = differs || la[i] != l32[i];
   }
   INFO("worst relative loss difference bf16 vs fp32: " << worst);

@@ -1,6 +1,7 @@
 // Parameters follow the plan: compact layouts, storage in Hugging Face shapes, in-place plan
 // changes that keep surviving rows (and their optimizer moments) and the same function.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -120,14 +121,47 @@ TEST_CASE("install_plan keeps the unchanged heads' function and their moments", 
   c2.head_plan = plan;
   Model<float> ref(c2, cpu_backend<float>());
   io::SafetensorsReader st(dir + "/model.safetensors");
-  // The reference reads the stored (full) weights through its own compact layout.
+  // The reference's weights from the stored (Hugging Face) tensors by hand, not through the
+  // library's mapping (copy_mapped, which install_plan uses too). Stored c_attn columns are
+  // q heads 0..3, k groups 0..1, v groups 0..1, 8 each; the compact layout keeps, in that order,
+  // the Q of heads with a query, the K of groups some softmax-family head reads and the V of
+  // groups some unpruned head reads; c_proj keeps the rows of unpruned heads.
+  //   layer 0 [static, pruned, softmax, window:4]: Q heads 2, 3; K group 1; V groups 0, 1; rows 0, 2, 3
+  //   layer 1 [static, static, sink_window, pruned]: Q head 2; K group 1; V groups 0, 1; rows 0, 1, 2
+  const int64_t hd = 8, C = 32, full = 64;
+  const std::vector<std::vector<int64_t>> qkv_blocks = {{2, 3, 4 + 1, 6 + 0, 6 + 1}, {2, 4 + 1, 6 + 0, 6 + 1}};
+  const std::vector<std::vector<int64_t>> out_blocks = {{0, 2, 3}, {0, 1, 2}};
+  int mapped = 0;
   for (const auto& s : ref.specs()) {
     if (s.role != ParamRole::Param) continue;
     std::vector<float> stored(size_t(stored_numel(s)));
     st.read(s.name, DType::F32, s.stored_shape, stored.data());
-    compact_from_stored(s, s.layer >= 0 ? &ref.layouts()[size_t(s.layer)] : nullptr, stored.data(),
-                        ref.params().get(s.name).f32());
+    float* dst = ref.params().get(s.name).f32();
+    const bool qkv_w = s.name.ends_with("attn.c_attn.weight"), qkv_b = s.name.ends_with("attn.c_attn.bias");
+    const bool out_w = s.name.ends_with("attn.c_proj.weight");
+    if (qkv_w || qkv_b) {
+      const auto& blocks = qkv_blocks[size_t(s.layer)];
+      const int64_t rows = qkv_w ? C : 1, width = int64_t(blocks.size()) * hd;
+      REQUIRE(ref.params().get(s.name).numel() == rows * width);
+      for (int64_t r = 0; r < rows; ++r)
+        for (size_t blk = 0; blk < blocks.size(); ++blk)
+          for (int64_t i = 0; i < hd; ++i)
+            dst[r * width + int64_t(blk) * hd + i] = stored[size_t(r * full + blocks[blk] * hd + i)];
+      ++mapped;
+    } else if (out_w) {
+      const auto& blocks = out_blocks[size_t(s.layer)];
+      REQUIRE(ref.params().get(s.name).numel() == int64_t(blocks.size()) * hd * C);
+      for (size_t blk = 0; blk < blocks.size(); ++blk)
+        for (int64_t r = 0; r < hd; ++r)
+          for (int64_t col = 0; col < C; ++col)
+            dst[(int64_t(blk) * hd + r) * C + col] = stored[size_t((blocks[blk] * hd + r) * C + col)];
+      ++mapped;
+    } else {
+      REQUIRE(ref.params().get(s.name).numel() == int64_t(stored.size()));
+      std::copy(stored.begin(), stored.end(), dst);
+    }
   }
+  CHECK(mapped == 6);  // c_attn weight and bias, c_proj weight, in each layer
   CHECK(m.forward(x.data(), y.data(), 2, 16) == ref.forward(x.data(), y.data(), 2, 16));
   // Head 2 of layer 0 is now Q slot 0 of the compact layout.
   const Tensor& mom = opt.m().get("h.0.attn.c_attn.weight");

@@ -12,4 +12,15 @@ enum class HeadKind : uint8_t { Softmax, Window, SinkWindow, Static, Linear, Pru
 // The byte a kernel stores for a kind.
 constexpr uint8_t kind_byte(HeadKind k) { return static_cast<uint8_t>(k); }
 
+// The same bytes by name, for code that stores kinds as bytes (the tile scheduler, the CUDA head
+// descriptors: `using namespace attn::kind_bytes;`).
+namespace kind_bytes {
+constexpr uint8_t kSoftmax = kind_byte(HeadKind::Softmax);
+constexpr uint8_t kWindow = kind_byte(HeadKind::Window);
+constexpr uint8_t kSinkWindow = kind_byte(HeadKind::SinkWindow);
+constexpr uint8_t kStatic = kind_byte(HeadKind::Static);
+constexpr uint8_t kLinear = kind_byte(HeadKind::Linear);
+constexpr uint8_t kPruned = kind_byte(HeadKind::Pruned);
+}  // namespace kind_bytes
+
 }  // namespace hw::attn

@@ -92,12 +92,7 @@ namespace hw::cuda {
 constexpr int kMaxHeads = 64;
 
 // attn::HeadKind as the byte a head descriptor stores (head_kind.hpp: the one definition).
-constexpr uint8_t kSoftmax = attn::kind_byte(attn::HeadKind::Softmax);
-constexpr uint8_t kWindow = attn::kind_byte(attn::HeadKind::Window);
-constexpr uint8_t kSinkWindow = attn::kind_byte(attn::HeadKind::SinkWindow);
-constexpr uint8_t kStatic = attn::kind_byte(attn::HeadKind::Static);
-constexpr uint8_t kLinear = attn::kind_byte(attn::HeadKind::Linear);
-constexpr uint8_t kPruned = attn::kind_byte(attn::HeadKind::Pruned);
+using namespace attn::kind_bytes;
 
 struct AttnHeadDesc {
   uint8_t kind = kPruned;

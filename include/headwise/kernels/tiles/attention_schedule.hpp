@@ -27,12 +27,7 @@ struct HeadShape {
   uint8_t kind = 0;
   int64_t sink = 0, window = 0;  // window / sink_window only
 };
-constexpr uint8_t kShapeSoftmax = attn::kind_byte(attn::HeadKind::Softmax);
-constexpr uint8_t kShapeWindow = attn::kind_byte(attn::HeadKind::Window);
-constexpr uint8_t kShapeSinkWindow = attn::kind_byte(attn::HeadKind::SinkWindow);
-constexpr uint8_t kShapeStatic = attn::kind_byte(attn::HeadKind::Static);
-constexpr uint8_t kShapeLinear = attn::kind_byte(attn::HeadKind::Linear);
-constexpr uint8_t kShapePruned = attn::kind_byte(attn::HeadKind::Pruned);
+using namespace attn::kind_bytes;  // kSoftmax ... kPruned: the bytes HeadShape::kind holds
 
 struct ScheduleInput {
   std::vector<HeadShape> heads;  // per query head, at most 64
@@ -42,11 +37,11 @@ struct ScheduleInput {
   int head_dim = 64;
 };
 
-inline bool softmax_family(uint8_t kind) { return kind <= kShapeSinkWindow; }
+inline bool softmax_family(uint8_t kind) { return kind <= kSinkWindow; }
 
 inline KeyRule key_rule_of(const HeadShape& h, int64_t T) {
-  if (h.kind == kShapeWindow) return {0, h.window};
-  if (h.kind == kShapeSinkWindow) return {h.sink, h.window};
+  if (h.kind == kWindow) return {0, h.window};
+  if (h.kind == kSinkWindow) return {h.sink, h.window};
   return {0, max64(T, 1)};  // softmax and the causal static heads
 }
 
@@ -71,9 +66,9 @@ inline double linear_stage_cost(const ScheduleInput& in, uint8_t kind, int32_t s
 
 inline double fwd_item_cost(const ScheduleInput& in, int head, int32_t tile) {
   const HeadShape& h = in.heads[static_cast<size_t>(head)];
-  if (h.kind == kShapeLinear) return linear_stage_cost(in, kFwdLinear, tile);
+  if (h.kind == kLinear) return linear_stage_cost(in, kFwdLinear, tile);
   const double nkt = double(key_tiles_of_query_tile(key_rule_of(h, in.T), tile, in.T));
-  return kItemOverhead + (h.kind == kShapeStatic ? kStaticTile : 2.0) * nkt;
+  return kItemOverhead + (h.kind == kStatic ? kStaticTile : 2.0) * nkt;
 }
 
 // kBwdDq: QK^T, dO V^T and dS K per key tile.
@@ -89,7 +84,7 @@ inline double dkv_item_cost(const ScheduleInput& in, int group, int32_t tile) {
   for (int h = group * per_group; h < (group + 1) * per_group; ++h) {
     const HeadShape& s = in.heads[static_cast<size_t>(h)];
     if (softmax_family(s.kind)) c += 4.0 * double(query_tiles_of_key_tile(key_rule_of(s, in.T), tile, in.T));
-    if (s.kind == kShapeStatic) c += kStaticTile * double(query_tiles_of_key_tile(key_rule_of(s, in.T), tile, in.T));
+    if (s.kind == kStatic) c += kStaticTile * double(query_tiles_of_key_tile(key_rule_of(s, in.T), tile, in.T));
   }
   return c;
 }
@@ -110,7 +105,7 @@ inline bool group_has_dkv_items(const ScheduleInput& in, int g) {
   const int per_group = static_cast<int>(in.heads.size()) / in.n_kv_head;
   for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
     const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-    if (softmax_family(k) || k == kShapeStatic) return true;
+    if (softmax_family(k) || k == kStatic) return true;
   }
   return false;
 }
@@ -209,8 +204,8 @@ inline WorkSchedule build_forward_schedule(const ScheduleInput& in) {
   const int32_t nqt = static_cast<int32_t>(ceil_div(in.T, kBr));
   for (int h = 0; h < static_cast<int>(in.heads.size()); ++h) {
     const uint8_t k = in.heads[static_cast<size_t>(h)].kind;
-    if (k == kShapePruned || in.T == 0) continue;
-    const uint8_t item = softmax_family(k) ? kFwdSoftmax : k == kShapeStatic ? kFwdStatic : kFwdLinear;
+    if (k == kPruned || in.T == 0) continue;
+    const uint8_t item = softmax_family(k) ? kFwdSoftmax : k == kStatic ? kFwdStatic : kFwdLinear;
     std::vector<double> c(static_cast<size_t>(item == kFwdLinear ? linear_stage_count(in.head_dim) : nqt));
     for (size_t t = 0; t < c.size(); ++t) c[t] = fwd_item_cost(in, h, static_cast<int32_t>(t));
     detail::add_unit(ps, index, item, h, std::move(c));
@@ -232,7 +227,7 @@ inline WorkSchedule build_backward_schedule(const ScheduleInput& in) {
         std::vector<double> c(static_cast<size_t>(nqt));
         for (int32_t t = 0; t < nqt; ++t) c[static_cast<size_t>(t)] = dq_item_cost(in, h, t);
         detail::add_unit(ps, index, kBwdDq, h, std::move(c));
-      } else if (k == kShapeLinear) {
+      } else if (k == kLinear) {
         for (const uint8_t kind : {kBwdLinearDq, kBwdLinearDkv}) {
           std::vector<double> c(static_cast<size_t>(linear_stage_count(in.head_dim)));
           for (size_t t = 0; t < c.size(); ++t) c[t] = linear_stage_cost(in, kind, static_cast<int32_t>(t));
