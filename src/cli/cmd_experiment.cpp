@@ -1,5 +1,6 @@
 // headwise experiment --config FILE [--out DIR] [--set k=v]...
-// The SAF protocol: one trunk to the intervention point, branches from its checkpoint, a table.
+// The experiment protocol (SAF's tables): one trunk to the first update any branch's method acts
+// at, every branch continued from its checkpoint, a table.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -23,7 +24,7 @@ struct ExperimentArgs {
 void add_experiment_command(CLI::App& app) {
   auto args = std::make_shared<ExperimentArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "experiment", "SAF experiment: train to the intervention once, continue ordinary/SAF/control branches, table");
+      "experiment", "Experiment: train to the intervention once, continue every branch's method from there, table");
   cmd->add_option("--config", args->config,
                   "JSON run config with an optional top-level \"experiment\" object (seeds, budget, ratios, "
                   "controls, branches)")

@@ -45,22 +45,6 @@ std::unique_ptr<Model<float>> fresh_model(const std::string& path, const std::ve
   return m;
 }
 
-saf::SafConfig method_of(const MqarArgs& a) {
-  saf::SafConfig m;
-  m.ratio = a.ratio;
-  m.pattern = a.pattern;
-  m.calib_seqs = a.calib_seqs;
-  m.fit_steps = a.fit_steps;
-  m.max_kl = a.max_kl;
-  if (a.method == "prune") m.mode = "prune";
-  if (a.method == "random") m.selector = "random";
-  if (a.method == "gate_taylor") {
-    m.selector = "gate_taylor";
-    m.mode = "prune";
-  }
-  return m;
-}
-
 }  // namespace
 
 void add_mqar_command(CLI::App& app) {
@@ -98,9 +82,8 @@ void add_mqar_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "OpenMP threads (default: all)");
   cmd->callback([a] {
     check(a->checkpoint.empty() != a->config.empty(), "mqar: give exactly one of --checkpoint and --config");
-    check(a->method == "none" || a->method == "saf" || a->method == "prune" || a->method == "random" ||
-              a->method == "gate_taylor",
-          "mqar: --method must be none, saf, prune, random or gate_taylor, got \"" + a->method + "\"");
+    MqarReplacement replacement{a->method, a->ratio, a->pattern, a->calib_seqs, a->fit_steps, a->max_kl};
+    if (a->method != "none") mqar_replacement_config(replacement);  // validates --method before any work
     set_threads(a->threads);
     auto model = a->checkpoint.empty() ? fresh_model(a->config, a->sets) : load_model(a->checkpoint, cpu_backend<float>());
     a->opt.validate(model->config());
@@ -117,7 +100,7 @@ void add_mqar_command(CLI::App& app) {
                                {"eval_examples", a->opt.eval_examples}, {"seed", a->opt.seed}}}};
     if (a->method != "none") {
       dist::LocalComm comm;
-      PlanChange change = apply_saf_on_mqar(*model, method_of(*a), a->opt, comm);
+      PlanChange change = apply_saf_on_mqar(*model, mqar_replacement_config(replacement), a->opt, comm);
       change.report["head_plan"] = change.plan.to_json();
       io::write_file_atomic(a->out + "/intervention.json", change.report.dump(2) + "\n");
       result["selected"] = change.report["selected"];

@@ -45,6 +45,24 @@ std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& b) {
   return t;
 }
 
+saf::SafConfig mqar_replacement_config(const MqarReplacement& r) {
+  check(r.method == "saf" || r.method == "prune" || r.method == "random" || r.method == "gate_taylor",
+        "mqar: --method must be none, saf, prune, random or gate_taylor, got \"" + r.method + "\"");
+  saf::SafConfig m;
+  m.ratio = r.ratio;
+  m.pattern = r.pattern;
+  m.calib_seqs = r.calib_seqs;
+  m.fit_steps = r.fit_steps;
+  m.max_kl = r.max_kl;
+  if (r.method == "prune") m.mode = "prune";
+  if (r.method == "random") m.selector = "random";
+  if (r.method == "gate_taylor") {
+    m.selector = "gate_taylor";
+    m.mode = "prune";
+  }
+  return m;
+}
+
 PlanChange apply_saf_on_mqar(Model<float>& model, const saf::SafConfig& method, const MqarOptions& opt,
                              dist::Comm& comm) {
   opt.validate(model.config());
@@ -52,7 +70,7 @@ PlanChange apply_saf_on_mqar(Model<float>& model, const saf::SafConfig& method, 
   rc.model = model.config();
   rc.train.seq_len = opt.seq_len;
   rc.train.micro_batch = opt.batch;
-  rc.train.steps = 1;
+  rc.train.steps = 1;  // one update long, so "acts at step 0" is inside the run
   saf::SafConfig m = method;
   m.calib_seq_len = opt.seq_len;
   m.at_step = 0;

@@ -39,6 +39,19 @@ struct MqarOptions {
 // Loss targets of an MQAR batch: the value at query positions, -1 (ignored) elsewhere.
 std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& batch);
 
+// What `headwise mqar --method` replaces heads with: "saf", or its controls "prune" (the same
+// heads, pruned), "random" (random selection) and "gate_taylor" (Gate-Taylor pruning).
+struct MqarReplacement {
+  std::string method;  // saf | prune | random | gate_taylor ("none" is no replacement)
+  double ratio = 0.25;
+  std::string pattern = "mean";
+  int64_t calib_seqs = 32;
+  int64_t fit_steps = 400;
+  double max_kl = 0.2;
+};
+// The SAF configuration of a replacement; an unknown method is an error naming --method.
+saf::SafConfig mqar_replacement_config(const MqarReplacement& r);
+
 // SAF (or a control: method.mode = prune, selector random/gate_taylor) calibrated on MQAR
 // sequences of train_pairs pairs, installed into the model. Returns the change (its report
 // is what intervention.json holds in training runs).

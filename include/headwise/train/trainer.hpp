@@ -102,9 +102,10 @@ class Trainer {
  private:
   // A model of `mc` on the run's backend with the run's classifier chunking.
   std::unique_ptr<Model<float>> make_model(const ModelConfig& mc, const HeadExtras& extras = {}) const;
-  // Plain data parallelism on a CPU communicator: the gradient all-reduce in per-layer buckets,
-  // started from backward's grad-ready hook on the last micro-step. Rebuilt whenever the
-  // gradient block moves (new model, plan change).
+  // Whatever depends on where the gradient block is, rebuilt whenever it moves (new model,
+  // layout-moving plan change): the micro-step partial sums, and for plain data parallelism the
+  // gradient all-reduce in per-layer buckets, started from backward's grad-ready hook on the
+  // last micro-step.
   void make_buckets();
   void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
   void append_metrics(const nlohmann::json& line);
