@@ -1,7 +1,12 @@
-// headwise bench --config FILE [--steps N] [--warmup N] [--set k=v]...
+// headwise bench --config FILE [--steps N] [--warmup N] [--set k=v]... [--observer MODE]...
 // Times whole optimizer updates (accumulation x (forward + loss + backward), clip, AdamW) on
 // random tokens already in memory, after warm-up, and prints one JSON line. The device is the
 // config's train.device (--set train.device=cuda), as for train.
+//
+// --observer (repeatable) measures what observing training forwards costs: one trainer per
+// mode, none (no planner), idle (a planner that observes no update) and every (a planner that
+// observes every update and computes head_forward_stats for every layer), timed in turn update
+// by update so that the machine's drift hits all of them alike; one JSON line per mode.
 #include <algorithm>
 #include <cstdio>
 
@@ -12,6 +17,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
+#include "headwise/methods/head_forward_stats.hpp"
 #include "headwise/model/param_layout.hpp"
 #include "headwise/train/trainer.hpp"
 
@@ -38,8 +44,70 @@ double dense_flops_per_token(const ModelConfig& mc, int64_t T) {
 struct BenchArgs {
   std::string config;
   std::vector<std::string> sets;
+  std::vector<std::string> observers;
   int64_t steps = 10, warmup = 2;
 };
+
+// The planner of --observer idle / every: never acts; observes no update or every update.
+class ObserverProbe final : public Planner, public AttentionObserver {
+ public:
+  explicit ObserverProbe(bool every) : every_(every) {}
+  std::string name() const override { return every_ ? "observe_every" : "observe_idle"; }
+  nlohmann::json config() const override { return {{"name", name()}}; }
+  bool acts_at(int64_t) const override { return false; }
+  std::optional<PlanChange> act(PlannerContext&) override { return std::nullopt; }
+  bool observes_at(int64_t) const override { return every_; }
+  AttentionObserver* observer() override { return this; }
+  void on_forward(const AttentionView& v) override {
+    for (const HeadForwardStats& s : head_forward_stats(v)) checksum_ += s.entropy;
+  }
+
+ private:
+  bool every_;
+  double checksum_ = 0;  // keeps the statistics from being optimised away
+};
+
+Planners observer_planners(const std::string& mode) {
+  Planners p;
+  if (mode == "idle" || mode == "every") p.push_back(std::make_unique<ObserverProbe>(mode == "every"));
+  return p;
+}
+
+double mean_of(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double x : v) m += x / double(v.size());
+  return m;
+}
+
+// --observer: the modes' trainers side by side.
+void bench_observers(const RunConfig& cfg, const BenchArgs& a) {
+  dist::LocalComm comm;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (const auto& mode : a.observers) {
+    check(mode == "none" || mode == "idle" || mode == "every",
+          "--observer must be none, idle or every (got '" + mode + "')");
+    trainers.push_back(std::make_unique<Trainer>(cfg, "", comm, observer_planners(mode), /*synthetic_data=*/true));
+  }
+  for (int64_t i = 0; i < a.warmup; ++i)
+    for (auto& t : trainers) t->train_step();
+  std::vector<std::vector<double>> ms(trainers.size(), std::vector<double>(size_t(a.steps)));
+  for (int64_t i = 0; i < a.steps; ++i)
+    for (size_t k = 0; k < trainers.size(); ++k) trainers[k]->train_step(nullptr, &ms[k][size_t(i)]);
+  const double base = mean_of(ms.front());
+  for (size_t k = 0; k < trainers.size(); ++k) {
+    std::vector<double> sorted = ms[k];
+    std::sort(sorted.begin(), sorted.end());
+    const double mean = mean_of(ms[k]);
+    std::printf("%s\n", nlohmann::json({{"observer", a.observers[k]},
+                                        {"ms_per_step", mean},
+                                        {"ms_per_step_median", sorted[sorted.size() / 2]},
+                                        {"ms_min", sorted.front()},
+                                        {"ms_max", sorted.back()},
+                                        {"relative_to_first", mean / base}})
+                             .dump()
+                             .c_str());
+  }
+}
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -49,11 +117,15 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--set", a->sets, "Override a config key: section.key=value (repeatable)");
   cmd->add_option("--steps", a->steps, "Timed updates (default 10)");
   cmd->add_option("--warmup", a->warmup, "Untimed warm-up updates (default 2)");
+  cmd->add_option("--observer", a->observers,
+                  "Compare observation modes side by side (repeatable): none, idle (a planner observing no "
+                  "update), every (observing every update)");
   cmd->callback([a] {
     check(a->steps > 0 && a->warmup >= 0, "--steps must be positive and --warmup >= 0");
     RunConfig cfg = RunConfig::load(a->config, a->sets);
     cfg.train.steps = std::max<int64_t>(cfg.train.steps, a->steps + a->warmup);
     set_threads(cfg.train.threads);
+    if (!a->observers.empty()) return bench_observers(cfg, *a);
     dist::LocalComm comm;
     Trainer trainer(cfg, "", comm, nullptr, /*synthetic_data=*/true);
     for (int64_t i = 0; i < a->warmup; ++i) trainer.train_step();

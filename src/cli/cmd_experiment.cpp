@@ -1,6 +1,6 @@
 // headwise experiment --config FILE [--out DIR] [--set k=v]...
-// The experiment protocol (SAF's tables): one trunk to the first update any branch's method acts
-// at, every branch continued from its checkpoint, a table.
+// The experiment protocol (SAF's tables): one trunk through every branch's intervention step
+// (checkpointed at each), every branch continued from the checkpoint at its own step, a table.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -24,10 +24,11 @@ struct ExperimentArgs {
 void add_experiment_command(CLI::App& app) {
   auto args = std::make_shared<ExperimentArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "experiment", "Experiment: train to the intervention once, continue every branch's method from there, table");
+      "experiment",
+      "Experiment: one trunk through every branch's intervention point, each branch's method from its own point, table");
   cmd->add_option("--config", args->config,
                   "JSON run config with an optional top-level \"experiment\" object (seeds, budget, ratios, "
-                  "controls, branches)")
+                  "controls, at_fractions, branches)")
       ->required();
   cmd->add_option("--out", args->out, "Output directory (default: runs/<config name>)");
   cmd->add_option("--set", args->sets, "Override a key: section.key=value, also experiment.key=value (repeatable)");

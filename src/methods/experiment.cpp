@@ -1,10 +1,11 @@
-// Running the experiment protocol: one trunk per seed, branches from its checkpoint.
+// Running the experiment protocol: one trunk per seed, branches from its checkpoints.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
@@ -39,40 +40,71 @@ class MetricsFile {
   std::ofstream out_;
 };
 
-// The reference branch's post-intervention wall time, in ms (time budgets); < 0 when unset.
+// A branch's wall-time allowance after its intervention point, in ms (time budgets).
 struct BranchBudget {
   bool time = false;
   double wall_ms = -1.0;
 };
 
-// Continues one branch from the trunk checkpoint: the intervention (as the trainer's planner
-// hook does it), updates until the budget is spent, the final evaluation.
+// Where a branch leaves the trunk and where its methods first act (-1: never).
+struct BranchPoint {
+  int64_t branch_step = 0;
+  int64_t fire_step = -1;
+};
+
+// Continues one branch from the trunk checkpoint at its point: the planner hook there (as
+// Trainer::run does it: at the top of every update and after the last one), updates until the
+// budget is spent, the final evaluation. `wall_before` (the reference) gets, per step from the
+// branch step on, the wall ms spent before that step's update, and last the total.
 nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, const std::string& ckpt,
-                          int64_t fire_step, const std::string& dir, const ExperimentSpec& spec,
-                          const BranchBudget& budget, dist::Comm& comm) {
+                          const BranchPoint& point, const std::string& dir, const ExperimentSpec& spec,
+                          const BranchBudget& budget, dist::Comm& comm, std::vector<double>* wall_before = nullptr) {
   const bool main_rank = comm.rank() == 0;
+  const int64_t start = point.branch_step, steps = cfg.train.steps;
   Trainer tr(cfg, dir, comm, make_planners(cfg));
   tr.resume(ckpt);
-  check(tr.state().step == fire_step, "experiment: checkpoint " + ckpt + " is not at the intervention step");
-  nlohmann::json r = {{"branch", branch.name}, {"method", tr.config().to_json()["method"]}};
-  const int64_t first = first_action_step(tr.planners(), cfg.train.steps);
-  check(tr.planners().empty() || first == fire_step,
-        "experiment branch '" + branch.name + "': its method first acts at update " + std::to_string(first) +
-            ", the trunk stopped at " + std::to_string(fire_step) +
-            " (set the schedule in the config's method section, not per branch)");
-  const auto t_intervene = Clock::now();
-  const auto reports = tr.intervene_if_due();  // the trainer's own planner hook
-  const double intervention_ms = reports.empty() ? 0.0 : ms_since(t_intervene);
-  if (!reports.empty())
-    for (const char* k : {"capture_seconds", "fit_seconds", "selected", "shortfall"})
-      if (reports.front().contains(k)) r[k] = reports.front()[k];
+  check(tr.state().step == start, "experiment: checkpoint " + ckpt + " is not at update " + std::to_string(start));
+  const int64_t first = first_action_step(tr.planners(), steps);
+  check(first == point.fire_step,
+        "experiment branch '" + branch.name + "': its method first acts at step " + std::to_string(first) +
+            " for seed " + std::to_string(cfg.train.seed) + ", at " + std::to_string(point.fire_step) +
+            " for the first seed (the intervention step must not depend on the seed)");
+  nlohmann::json r = {{"branch", branch.name},
+                      {"method", tr.config().to_json()["method"]},
+                      {"branch_step", start},
+                      {"fire_step", point.fire_step < 0 ? nlohmann::json(nullptr) : nlohmann::json(point.fire_step)}};
+  nlohmann::json interventions = nlohmann::json::array();
+  double capture_s = 0.0, fit_s = 0.0;
+  bool has_capture = false, has_fit = false;
+  // The hook at the current step; returns its wall ms (0 when nothing changed).
+  auto intervene = [&] {
+    const auto t0 = Clock::now();
+    const auto reports = tr.intervene_if_due();  // the trainer's own planner hook
+    if (reports.empty()) return 0.0;
+    const double ms = ms_since(t0);
+    for (const auto& rep : reports) {
+      if (rep.contains("capture_seconds")) {
+        capture_s += rep["capture_seconds"].get<double>();
+        has_capture = true;
+      }
+      if (rep.contains("fit_seconds")) {
+        fit_s += rep["fit_seconds"].get<double>();
+        has_fit = true;
+      }
+      interventions.push_back({{"step", rep.value("step", int64_t(-1))}, {"planner", rep.value("planner", "")}});
+    }
+    if (interventions.size() == reports.size())  // the first intervention: its selection
+      for (const char* k : {"selected", "shortfall"})
+        if (reports.front().contains(k)) r[k] = reports.front()[k];
+    return ms;
+  };
+  const double intervention_ms = intervene();
   r["intervention_seconds"] = intervention_ms / 1000.0;
   r["memory_bytes"] = training_bytes(tr);
   r["static_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Static);
   r["pruned_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Pruned);
 
   MetricsFile metrics(dir + "/metrics.jsonl", main_rank);
-  const int64_t steps = cfg.train.steps;
   double wall_ms = intervention_ms, loss = 0.0;
   std::vector<double> update_ms;  // after the intervention, its own step left out
   double first_update_ms = 0.0;
@@ -83,27 +115,35 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   };
   while (more()) {
     const int64_t step = tr.state().step;
+    if (step != start) wall_ms += intervene();  // later acts of the branch's methods
+    if (wall_before) wall_before->push_back(wall_ms);
     double norm = 0.0, upd = 0.0;
     const auto t0 = Clock::now();
     loss = tr.train_step(&norm, &upd);
     const double ms = ms_since(t0);
     wall_ms += ms;
-    if (step == fire_step)
+    if (step == start)
       first_update_ms = upd;  // the intervention step itself: left out of the speed
     else
       update_ms.push_back(upd);
     metrics.write({{"step", step}, {"loss", loss}, {"grad_norm", norm}, {"ms", ms}, {"update_ms", upd}});
   }
+  // After the last update (a branch that stopped at its own intervention step already ran it).
+  if (tr.state().step == steps && steps != start) wall_ms += intervene();
+  if (wall_before) wall_before->push_back(wall_ms);
   const EvalResult ev = tr.eval(spec.eval_batches > 0 ? spec.eval_batches : cfg.train.eval_batches);
   metrics.write({{"step", tr.state().step}, {"val_loss", ev.loss}, {"val_ppl", ev.ppl}});
+  if (has_capture) r["capture_seconds"] = capture_s;
+  if (has_fit) r["fit_seconds"] = fit_s;
+  r["interventions"] = interventions;
   r["steps"] = tr.state().step;
-  r["updates_after_intervention"] = tr.state().step - fire_step;
+  r["updates_after_intervention"] = tr.state().step - start;
   r["tokens"] = tr.state().tokens;
-  r["train_loss"] = loss;
+  r["train_loss"] = tr.state().step > start ? nlohmann::json(loss) : nlohmann::json(nullptr);
   r["val_loss"] = ev.loss;
   r["val_ppl"] = ev.ppl;
-  if (update_ms.empty() && tr.state().step > fire_step) update_ms.push_back(first_update_ms);
-  const bool timed = !update_ms.empty();  // a time budget may allow no update at all
+  if (update_ms.empty() && tr.state().step > start) update_ms.push_back(first_update_ms);
+  const bool timed = !update_ms.empty();  // no update at all: after the last one, or a time budget
   double sum = 0.0;
   for (double x : update_ms) sum += x;
   std::vector<double> sorted = update_ms;
@@ -114,8 +154,9 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   r["wall_seconds"] = wall_ms / 1000.0;
   if (spec.save_final) tr.save_checkpoint(dir + "/final");
   if (main_rank) io::write_file_atomic(dir + "/result.json", r.dump(2) + "\n");
-  spdlog::info("experiment branch {}: val ppl {:.4f}, {} updates, {:.2f} ms/update", branch.name, ev.ppl,
-               tr.state().step, timed ? r["mean_update_ms"].get<double>() : 0.0);
+  spdlog::info("experiment branch {}: val ppl {:.4f}, {} updates ({} after update {}), {:.2f} ms/update", branch.name,
+               ev.ppl, tr.state().step, tr.state().step - start, start,
+               timed ? r["mean_update_ms"].get<double>() : 0.0);
   return r;
 }
 
@@ -124,42 +165,55 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm) {
   const ExperimentSpec& spec = setup.spec;
   const bool main_rank = comm.rank() == 0;
-  // The trunk runs to the first update at which any branch's method acts.
-  int64_t fire_step = -1;
-  for (const auto& branch : spec.branches) {
-    const int64_t s = first_action_step(make_planners(branch_config(setup, branch, spec.seeds.front())),
-                                        setup.base.train.steps);
-    if (s >= 0 && (fire_step < 0 || s < fire_step)) fire_step = s;
+  const int64_t steps = setup.base.train.steps;
+  // Each branch's intervention step; the trunk passes through all of them.
+  std::vector<BranchPoint> points(spec.branches.size());
+  std::set<int64_t> fire_steps;
+  for (size_t b = 0; b < spec.branches.size(); ++b) {
+    points[b].fire_step =
+        first_action_step(make_planners(branch_config(setup, spec.branches[b], spec.seeds.front())), steps);
+    if (points[b].fire_step >= 0) fire_steps.insert(points[b].fire_step);
   }
-  check(fire_step >= 0, "experiment: no branch's method acts during the run's " +
-                            std::to_string(setup.base.train.steps) + " updates");
+  check(!fire_steps.empty(), "experiment: no branch's method acts during the run's " + std::to_string(steps) +
+                                 " updates (or after the last one)");
+  for (auto& p : points) p.branch_step = p.fire_step >= 0 ? p.fire_step : *fire_steps.begin();
   if (main_rank) fs::create_directories(out_dir);
   nlohmann::json per_seed = nlohmann::json::array();
   for (int64_t seed : spec.seeds) {
     const std::string seed_dir = out_dir + "/seed_" + std::to_string(seed);
-    // The trunk: ordinary training up to the intervention point, then a checkpoint.
-    const RunConfig trunk_cfg = branch_config(setup, {"trunk", {{"name", "none"}}}, seed);
-    const std::string ckpt = seed_dir + "/trunk/checkpoints/step_" + std::to_string(fire_step);
+    auto ckpt = [&](int64_t step) { return seed_dir + "/trunk/checkpoints/step_" + std::to_string(step); };
+    // The trunk: ordinary training through every intervention point, a checkpoint at each.
     {
-      spdlog::info("experiment seed {}: trunk to update {}", seed, fire_step);
+      const RunConfig trunk_cfg = branch_config(setup, {"trunk", {{"name", "none"}}}, seed);
       Trainer trunk(trunk_cfg, seed_dir + "/trunk", comm);
-      trunk.run(fire_step);
-      trunk.save_checkpoint(ckpt);
+      for (int64_t f : fire_steps) {
+        spdlog::info("experiment seed {}: trunk to update {}", seed, f);
+        trunk.run(f);
+        trunk.save_checkpoint(ckpt(f));
+      }
     }
     nlohmann::json rows = nlohmann::json::array();
-    BranchBudget budget;
-    budget.time = spec.budget == "time";
-    for (const auto& branch : spec.branches) {
+    // The reference runs to train.steps (tokens) and sets the time the others get.
+    std::vector<double> ref_wall;  // ref_wall[i]: the reference's wall ms before update branch_step + i
+    for (size_t b = 0; b < spec.branches.size(); ++b) {
+      const ExperimentBranch& branch = spec.branches[b];
       const RunConfig cfg = branch_config(setup, branch, seed);
-      // The reference runs to train.steps and sets the time the others get.
-      const BranchBudget mine = budget.wall_ms < 0 ? BranchBudget{} : budget;
-      nlohmann::json r = run_branch(cfg, branch, ckpt, fire_step, seed_dir + "/" + branch.name, spec, mine, comm);
-      if (budget.time && budget.wall_ms < 0) budget.wall_ms = r["wall_seconds"].get<double>() * 1000.0;
+      BranchBudget budget;
+      if (b > 0 && spec.budget == "time") {
+        budget.time = true;
+        const size_t from = size_t(points[b].branch_step - points[0].branch_step);
+        check(points[b].branch_step >= points[0].branch_step && from < ref_wall.size(),
+              "internal: experiment branch '" + branch.name + "' starts before the reference");
+        budget.wall_ms = ref_wall.back() - ref_wall[from];
+      }
+      nlohmann::json r = run_branch(cfg, branch, ckpt(points[b].branch_step), points[b], seed_dir + "/" + branch.name,
+                                    spec, budget, comm, b == 0 ? &ref_wall : nullptr);
       rows.push_back(std::move(r));
     }
     per_seed.push_back({{"seed", seed}, {"branches", rows}});
   }
-  nlohmann::json results = {{"fire_step", fire_step},
+  nlohmann::json results = {{"fire_step", *fire_steps.begin()},
+                            {"fire_steps", fire_steps},
                             {"budget", spec.budget},
                             {"spec", spec.to_json()},
                             {"config", setup.base.to_json()},

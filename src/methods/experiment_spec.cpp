@@ -23,22 +23,38 @@ std::vector<double> number_list(const nlohmann::json& j, const std::string& key)
   return out;
 }
 
+// With `fractions` empty, one SAF branch per ratio and one per control, timed by the config's
+// method section; otherwise all of them once per fraction (at_fraction set, at_step cleared),
+// named with a suffix _at_<pct>.
 std::vector<ExperimentBranch> generated_branches(const std::vector<double>& ratios,
-                                                 const std::vector<std::string>& controls, double control_ratio) {
+                                                 const std::vector<std::string>& controls, double control_ratio,
+                                                 const std::vector<double>& fractions) {
+  for (const auto& c : controls)
+    check(c == "prune" || c == "random" || c == "gate_taylor",
+          "config key experiment.controls: unknown control '" + c + "' (expected prune, random or gate_taylor)");
   std::vector<ExperimentBranch> b;
   b.push_back({"ordinary", {{"name", "none"}}});
-  for (double r : ratios) b.push_back({"saf_" + pct(r), {{"name", "saf"}, {"ratio", r}}});
-  const std::string p = pct(control_ratio);
-  for (const auto& c : controls) {
-    if (c == "prune")
-      b.push_back({"prune_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"mode", "prune"}}});
-    else if (c == "random")
-      b.push_back({"random_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"selector", "random"}}});
-    else if (c == "gate_taylor")
-      b.push_back({"gate_taylor_" + p,
-                   {{"name", "saf"}, {"ratio", control_ratio}, {"selector", "gate_taylor"}, {"mode", "prune"}}});
-    else
-      fail("config key experiment.controls: unknown control '" + c + "' (expected prune, random or gate_taylor)");
+  const std::vector<double> timings = fractions.empty() ? std::vector<double>{-1.0} : fractions;
+  for (double f : timings) {
+    auto add = [&](const std::string& name, nlohmann::json method) {
+      if (f < 0) {
+        b.push_back({name, std::move(method)});
+        return;
+      }
+      method["at_fraction"] = f;
+      method["at_step"] = -1;  // a config's at_step would override the fraction
+      b.push_back({name + "_at_" + pct(f), std::move(method)});
+    };
+    for (double r : ratios) add("saf_" + pct(r), {{"name", "saf"}, {"ratio", r}});
+    const std::string p = pct(control_ratio);
+    for (const auto& c : controls) {
+      if (c == "prune")
+        add("prune_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"mode", "prune"}});
+      else if (c == "random")
+        add("random_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"selector", "random"}});
+      else
+        add("gate_taylor_" + p, {{"name", "saf"}, {"ratio", control_ratio}, {"selector", "gate_taylor"}, {"mode", "prune"}});
+    }
   }
   return b;
 }
@@ -69,6 +85,9 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   }
   double control_ratio = ratios.front();
   f.get("control_ratio", control_ratio);
+  std::vector<double> fractions;
+  const auto* at_fractions = f.raw("at_fractions");
+  if (at_fractions) fractions = number_list(*at_fractions, "at_fractions");
   const auto* branches = f.raw("branches");
   f.finish();
   check(s.budget == "tokens" || s.budget == "time",
@@ -76,6 +95,11 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   check(s.eval_batches >= 0, "config key experiment.eval_batches must be >= 0");
   for (double r : ratios) check(r > 0 && r <= 1, "config key experiment.ratios: ratios must be in (0, 1]");
   check(control_ratio > 0 && control_ratio <= 1, "config key experiment.control_ratio must be in (0, 1]");
+  for (double x : fractions)
+    check(x >= 0 && x <= 1, "config key experiment.at_fractions: fractions must be in [0, 1] (1: after the last update)");
+  check(!(at_fractions && branches),
+        "config key experiment.at_fractions: generates branches from ratios and controls; with an explicit "
+        "\"branches\" list set each branch's method.at_fraction instead");
   if (branches) {
     check(branches->is_array() && !branches->empty(), "config key experiment.branches: expected a non-empty list");
     for (const auto& b : *branches) {
@@ -86,14 +110,17 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
               "config key experiment.branches: unknown key '" + it.key() + "' (expected name, method)");
       ExperimentBranch br{b["name"].get<std::string>(), nlohmann::json::object()};
       if (b.contains("method")) {
-        check(b["method"].is_object(), "config key experiment.branches[" + br.name + "].method must be an object");
+        check(b["method"].is_object() || (b["method"].is_array() && !b["method"].empty()),
+              "config key experiment.branches[" + br.name +
+                  "].method must be an object (keys onto the config's method section) or a non-empty list (a "
+                  "stack of methods, replacing it)");
         br.method = b["method"];
       }
-      if (!br.method.contains("name")) br.method["name"] = "saf";
+      if (br.method.is_object() && !br.method.contains("name")) br.method["name"] = "saf";
       s.branches.push_back(std::move(br));
     }
   } else {
-    s.branches = generated_branches(ratios, controls, control_ratio);
+    s.branches = generated_branches(ratios, controls, control_ratio, fractions);
   }
   std::set<std::string> names;
   for (const auto& b : s.branches) {
@@ -136,7 +163,7 @@ ExperimentSetup experiment_from_json(nlohmann::json doc) {
       fail("experiment branch '" + b.name + "': " + e.what());
     }
   }
-  check(s.spec.branches.front().method.value("name", "saf") == "none",
+  check(s.spec.branches.front().method.is_object() && s.spec.branches.front().method.value("name", "saf") == "none",
         "experiment: the first branch is the reference and must be ordinary attention (method.name = \"none\")");
   return s;
 }
@@ -154,8 +181,13 @@ ExperimentSetup load_experiment(const std::string& path, const std::vector<std::
 RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& branch, int64_t seed) {
   nlohmann::json doc = setup.doc;
   doc["train"]["seed"] = seed;
-  if (!doc.contains("method") || branch.method.value("name", "") == "none") doc["method"] = nlohmann::json::object();
-  for (auto it = branch.method.begin(); it != branch.method.end(); ++it) doc["method"][it.key()] = it.value();
+  if (branch.method.is_array()) {
+    doc["method"] = branch.method;  // a stack replaces the config's method section
+  } else {
+    if (!doc.contains("method") || !doc["method"].is_object() || branch.method.value("name", "") == "none")
+      doc["method"] = nlohmann::json::object();
+    for (auto it = branch.method.begin(); it != branch.method.end(); ++it) doc["method"][it.key()] = it.value();
+  }
   try {
     return RunConfig::from_json(doc);
   } catch (const Error& e) {

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "headwise/core/error.hpp"
 #include "headwise/methods/experiment.hpp"
@@ -29,8 +31,15 @@ nlohmann::json stat(const std::vector<double>& v) {
 }
 
 std::string describe(const nlohmann::json& method) {
+  if (method.is_array()) {  // a stack: its methods in order
+    std::string out;
+    for (const auto& m : method) out += (out.empty() ? "" : " + ") + describe(m);
+    return out.empty() ? "ordinary attention" : out;
+  }
+  if (!method.is_object()) return "ordinary attention";
   const std::string name = method.value("name", "none");
   if (name == "none") return "ordinary attention";
+  if (name != "saf") return name;
   const std::string selector = method.value("selector", "variance"), mode = method.value("mode", "freeze");
   char ratio[32];
   std::snprintf(ratio, sizeof ratio, "%g%%", 100.0 * method.value("ratio", 0.0));
@@ -63,13 +72,15 @@ nlohmann::json summarize_experiment(const nlohmann::json& per_seed, const std::v
   nlohmann::json summary = nlohmann::json::array();
   for (size_t b = 0; b < branches.size(); ++b) {
     std::vector<double> ppl, change, speedup, speedup_median, memory, capture, fit, updates;
-    nlohmann::json method;
+    nlohmann::json method, fire_step, branch_step;
     for (const auto& seed : per_seed) {
       const auto& rows = seed["branches"];
       check(rows.size() == branches.size(), "experiment summary: a seed has a different number of branches");
       const auto& ref = rows[0];
       const auto& r = rows[b];
       method = r["method"];
+      fire_step = r.value("fire_step", nlohmann::json(nullptr));  // the same for every seed
+      branch_step = r.value("branch_step", nlohmann::json(nullptr));
       ppl.push_back(r["val_ppl"].get<double>());
       change.push_back(100.0 * (r["val_ppl"].get<double>() / ref["val_ppl"].get<double>() - 1.0));
       if (!ref["mean_update_ms"].is_null() && !r["mean_update_ms"].is_null())
@@ -83,6 +94,8 @@ nlohmann::json summarize_experiment(const nlohmann::json& per_seed, const std::v
     }
     summary.push_back({{"branch", branches[b].name},
                        {"method", describe(method)},
+                       {"fire_step", fire_step},
+                       {"branch_step", branch_step},
                        {"val_ppl", stat(ppl)},
                        {"ppl_change_pct", stat(change)},
                        {"update_speedup", stat(speedup)},
@@ -101,18 +114,36 @@ std::string experiment_table_markdown(const nlohmann::json& results) {
   const auto& cfg = results["config"];
   std::vector<int64_t> seeds;
   for (const auto& s : results["seeds"]) seeds.push_back(s["seed"].get<int64_t>());
+  // One intervention step for all: in the caption; several: a column (train.steps = after the
+  // last update).
+  const nlohmann::json fire_steps = results.value("fire_steps", nlohmann::json::array({results["fire_step"]}));
+  const bool per_branch = fire_steps.size() > 1;
+  std::string when = "intervention at update " + results["fire_step"].dump();
+  if (per_branch) {
+    when = "interventions at updates ";
+    for (size_t i = 0; i < fire_steps.size(); ++i) when += (i ? ", " : "") + fire_steps[i].dump();
+  }
+  std::vector<std::string> notes;
+  if (fire_steps.back() == cfg["train"]["steps"]) notes.push_back(cfg["train"]["steps"].dump() + " = after the last update");
+  if (per_branch) notes.push_back("column Intervention");
+  for (size_t i = 0; i < notes.size(); ++i) when += (i ? "; " : " (") + notes[i] + (i + 1 == notes.size() ? ")" : "");
   o << "SAF experiment: " << cfg["model"]["n_layer"] << " layers x " << cfg["model"]["n_head"] << " heads x "
     << cfg["model"]["n_embd"] << " wide, T = " << cfg["train"]["seq_len"] << ", " << cfg["train"]["steps"]
-    << " updates, intervention at update " << results["fire_step"] << ", budget matched in "
+    << " updates, " << when << ", budget matched in "
     << results["budget"].get<std::string>() << ", seeds " << nlohmann::json(seeds).dump() << ".\n"
     << "PPL change = 100 (p / p_ordinary - 1); update speedup = ordinary's mean update time after the "
        "intervention / the branch's (median: the same with medians, robust to stalls of a shared machine); memory = parameter + gradient + activation + AdamW arenas.\n\n";
-  o << "| Branch | Method | Val PPL | PPL change (%) | Update speedup | (median) | Peak memory change (%) | "
+  o << "| Branch | Method | " << (per_branch ? "Intervention | " : "")
+    << "Val PPL | PPL change (%) | Update speedup | (median) | Peak memory change (%) | "
        "Calibration (s) | Fit (s) | Updates |\n";
-  o << "|---|---|---|---|---|---|---|---|---|---|\n";
+  o << (per_branch ? "|---" : "") << "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results["summary"]) {
-    o << "| " << r["branch"].get<std::string>() << " | " << r["method"].get<std::string>() << " | "
-      << cell(r["val_ppl"], "%.3f") << " | " << cell(r["ppl_change_pct"], "%+.3f") << " | "
+    o << "| " << r["branch"].get<std::string>() << " | " << r["method"].get<std::string>() << " | ";
+    if (per_branch) {
+      const nlohmann::json f = r.value("fire_step", nlohmann::json(nullptr));
+      o << (f.is_number() ? f.dump() : std::string("-")) << " | ";
+    }
+    o << cell(r["val_ppl"], "%.3f") << " | " << cell(r["ppl_change_pct"], "%+.3f") << " | "
       << cell(r["update_speedup"], "%.3f", "x") << " | " << cell(r["update_speedup_median"], "%.3f", "x") << " | "
       << cell(r["memory_change_pct"], "%+.2f") << " | "
       << cell(r["capture_seconds"], "%.2f") << " | " << cell(r["fit_seconds"], "%.2f") << " | "

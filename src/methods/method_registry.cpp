@@ -25,7 +25,7 @@ std::vector<std::unique_ptr<Planner>> make_planners(const RunConfig& cfg) {
 }
 
 int64_t first_action_step(const std::vector<std::unique_ptr<Planner>>& planners, int64_t steps) {
-  for (int64_t s = 0; s < steps; ++s)
+  for (int64_t s = 0; s <= steps; ++s)  // steps itself: after the last update
     for (const auto& p : planners)
       if (p->acts_at(s)) return s;
   return -1;

@@ -491,6 +491,7 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
     }
     o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
                         Ac.row_stats, S.workspace);
+    if (observer_) observe_layer<A>(l, nullptr);
     o.matmul_forward(Ac.resid2, Ac.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
     o.residual_layernorm_forward(Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N, C,
                                  eps);
@@ -597,28 +598,27 @@ void Model<F>::read_rows(const A* src, int64_t n, std::vector<F>& host) const {
   }
 }
 
-// d loss / d gate_h = sum over the sequence of <head output, its gradient>, per sequence. Reads
-// the layer's attention output and its gradient back (calibration only).
+// Reads layer l's QKV and attention output (and, in backward, the output's gradient) back,
+// widened to double, and hands them to the observer.
 template <class F>
 template <class A>
-void Model<F>::record_gate_grads_of_layer(int l) {
+void Model<F>::observe_layer(int l, const A* dout) {
   const auto& lay = layouts_[size_t(l)];
-  const int64_t B = B_, T = T_, ow = lay.out_width(), hd = cfg_.head_dim();
-  auto& S = impl_->template acts<A>();
-  std::vector<F> y, dy;
-  read_rows<A>(S.layers[size_t(l)].atty, B * T * ow, y);
-  read_rows<A>(S.datty, B * T * ow, dy);
-  auto& gg = gate_grads_[size_t(l)];
-  for (int64_t b = 0; b < B; ++b)
-    for (int h = 0; h < cfg_.n_head; ++h) {
-      if (lay.o_slot[size_t(h)] < 0) continue;
-      double s = 0.0;
-      for (int64_t t = 0; t < T; ++t) {
-        const size_t row = size_t((b * T + t) * ow + lay.out_col(h));
-        for (int64_t d = 0; d < hd; ++d) s += double(y[row + size_t(d)]) * double(dy[row + size_t(d)]);
-      }
-      gg[size_t(b * cfg_.n_head + h)] = s;
-    }
+  const int64_t N = B_ * T_;
+  const auto& Ac = impl_->template acts<A>().layers[size_t(l)];
+  std::vector<F> raw;
+  auto widen = [&](const A* src, int64_t n) {
+    read_rows<A>(src, n, raw);
+    return std::vector<double>(raw.begin(), raw.end());
+  };
+  const std::vector<double> qkv = widen(Ac.qkv, N * lay.qkv_width()), out = widen(Ac.atty, N * lay.out_width());
+  std::vector<double> grad;
+  if (dout) grad = widen(dout, N * lay.out_width());
+  const AttentionView v{l, B_, T_, &cfg_.head_plan.layers[size_t(l)], &lay, &qkv, &out, dout ? &grad : nullptr};
+  if (dout)
+    observer_->on_backward(v);
+  else
+    observer_->on_forward(v);
 }
 
 template <class F>
@@ -641,7 +641,6 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
   ops_.range_push("backward");
   o.fill_zero(S.dresid, N * C);
   o.layernorm_backward(S.dresid, I.g.lnf_w, I.g.lnf_b, S.dln, last, fw.lnf_w, S.lnf_mean, S.lnf_rstd, N, C);
-  if (record_gates_) gate_grads_.assign(size_t(cfg_.n_layer), std::vector<double>(size_t(B * cfg_.n_head), 0.0));
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     ops_.range_push(bwd_names_[size_t(l)].c_str());
     const auto& W = cw.layers[size_t(l)];
@@ -662,7 +661,7 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     // Attention: dresid now holds d(resid2).
     o.fill_zero(S.datty, N * lay.out_width());
     o.matmul_backward(S.datty, G.proj_w, G.proj_b, S.dresid, Ac.atty, W.proj_w, N, lay.out_width(), C);
-    if (record_gates_) record_gate_grads_of_layer<A>(l);
+    if (observer_ && observer_->wants_backward()) observe_layer<A>(l, S.datty);
     o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
                          Ac.row_stats, S.datty, S.dqkv, S.workspace);
     if (cfg_.rope()) {

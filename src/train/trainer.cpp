@@ -344,11 +344,60 @@ void Trainer::restore_planners(const nlohmann::json& trainer_json, const std::st
   }
 }
 
+namespace {
+// The observers of the planners that observe one update, behind the one pointer the model
+// takes (planners in method-list order).
+class ObserverFanout : public AttentionObserver {
+ public:
+  void add(AttentionObserver* o) {
+    if (o) list_.push_back(o);
+  }
+  bool empty() const { return list_.empty(); }
+  void on_forward(const AttentionView& v) override {
+    for (auto* o : list_) o->on_forward(v);
+  }
+  bool wants_backward() const override {
+    for (auto* o : list_)
+      if (o->wants_backward()) return true;
+    return false;
+  }
+  void on_backward(const AttentionView& v) override {
+    for (auto* o : list_)
+      if (o->wants_backward()) o->on_backward(v);
+  }
+
+ private:
+  std::vector<AttentionObserver*> list_;
+};
+
+// Sets the model's observer for one update and takes it away again, also on an exception.
+class ObservedUpdate {
+ public:
+  ObservedUpdate(Model<float>& model, AttentionObserver* o) : model_(model) {
+    if (o) model_.set_attention_observer(o);
+    set_ = o != nullptr;
+  }
+  ~ObservedUpdate() {
+    if (set_) model_.set_attention_observer(nullptr);
+  }
+  ObservedUpdate(const ObservedUpdate&) = delete;
+  ObservedUpdate& operator=(const ObservedUpdate&) = delete;
+
+ private:
+  Model<float>& model_;
+  bool set_ = false;
+};
+}  // namespace
+
 double Trainer::train_step(double* grad_norm, double* update_ms) {
   const auto& t = cfg_.train;
   const int64_t B = t.micro_batch, T = t.seq_len;
   const int world = comm_.world(), rank = comm_.rank();
   double compute_ms = 0.0, loss_sum = 0.0;
+  ObserverFanout observers;
+  for (auto& p : planners_)
+    if (p->observes_at(state_.step)) observers.add(p->observer());
+  const ObservedUpdate observed(*model_, observers.empty() ? nullptr : &observers);
   auto t0 = Clock::now();
   model_->zero_grads();
   compute_ms += ms_since(t0);
@@ -610,8 +659,16 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   EvalResult last_eval;
   bool have_eval = false;
   double loss = 0.0;
+  // A planner that acts at step == train.steps acts after the last update: when this call makes
+  // the last update, the hook runs right after it, before the final evaluation, the final
+  // checkpoint and summary.json, which therefore hold the changed model. (A run resumed at
+  // train.steps made no update here: its checkpoint already holds that change.) Without such a
+  // planner nothing moves.
+  bool acts_after_last = false;
+  for (const auto& p : planners_) acts_after_last = acts_after_last || p->acts_at(t.steps);
+  bool acted_after_last = false;
   while (state_.step < stop_step) {
-    intervene_if_due();
+    if (!(acted_after_last && state_.step == t.steps)) intervene_if_due();  // not twice at train.steps
     const auto t0 = Clock::now();
     double norm = 0.0, upd_ms = 0.0;
     const int64_t step = state_.step;
@@ -627,6 +684,10 @@ nlohmann::json Trainer::run(int64_t stop_step) {
       spdlog::info("step {:>5}/{} | loss {:.4f} | lr {:.2e} | norm {:.3f} | {:.1f} ms | {:.0f} tok/s", step + 1, t.steps,
                    loss, lr, norm, ms, tok_per_s);
     const bool last = state_.step == t.steps;
+    if (last && acts_after_last) {
+      intervene_if_due();
+      acted_after_last = true;
+    }
     if (val_loader_ && ((t.eval_every > 0 && state_.step % t.eval_every == 0) || last)) {
       last_eval = eval();
       have_eval = true;

@@ -1,5 +1,6 @@
 // The experiment protocol on a tiny config: every branch continues exactly where an
 // uninterrupted run would be, and the table's ratios come out of those runs.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -28,6 +29,35 @@ const nlohmann::json* row(const nlohmann::json& results, const std::string& name
   return nullptr;
 }
 
+// tiny_saf_doc's run config with the method section `m` merged on (name "none": ordinary).
+RunConfig with_method(nlohmann::json doc, const nlohmann::json& m) {
+  doc.erase("experiment");
+  if (m.value("name", "") == "none") doc["method"] = nlohmann::json::object();
+  for (auto it = m.begin(); it != m.end(); ++it) doc["method"][it.key()] = it.value();
+  return RunConfig::from_json(doc);
+}
+
+// Runs cfg uninterrupted in dir (the trainer's own planner hook) and returns its summary.
+nlohmann::json uninterrupted(const RunConfig& cfg, const std::string& dir) {
+  dist::LocalComm comm;
+  Trainer tr(cfg, dir, comm, make_planners(cfg));
+  return tr.run();
+}
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) out.push_back(e.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
 }  // namespace
 
 TEST_CASE("experiment spec: generated branches, explicit branches and bad input", "[experiment]") {
@@ -52,6 +82,179 @@ TEST_CASE("experiment spec: generated branches, explicit branches and bad input"
   doc["experiment"] = {{"branches", {{{"name", "o"}, {"method", {{"name", "none"}}}},
                                      {{"name", "s"}, {"method", {{"mode", "zap"}}}}}}};
   CHECK_THROWS_WITH(experiment_from_json(doc), Catch::Contains("branch 's'"));
+  // An intervention beyond train.steps (8) is one error naming the branch and the key; at
+  // train.steps itself (after the last update) is valid.
+  doc["experiment"] = {{"branches", {{{"name", "o"}, {"method", {{"name", "none"}}}},
+                                     {{"name", "late"}, {"method", {{"at_step", 9}}}}}}};
+  try {
+    experiment_from_json(doc);
+    FAIL("at_step 9 of 8 updates was accepted");
+  } catch (const Error& err) {
+    const std::string msg = err.what();
+    CHECK(msg.find("branch 'late'") != std::string::npos);
+    CHECK(msg.find("method.at_step") != std::string::npos);
+    CHECK(msg.find("train.steps = 8") != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);  // one line
+  }
+  doc["experiment"]["branches"][1]["method"]["at_step"] = 8;
+  CHECK(experiment_from_json(doc).spec.branches.size() == 2);
+  doc["experiment"] = {{"at_fractions", {0.5, 1.5}}};
+  CHECK_THROWS_WITH(experiment_from_json(doc), Catch::Contains("experiment.at_fractions"));
+  doc["experiment"] = {{"at_fractions", {0.5}}, {"branches", {{{"name", "o"}, {"method", {{"name", "none"}}}}}}};
+  CHECK_THROWS_WITH(experiment_from_json(doc), Catch::Contains("experiment.at_fractions"));
+}
+
+TEST_CASE("experiment spec: at_fractions repeats the generated branches once per intervention point", "[experiment]") {
+  const auto spec = nlohmann::json::parse(
+      R"({"ratios": [0.25], "controls": ["prune"], "at_fractions": [0.25, 0.5, 0.75, 1.0]})");
+  const auto s = ExperimentSpec::from_json(spec);
+  std::vector<std::string> names;
+  for (const auto& b : s.branches) names.push_back(b.name);
+  CHECK(names == std::vector<std::string>{"ordinary", "saf_25_at_25", "prune_25_at_25", "saf_25_at_50",
+                                          "prune_25_at_50", "saf_25_at_75", "prune_25_at_75", "saf_25_at_100",
+                                          "prune_25_at_100"});
+  CHECK(s.branches[7].method["at_fraction"] == 1.0);
+  CHECK(s.branches[7].method["at_step"] == -1);
+  CHECK(s.branches[8].method["mode"] == "prune");
+  // The config's at_step (tiny_saf_doc: 4) does not override the fractions: 2, 4, 6, 8 of 8.
+  const std::string dir = test::methods_dir("fractions_spec");
+  auto doc = test::tiny_saf_doc(dir);
+  doc["experiment"] = spec;
+  const ExperimentSetup setup = experiment_from_json(doc);
+  std::vector<int64_t> fire;
+  for (const auto& b : setup.spec.branches)
+    fire.push_back(first_action_step(make_planners(branch_config(setup, b, 5)), 8));
+  CHECK(fire == std::vector<int64_t>{-1, 2, 2, 4, 4, 6, 6, 8, 8});
+}
+
+TEST_CASE("experiment at several intervention points runs one trunk and resumes each branch at its point",
+          "[experiment]") {
+  const std::string dir = test::methods_dir("points");
+  auto doc = test::tiny_saf_doc(dir);
+  doc["train"]["checkpoint_every"] = 0;  // the trunk's checkpoints are the experiment's alone
+  doc["experiment"] = {{"ratios", {0.25}}, {"controls", nlohmann::json::array()}, {"at_fractions", {0.25, 0.5, 0.75}}};
+  const ExperimentSetup setup = experiment_from_json(doc);
+  dist::LocalComm comm;
+  const nlohmann::json res = run_experiment(setup, dir + "/out", comm);
+  CHECK(res["fire_step"] == 2);
+  CHECK(res["fire_steps"] == nlohmann::json::array({2, 4, 6}));
+  // One trunk, with one checkpoint per point; one folder per branch.
+  const std::string seed_dir = dir + "/out/seed_5";
+  CHECK(entries(seed_dir) ==
+        std::vector<std::string>{"ordinary", "saf_25_at_25", "saf_25_at_50", "saf_25_at_75", "trunk"});
+  CHECK(entries(seed_dir + "/trunk/checkpoints") == std::vector<std::string>{"step_2", "step_4", "step_6"});
+  // Independent paths: uninterrupted runs (SAF at each point through the trainer's own hook).
+  const auto ord = uninterrupted(with_method(doc, {{"name", "none"}}), dir + "/ref_ord");
+  const auto l_ord = test::losses_of(dir + "/ref_ord/metrics.jsonl");
+  REQUIRE(l_ord.size() == 8);
+  // The trunk ran once, 6 updates: those of the uninterrupted ordinary run.
+  const auto l_trunk = test::losses_of(seed_dir + "/trunk/metrics.jsonl");
+  CHECK(l_trunk == std::vector<double>(l_ord.begin(), l_ord.begin() + 6));
+  // The reference continues from the earliest point exactly as ordinary training.
+  const auto ref_r = test::read_json(seed_dir + "/ordinary/result.json");
+  CHECK(ref_r["branch_step"] == 2);
+  CHECK(ref_r["fire_step"].is_null());
+  CHECK(test::losses_of(seed_dir + "/ordinary/metrics.jsonl") == std::vector<double>(l_ord.begin() + 2, l_ord.end()));
+  CHECK((*row(res, "ordinary"))["val_ppl"]["mean"].get<double>() == ord["val_ppl"].get<double>());
+  for (int64_t p : {2, 4, 6}) {
+    const std::string name = "saf_25_at_" + std::to_string(p * 100 / 8);
+    INFO(name);
+    const std::string ref_dir = dir + "/ref_saf_" + std::to_string(p);
+    const auto saf = uninterrupted(with_method(doc, {{"ratio", 0.25}, {"at_step", p}}), ref_dir);
+    const auto l_saf = test::losses_of(ref_dir + "/metrics.jsonl");
+    REQUIRE(l_saf.size() == 8);
+    CHECK(std::vector<double>(l_saf.begin(), l_saf.begin() + p) == std::vector<double>(l_ord.begin(), l_ord.begin() + p));
+    const auto r = test::read_json(seed_dir + "/" + name + "/result.json");
+    CHECK(r["fire_step"] == p);
+    CHECK(r["branch_step"] == p);
+    CHECK(r["steps"] == 8);
+    CHECK(r["updates_after_intervention"] == 8 - p);
+    CHECK(r["static_heads"] == 2);
+    // Resumed from the trunk at p: the first logged update is p, with the uninterrupted loss.
+    std::ifstream m(seed_dir + "/" + name + "/metrics.jsonl");
+    std::string first_line;
+    std::getline(m, first_line);
+    const auto first = nlohmann::json::parse(first_line);
+    CHECK(first["step"] == p);
+    CHECK(first["loss"].get<double>() == l_saf[size_t(p)]);
+    CHECK(test::losses_of(seed_dir + "/" + name + "/metrics.jsonl") ==
+          std::vector<double>(l_saf.begin() + p, l_saf.end()));
+    CHECK((*row(res, name))["val_ppl"]["mean"].get<double>() == saf["val_ppl"].get<double>());
+    CHECK((*row(res, name))["fire_step"] == p);
+    CHECK(std::filesystem::exists(intervention_file(seed_dir + "/" + name, p, 0, "saf")));
+  }
+  // The table names each branch's intervention step.
+  const std::string md = read_text(dir + "/out/table.md");
+  CHECK(md.find("| Intervention |") != std::string::npos);
+  CHECK(md.find("| saf_25_at_75 | SAF (variance, mean) 25% | 6 |") != std::string::npos);
+  CHECK(md.find("| ordinary | ordinary attention | - |") != std::string::npos);
+}
+
+TEST_CASE("experiment: an intervention after the last update is evaluated after the change", "[experiment]") {
+  const std::string dir = test::methods_dir("after_last");
+  auto doc = test::tiny_saf_doc(dir);
+  doc["experiment"] = {{"branches", {{{"name", "ordinary"}, {"method", {{"name", "none"}}}},
+                                     {{"name", "saf_mid"}, {"method", {{"ratio", 0.25}}}},  // at_step 4
+                                     {{"name", "saf_end"}, {"method", {{"ratio", 0.25}, {"at_fraction", 1.0},
+                                                                       {"at_step", -1}}}},
+                                     {{"name", "prune_end"}, {"method", {{"ratio", 0.25}, {"at_step", 8},
+                                                                         {"mode", "prune"}}}}}}};
+  const ExperimentSetup setup = experiment_from_json(doc);
+  dist::LocalComm comm;
+  const nlohmann::json res = run_experiment(setup, dir + "/out", comm);
+  CHECK(res["fire_steps"] == nlohmann::json::array({4, 8}));
+  const std::string seed_dir = dir + "/out/seed_5";
+  const auto r = test::read_json(seed_dir + "/saf_end/result.json");
+  CHECK(r["fire_step"] == 8);
+  CHECK(r["steps"] == 8);
+  CHECK(r["updates_after_intervention"] == 0);
+  CHECK(r["mean_update_ms"].is_null());
+  CHECK(r["median_update_ms"].is_null());
+  CHECK(r["static_heads"] == 2);
+  CHECK(test::losses_of(seed_dir + "/saf_end/metrics.jsonl").empty());
+  CHECK(std::filesystem::exists(intervention_file(seed_dir + "/saf_end", 8, 0, "saf")));
+  const auto& row_end = *row(res, "saf_end");
+  CHECK(row_end["update_speedup"].is_null());
+  CHECK(row_end["fire_step"] == 8);
+  CHECK(row_end["capture_seconds"]["mean"].get<double>() >= 0);
+  CHECK(row_end["memory_change_pct"]["mean"].get<double>() < 0);  // Q/K gone
+  CHECK((*row(res, "prune_end"))["memory_change_pct"]["mean"].get<double>() < 0);
+  CHECK(test::read_json(seed_dir + "/prune_end/result.json")["pruned_heads"] == 2);
+  // The final checkpoint holds the replaced heads; evaluating it gives the branch's PPL.
+  const auto tj = test::read_json(seed_dir + "/saf_end/final/trainer.json");
+  CHECK(tj["step"] == 8);
+  CHECK(attn::HeadPlan::from_json(tj["run_config"]["model"]["head_plan"]).count(attn::HeadKind::Static) == 2);
+  const RunConfig plain = with_method(doc, {{"name", "none"}});
+  const double ppl_end = r["val_ppl"].get<double>();
+  {
+    Trainer t(plain, "", comm);
+    t.resume(seed_dir + "/saf_end/final");
+    CHECK(t.model().config().head_plan.count(attn::HeadKind::Static) == 2);
+    CHECK(t.eval().ppl == ppl_end);
+  }
+  // The trunk at train.steps (ordinary attention) evaluates to the ordinary branch's PPL, not this one.
+  {
+    Trainer t(plain, "", comm);
+    t.resume(seed_dir + "/trunk/checkpoints/step_8");
+    CHECK(t.model().config().head_plan.count(attn::HeadKind::Static) == 0);
+    const double ppl_trunk = t.eval().ppl;
+    CHECK(ppl_trunk == test::read_json(seed_dir + "/ordinary/result.json")["val_ppl"].get<double>());
+    CHECK(ppl_trunk != ppl_end);
+  }
+  // The same as SAF after the last update of an uninterrupted run (the trainer's own hook).
+  const auto un = uninterrupted(with_method(doc, {{"ratio", 0.25}, {"at_step", 8}}), dir + "/ref_end");
+  CHECK(un["val_ppl"].get<double>() == ppl_end);
+  // The table: the speed cells of that row are "-".
+  const std::string md = read_text(dir + "/out/table.md");
+  CHECK(md.find("after the last update") != std::string::npos);
+  CHECK(md.find("| saf_end | SAF (variance, mean) 25% | 8 |") != std::string::npos);
+  // A time budget gives the branch at train.steps no update either.
+  doc["experiment"]["budget"] = "time";
+  doc["experiment"]["save_final"] = false;
+  const nlohmann::json t = run_experiment(experiment_from_json(doc), dir + "/time", comm);
+  CHECK(t["seeds"][0]["branches"][2]["steps"] == 8);
+  CHECK(t["seeds"][0]["branches"][2]["updates_after_intervention"] == 0);
+  CHECK(t["seeds"][0]["branches"][1]["steps"].get<int64_t>() >= 4);
 }
 
 TEST_CASE("experiment branches continue the trunk exactly and the table follows from them", "[experiment]") {
@@ -127,4 +330,17 @@ TEST_CASE("experiment over seeds reports mean and standard deviation, and time b
   CHECK(t["seeds"][0]["branches"][0]["steps"] == 8);
   CHECK(t["seeds"][0]["branches"][1]["steps"].get<int64_t>() >= 4);
   CHECK(t["budget"] == "time");
+}
+
+TEST_CASE("the shipped timing-study config: SAF 25% at 25/50/75/100% of the run from one trunk", "[experiment][configs]") {
+  const ExperimentSetup s =
+      load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/experiment_saf_timing_cpu.json", {});
+  std::vector<std::string> names;
+  std::vector<int64_t> fire;
+  for (const auto& b : s.spec.branches) {
+    names.push_back(b.name);
+    fire.push_back(first_action_step(make_planners(branch_config(s, b, s.spec.seeds.front())), s.base.train.steps));
+  }
+  CHECK(names == std::vector<std::string>{"ordinary", "saf_25_at_25", "saf_25_at_50", "saf_25_at_75", "saf_25_at_100"});
+  CHECK(fire == std::vector<int64_t>{-1, 125, 250, 375, 500});  // 500 = after the last update
 }

@@ -57,6 +57,7 @@ TEST_CASE("bad method input is one error naming the key", "[methods][config]") {
                     Catch::Contains("method[0].name = \"none\" in a list"));
   CHECK_THROWS_WITH(planners_of(nlohmann::json::array({{{"name", "saf"}}, {{"name", "saf"}, {"ratio", 2.0}}})),
                     Catch::Contains("method[1].ratio must be in [0, 1]"));
-  CHECK_THROWS_WITH(planners_of({{"name", "saf"}, {"at_step", 8}}), Catch::Contains("beyond the run's train.steps = 8"));
+  CHECK_THROWS_WITH(planners_of({{"name", "saf"}, {"at_step", 9}}),
+                    Catch::Contains("method.at_step") && Catch::Contains("beyond the run's train.steps = 8"));
   CHECK_THROWS_WITH(planners_of({{"name", "saf"}, {"ratio", "half"}}), Catch::Contains("method.ratio"));
 }

@@ -66,7 +66,7 @@ TEST_CASE("SAF fires at the configured update", "[saf][planner]") {
   REQUIRE(planners.size() == 1);
   CHECK(planners[0]->name() == "saf");
   for (int64_t s = 0; s < 8; ++s) CHECK(planners[0]->acts_at(s) == (s == 7));
-  CHECK_THROWS_WITH(saf_planner(with_method(doc, {{"at_step", 8}})), Catch::Contains("beyond the run's train.steps"));
+  CHECK_THROWS_WITH(saf_planner(with_method(doc, {{"at_step", 9}})), Catch::Contains("beyond the run's train.steps"));
   doc["method"] = {{"name", "none"}};
   CHECK(make_planners(RunConfig::from_json(doc)).empty());
 }

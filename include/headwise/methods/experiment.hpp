@@ -1,10 +1,14 @@
 #pragma once
-// The SAF experiment protocol (paper §4): train once to the intervention point, checkpoint,
-// then continue several branches from that same checkpoint, optimizer state and data position
-// (ordinary attention, SAF at several ratios, same-head pruning, random selection, Gate-Taylor
-// pruning), with budgets matched in tokens or in wall time, over one or more seeds; then a
-// table in the paper's format (final val PPL, relative PPL change, update speedup, peak memory
-// change, calibration and fit time; mean and standard deviation over seeds).
+// The SAF experiment protocol (paper §4), for any method or stack of methods: train one trunk
+// of ordinary attention per seed through every branch's intervention point, checkpoint at each,
+// then continue every branch from the trunk checkpoint at its own first action step (same
+// weights, optimizer state and data position): ordinary attention, SAF at several ratios,
+// same-head pruning, random selection, Gate-Taylor pruning, any method, at one or several
+// points (SAF's 25/50/75% timing study costs one trunk), including after the last update (the
+// paper's "replace after training" row: fraction 1, no update after the change). Budgets are
+// matched in tokens or in wall time, over one or more seeds; then a table in the paper's format
+// (final val PPL, relative PPL change, update speedup, peak memory change, calibration and fit
+// time; mean and standard deviation over seeds).
 //
 // The spec lives in the run config's own file under a top-level "experiment" key, which is
 // taken out before the rest is read as a RunConfig (whose sections are strict).
@@ -20,7 +24,8 @@ namespace hw {
 
 struct ExperimentBranch {
   std::string name;
-  // Keys merged onto the config's method section; "name" defaults to "saf" ("none" = ordinary).
+  // An object: keys merged onto the config's method section; "name" defaults to "saf" ("none" =
+  // ordinary). A list: a stack of method objects replacing the config's method section.
   nlohmann::json method = nlohmann::json::object();
 };
 
@@ -35,6 +40,10 @@ struct ExperimentSpec {
   // "ratios" (SAF ratios, default [0.25, 0.5]) with "controls" (any of "prune", "random",
   // "gate_taylor"; default all three) at "control_ratio" (default: the first ratio). The
   // generated list is ordinary, saf_<pct>..., prune_<pct>, random_<pct>, gate_taylor_<pct>.
+  // With "at_fractions" (a list in [0, 1]; not with "branches") every generated branch but
+  // ordinary is repeated once per fraction f, with method.at_fraction = f (method.at_step = -1)
+  // and the name suffix _at_<pct of f>, in fraction order: e.g. [0.25, 0.5, 0.75, 1.0] with
+  // "controls": [] gives ordinary, saf_25_at_25, saf_50_at_25, ..., saf_50_at_100.
   static ExperimentSpec from_json(const nlohmann::json& j);
   nlohmann::json to_json() const;
 };
@@ -52,15 +61,28 @@ ExperimentSetup load_experiment(const std::string& path, const std::vector<std::
 // The run config of one branch for one seed.
 RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& branch, int64_t seed);
 
-// Runs the protocol. Files (rank 0): OUT/seed_<s>/trunk (the shared run up to the
-// intervention, its checkpoint in checkpoints/step_<F>), OUT/seed_<s>/<branch>/ (metrics.jsonl,
-// intervention.json, result.json, final/), OUT/results.json and OUT/table.md.
-// Budgets: "tokens" runs every branch to train.steps; "time" gives every branch the wall time
-// the reference branch spent after the intervention point, counting a branch's own
-// calibration and fit; updates past train.steps run at min_lr (the schedule's end).
+// Runs the protocol. A branch's intervention step F is the first step at which its methods act
+// (first_action_step, in [0, train.steps]; from the first seed's config, and checked for every
+// seed); a branch whose methods never act (the reference) branches at the earliest F of all.
+// The trunk runs once per seed, through the distinct F in increasing order, saving
+// OUT/seed_<s>/trunk/checkpoints/step_<F> at each; each branch resumes from the one at its F,
+// runs the planner hook there (and at every later update and after the last one, as
+// Trainer::run does), trains, and is evaluated. Files (rank 0): OUT/seed_<s>/trunk,
+// OUT/seed_<s>/<branch>/ (metrics.jsonl, interventions/, result.json, final/),
+// OUT/results.json and OUT/table.md. results.json: "fire_step" (the earliest F), "fire_steps"
+// (the distinct F), and per branch row and summary entry "fire_step" (null for a branch whose
+// methods never act) and "branch_step" (the trunk checkpoint it resumed from); the table adds an
+// "Intervention" column when the acting branches' F differ.
+// Budgets: "tokens" runs every branch to train.steps; "time" gives a branch at F the wall time
+// the reference branch spent on its updates F .. train.steps - 1 (the reference resumes at the
+// earliest F and its per-update wall time is recorded), counting the branch's own calibration
+// and fit; updates past train.steps run at min_lr (the schedule's end). A branch at F =
+// train.steps makes no update under either budget: its final PPL is the trunk's model after the
+// change, and its speed columns are null ("-" in the table).
 // Update speed = mean update_ms (Trainer::train_step: accumulation, backward, all-reduce,
-// clipping, AdamW; no data loading) over the updates after the intervention, the first one
-// excluded. Memory = parameter + gradient + buffer + activation + AdamW arena bytes after it.
+// clipping, AdamW; no data loading) over the branch's updates after its intervention, the first
+// one excluded (the reference's over all its updates after the earliest F). Memory = parameter
+// + gradient + buffer + activation + AdamW arena bytes right after the intervention.
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm);
 
 // Per-branch mean and standard deviation over seeds of every table column (from the per-seed

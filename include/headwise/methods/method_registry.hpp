@@ -33,7 +33,8 @@ const MethodEntry& find_method(const std::string& name, const std::string& where
 // The planners of a run's method list, in order (empty for ordinary training).
 std::vector<std::unique_ptr<Planner>> make_planners(const RunConfig& cfg);
 
-// The first update (in [0, train.steps)) at which any of the planners acts, or -1.
+// The first step (in [0, train.steps]; train.steps = after the last update) at which any of
+// the planners acts, or -1.
 int64_t first_action_step(const std::vector<std::unique_ptr<Planner>>& planners, int64_t steps);
 
 }  // namespace hw

@@ -19,6 +19,7 @@
 #include "headwise/attention/attention.hpp"
 #include "headwise/core/arena.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "headwise/model/attention_observer.hpp"
 #include "headwise/model/head_extras.hpp"
 #include "headwise/model/model_config.hpp"
 #include "headwise/model/param_layout.hpp"
@@ -110,11 +111,11 @@ class Model {
   const F* layer_qkv(int l) const;
   const F* layer_attn_out(int l) const;
 
-  // Gate-Taylor scores: when enabled, backward records d(loss)/d(gate) for a gate of 1 on each
-  // head's output, per sequence: [layer][b * n_head + h]. (Calibration only: it reads each
-  // layer's attention output and its gradient back to the host.)
-  void record_gate_grads(bool on) { record_gates_ = on; }
-  const std::vector<std::vector<double>>& gate_grads() const { return gate_grads_; }
+  // Observation of every layer's attention in the following forwards (and backwards, when the
+  // observer wants them): see attention_observer.hpp. nullptr (the default) = none, and then a
+  // step does no extra work. The observer is not owned and must outlive its use.
+  void set_attention_observer(AttentionObserver* observer) { observer_ = observer; }
+  AttentionObserver* attention_observer() const { return observer_; }
 
   // Gradient-ready hook, for overlapping the gradient reduction with backward. Every backward
   // calls hook(l) for l = n_layer-1 .. 0, each right after the last op that writes layer l's
@@ -188,8 +189,9 @@ class Model {
   // Device rows of an activation tensor, widened to F on the host.
   template <class A>
   void read_rows(const A* src, int64_t n, std::vector<F>& host) const;
+  // Hands layer l's attention tensors to the observer (dout: backward's gradient, or null).
   template <class A>
-  void record_gate_grads_of_layer(int l);
+  void observe_layer(int l, const A* dout);
   // The bf16 step's ops (throws unless the model is float and the backend has them).
   const ComputeOps<bf16, F>& bf16_ops() const;
   // Under Bf16: size the bf16 weight copy and round the parameters into it.
@@ -210,8 +212,7 @@ class Model {
   int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
   attn::HeadPlan acts_plan_;   // the plan the activation arena (attention workspace) was sized for
   bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
-  bool record_gates_ = false;
-  std::vector<std::vector<double>> gate_grads_;
+  AttentionObserver* observer_ = nullptr;
   std::function<void(int)> grad_ready_hook_;
   std::vector<ByteRange> layer_ranges_, outer_ranges_;
   // Profiler range names, built once per layout: "layer <l> forward" / "layer <l> backward".

@@ -46,11 +46,19 @@ class Planner {
   // The planner's whole configuration with defaults filled in, as a `method` object (name
   // included): what config.json records and what from_json would rebuild the same planner from.
   virtual nlohmann::json config() const = 0;
-  // Whether the planner acts at the top of update `step` (0 <= step < train.steps).
+  // Whether the planner acts at the top of update `step` (0 <= step <= train.steps; step ==
+  // train.steps means after the last update, before the final evaluation and checkpoint).
   virtual bool acts_at(int64_t step) const = 0;
   // Act: a plan change, or nothing when the planner looked and kept the plan. Collective: every
   // rank calls it at the same step and must return the same change.
   virtual std::optional<PlanChange> act(PlannerContext& ctx) = 0;
+  // Whether the planner observes the training forwards (and backwards, if it wants them) of
+  // update `step`: asked before the update; when it says yes, observer() sees every layer of
+  // every micro-step of that update on this rank (statistics meant to agree across ranks must be
+  // reduced in act()). When no planner asks, the update does no observation work at all.
+  virtual bool observes_at(int64_t /*step*/) const { return false; }
+  // The observer for the updates observes_at asked for (see model/attention_observer.hpp).
+  virtual AttentionObserver* observer() { return nullptr; }
   // What the planner needs to continue after a resume (null: nothing).
   virtual nlohmann::json state() const { return nullptr; }
   // Restore what state() returned; called on --resume before the first update.

@@ -71,6 +71,8 @@ class Trainer {
 
   // Train until `stop_step` updates are done (default: train.steps). Writes metrics.jsonl,
   // periodic checkpoints, a final checkpoint and summary.json (when stop_step == train.steps).
+  // Planners acting at train.steps act right after the last update, before the final
+  // evaluation and checkpoint (only when this call makes that update).
   nlohmann::json run(int64_t stop_step = -1);
   // One optimizer update on the next global batch; returns the mean loss. update_ms gets the
   // time of the update itself (accumulation, backward, all-reduce, clip, AdamW), without data

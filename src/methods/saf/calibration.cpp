@@ -172,6 +172,39 @@ void reduce_across_ranks(HeadStatsAccumulator& acc, dist::Comm& comm) {
   acc.unpack(buf.data(), int64_t(buf.size()));
 }
 
+namespace {
+
+// d loss / d gate_h for a gate of 1 on each head's output, per sequence: the sum over the
+// sequence of <head output, its gradient>, read in backward: [layer][b * n_head + h].
+class GateGradients : public AttentionObserver {
+ public:
+  GateGradients(int n_layer, int n_head) : H_(n_head), grads_(size_t(n_layer)) {}
+  bool wants_backward() const override { return true; }
+  void on_backward(const AttentionView& v) override {
+    const auto& lay = *v.layout;
+    const int64_t ow = lay.out_width(), hd = lay.head_dim;
+    auto& gg = grads_[size_t(v.layer)];
+    gg.assign(size_t(v.B * H_), 0.0);
+    for (int64_t b = 0; b < v.B; ++b)
+      for (int h = 0; h < H_; ++h) {
+        if (lay.o_slot[size_t(h)] < 0) continue;
+        double s = 0.0;
+        for (int64_t t = 0; t < v.T; ++t) {
+          const size_t row = size_t((b * v.T + t) * ow + lay.out_col(h));
+          for (int64_t d = 0; d < hd; ++d) s += (*v.out)[row + size_t(d)] * (*v.dout)[row + size_t(d)];
+        }
+        gg[size_t(b * H_ + h)] = s;
+      }
+  }
+  const std::vector<double>& of_layer(int l) const { return grads_[size_t(l)]; }
+
+ private:
+  int H_;
+  std::vector<std::vector<double>> grads_;
+};
+
+}  // namespace
+
 ScoreGrid gate_taylor_scores(Model<float>& model, const CalibSource& source, const CaptureOptions& opt,
                              dist::Comm& comm) {
   const auto& cfg = model.config();
@@ -187,11 +220,13 @@ ScoreGrid gate_taylor_scores(Model<float>& model, const CalibSource& source, con
   Arena& grads = model.grads();
   std::vector<unsigned char> saved(grads.bytes());
   if (!saved.empty()) model.ops().copy_to_host(saved.data(), grads.base(), saved.size());
+  GateGradients gates(L, H);
+  AttentionObserver* before = model.attention_observer();
   auto restore = [&] {
-    model.record_gate_grads(false);
+    model.set_attention_observer(before);
     if (!saved.empty()) model.ops().copy_to_device(grads.base(), saved.data(), saved.size());
   };
-  model.record_gate_grads(true);
+  model.set_attention_observer(&gates);
   try {
     for (size_t start = 0; start < mine.size(); start += size_t(B)) {
       const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
@@ -204,7 +239,6 @@ ScoreGrid gate_taylor_scores(Model<float>& model, const CalibSource& source, con
       }
       if (total == 0) continue;
       model.forward_backward(in.data(), tg.data(), B, T, 1.0);
-      const auto& gg = model.gate_grads();
       // The batch loss is the mean over all counted targets, so d(batch loss)/d gate_b is
       // (n_b / total) d(loss_seq_b)/d gate_b.
       for (int64_t b = 0; b < real; ++b) {
@@ -212,7 +246,7 @@ ScoreGrid gate_taylor_scores(Model<float>& model, const CalibSource& source, con
         const double scale = double(total) / double(counted[size_t(b)]);
         for (int l = 0; l < L; ++l)
           for (int h = 0; h < H; ++h)
-            sums[size_t(l * H + h)] += std::abs(gg[size_t(l)][size_t(b * H + h)]) * scale;
+            sums[size_t(l * H + h)] += std::abs(gates.of_layer(l)[size_t(b * H + h)]) * scale;
         sums.back() += 1.0;
       }
     }

@@ -11,6 +11,7 @@ namespace hw::saf {
 
 SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& where) {
   SafConfig m;
+  m.where = where;
   JsonFields f(spec, where);
   std::string name;
   f.get("name", name);
@@ -31,7 +32,8 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.finish("method \"saf\"");
   const std::string w = where + ".";
   check(m.ratio >= 0 && m.ratio <= 1, w + "ratio must be in [0, 1]");
-  check(m.at_fraction >= 0 && m.at_fraction <= 1, w + "at_fraction must be in [0, 1]");
+  check(m.at_fraction >= 0 && m.at_fraction <= 1, w + "at_fraction must be in [0, 1] (1: after the last update)");
+  check(m.at_step >= -1, w + "at_step must be >= 0 (or -1: at_fraction decides)");
   check(m.calib_seqs >= 2, w + "calib_seqs must be >= 2 (variance needs two samples)");
   check(m.calib_seq_len >= 0, w + "calib_seq_len must be >= 0");
   check(m.selector == "variance" || m.selector == "kl" || m.selector == "random" || m.selector == "gate_taylor",
@@ -58,6 +60,14 @@ nlohmann::json SafConfig::to_json() const {
 int64_t SafConfig::fire_step(const RunConfig& run) const {
   if (at_step >= 0) return at_step;
   return int64_t(std::llround(at_fraction * double(run.train.steps)));
+}
+
+void SafConfig::check_fire_step(const RunConfig& run) const {
+  const int64_t s = fire_step(run);
+  const std::string key = at_step >= 0 ? where + ".at_step" : where + ".at_fraction";
+  check(s >= 0 && s <= run.train.steps,
+        key + ": SAF would fire at update " + std::to_string(s) + ", beyond the run's train.steps = " +
+            std::to_string(run.train.steps) + " (at most train.steps: after the last update)");
 }
 
 uint64_t SafConfig::stream_seed(const RunConfig& run) const {

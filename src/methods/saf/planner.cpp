@@ -60,9 +60,7 @@ StaticHeadValues to_static(std::vector<double> alpha, std::vector<double> rho, s
 SafPlanner::SafPlanner(const saf::SafConfig& cfg, const RunConfig& run, saf::CalibSource source)
     : cfg_(cfg), source_(std::move(source)), fire_step_(cfg.fire_step(run)) {
   calib_T_ = cfg_.calib_length(run);
-  check(fire_step_ < run.train.steps, "method.at_step/at_fraction: SAF would fire at update " +
-                                          std::to_string(fire_step_) + ", beyond the run's train.steps = " +
-                                          std::to_string(run.train.steps));
+  cfg_.check_fire_step(run);
   check(calib_T_ <= run.model.block_size, "method.calib_seq_len (" + std::to_string(calib_T_) +
                                                ") exceeds model.block_size (" +
                                                std::to_string(run.model.block_size) + ")");
