@@ -1,5 +1,5 @@
-// headwise mqar (--checkpoint DIR | --config FILE) --out DIR [--method none|saf|prune|random|gate_taylor]
-//               [--ratio R] [sizes...]
+// headwise mqar (--checkpoint DIR | --config FILE) --out DIR [--method NAME|JSON] [--method-set k=v]...
+//               [sizes...]
 // MQAR adaptation (loss on query positions only) and query accuracy per number of pairs.
 #include <spdlog/spdlog.h>
 
@@ -16,6 +16,7 @@
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "headwise/methods/method_registry.hpp"
 #include "headwise/methods/mqar_adapt.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -24,10 +25,8 @@ namespace hw::cli {
 namespace {
 
 struct MqarArgs {
-  std::string checkpoint, config, out, label, method = "none", pattern = "mean";
-  std::vector<std::string> sets;
-  double ratio = 0.25, max_kl = 0.2;
-  int64_t calib_seqs = 32, fit_steps = 400;
+  std::string checkpoint, config, out, label, method = "none";
+  std::vector<std::string> sets, method_sets;
   bool save = false;
   int threads = 0;
   MqarOptions opt;
@@ -45,6 +44,26 @@ std::unique_ptr<Model<float>> fresh_model(const std::string& path, const std::ve
   return m;
 }
 
+// --method (a name, or a method object in JSON) with --method-set overrides, as the method
+// object a run config's method section would hold; null for "none".
+nlohmann::json method_object(const std::string& method, const std::vector<std::string>& sets) {
+  nlohmann::json m;
+  if (!method.empty() && method.front() == '{') {
+    m = nlohmann::json::parse(method, nullptr, false);
+    check(!m.is_discarded() && m.is_object(), "mqar: --method is not a valid JSON object: " + method);
+  } else {
+    m = {{"name", method}};
+  }
+  check(m.contains("name") && m["name"].is_string(), "mqar: --method needs a \"name\"");
+  nlohmann::json doc = {{"method", m}};
+  for (const auto& s : sets) apply_override(doc, "method." + s);
+  if (doc["method"]["name"] == "none") {
+    check(doc["method"].size() == 1, "mqar: --method none takes no --method-set keys");
+    return nullptr;
+  }
+  return doc["method"];
+}
+
 }  // namespace
 
 void add_mqar_command(CLI::App& app) {
@@ -56,13 +75,10 @@ void add_mqar_command(CLI::App& app) {
   cmd->add_option("--out", a->out, "Output directory (mqar.json, table.md, metrics.jsonl)")->required();
   cmd->add_option("--label", a->label, "Name of this model in the table (default: the method)");
   cmd->add_option("--method", a->method,
-                  "Replace heads before adapting, calibrated on MQAR: none (default), saf, prune (same heads as SAF), "
-                  "random, gate_taylor (pruning)");
-  cmd->add_option("--ratio", a->ratio, "Fraction of heads replaced (default 0.25)");
-  cmd->add_option("--pattern", a->pattern, "SAF pattern (default mean)");
-  cmd->add_option("--calib-seqs", a->calib_seqs, "Calibration sequences (default 32)");
-  cmd->add_option("--fit-steps", a->fit_steps, "Compact-fit Adam steps (default 400)");
-  cmd->add_option("--max-kl", a->max_kl, "KL gate of the compact fit (default 0.2)");
+                  "Replace heads before adapting, calibrated on MQAR: none (default), a method name, or a method "
+                  "object in JSON, as in a config's method section (see README, Methods)");
+  cmd->add_option("--method-set", a->method_sets,
+                  "A key of the method: key=value, e.g. ratio=0.25 (repeatable)");
   auto& o = a->opt;
   cmd->add_option("--steps", o.steps, "Adaptation updates (default 1500)");
   cmd->add_option("--batch", o.batch, "Examples per update (default 16)");
@@ -82,28 +98,30 @@ void add_mqar_command(CLI::App& app) {
   cmd->add_option("--threads", a->threads, "OpenMP threads (default: all)");
   cmd->callback([a] {
     check(a->checkpoint.empty() != a->config.empty(), "mqar: give exactly one of --checkpoint and --config");
-    MqarReplacement replacement{a->method, a->ratio, a->pattern, a->calib_seqs, a->fit_steps, a->max_kl};
-    if (a->method != "none") mqar_replacement_config(replacement);  // validates --method before any work
+    const nlohmann::json method = method_object(a->method, a->method_sets);
+    if (!method.is_null()) find_method(method["name"].get<std::string>(), "method");  // before any work
     set_threads(a->threads);
     auto model = a->checkpoint.empty() ? fresh_model(a->config, a->sets) : load_model(a->checkpoint, cpu_backend<float>());
     a->opt.validate(model->config());
     std::filesystem::create_directories(a->out);
-    const std::string label = a->label.empty() ? a->method : a->label;
+    const std::string label = !a->label.empty() ? a->label : method.is_null() ? "none" : method["name"].get<std::string>();
     nlohmann::json result = {{"label", label},
                              {"checkpoint", a->checkpoint},
                              {"config", a->config},
-                             {"method", a->method},
+                             {"method", method},
                              {"options",
                               {{"seq_len", a->opt.seq_len}, {"vocab", a->opt.vocab}, {"train_pairs", a->opt.train_pairs},
                                {"steps", a->opt.steps}, {"batch", a->opt.batch}, {"lr", a->opt.lr},
                                {"weight_decay", a->opt.weight_decay}, {"grad_clip", a->opt.grad_clip},
                                {"eval_examples", a->opt.eval_examples}, {"seed", a->opt.seed}}}};
-    if (a->method != "none") {
+    if (!method.is_null()) {
       dist::LocalComm comm;
-      PlanChange change = apply_saf_on_mqar(*model, mqar_replacement_config(replacement), a->opt, comm);
-      change.report["head_plan"] = change.plan.to_json();
-      io::write_file_atomic(a->out + "/intervention.json", change.report.dump(2) + "\n");
-      result["selected"] = change.report["selected"];
+      std::optional<PlanChange> change = apply_method_on_mqar(*model, method, a->opt, comm);
+      if (change) {
+        change->report["head_plan"] = change->plan.to_json();
+        io::write_file_atomic(a->out + "/intervention.json", change->report.dump(2) + "\n");
+        if (change->report.contains("selected")) result["selected"] = change->report["selected"];
+      }
     }
     result["static_heads"] = model->config().head_plan.count(attn::HeadKind::Static);
     result["pruned_heads"] = model->config().head_plan.count(attn::HeadKind::Pruned);

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "headwise/core/error.hpp"
-#include "headwise/methods/saf/planner.hpp"
+#include "headwise/methods/method_registry.hpp"
 #include "headwise/optim/adamw.hpp"
 
 namespace hw {
@@ -45,48 +45,34 @@ std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& b) {
   return t;
 }
 
-saf::SafConfig mqar_replacement_config(const MqarReplacement& r) {
-  check(r.method == "saf" || r.method == "prune" || r.method == "random" || r.method == "gate_taylor",
-        "mqar: --method must be none, saf, prune, random or gate_taylor, got \"" + r.method + "\"");
-  saf::SafConfig m;
-  m.ratio = r.ratio;
-  m.pattern = r.pattern;
-  m.calib_seqs = r.calib_seqs;
-  m.fit_steps = r.fit_steps;
-  m.max_kl = r.max_kl;
-  if (r.method == "prune") m.mode = "prune";
-  if (r.method == "random") m.selector = "random";
-  if (r.method == "gate_taylor") {
-    m.selector = "gate_taylor";
-    m.mode = "prune";
-  }
-  return m;
-}
-
-PlanChange apply_saf_on_mqar(Model<float>& model, const saf::SafConfig& method, const MqarOptions& opt,
-                             dist::Comm& comm) {
+std::optional<PlanChange> apply_method_on_mqar(Model<float>& model, nlohmann::json method, const MqarOptions& opt,
+                                               dist::Comm& comm, const std::string& what) {
   opt.validate(model.config());
+  check(method.is_object() && method.contains("name") && method["name"].is_string(),
+        what + ": the method must be an object with a \"name\"");
   RunConfig rc;
   rc.model = model.config();
   rc.train.seq_len = opt.seq_len;
   rc.train.micro_batch = opt.batch;
   rc.train.steps = 1;  // one update long, so "acts at step 0" is inside the run
-  saf::SafConfig m = method;
-  m.calib_seq_len = opt.seq_len;
-  m.at_step = 0;
+  if (!method.contains("at_step") && !method.contains("at_fraction")) method["at_step"] = 0;
+  const std::string name = method["name"].get<std::string>();
+  std::unique_ptr<Planner> planner = find_method(name, "method").make(method, "method", rc);
+  check(planner->acts_at(0), what + ": method '" + name + "' does not act at step 0 with this schedule");
   const int64_t L = opt.seq_len;
   const int pairs = opt.train_pairs, vocab = opt.vocab;
   const uint64_t seed = calib_seed(opt.seed);
-  saf::CalibSource source = [L, pairs, vocab, seed](int64_t i, int32_t* x, int32_t* y) {
+  CalibrationSequences sequences;
+  sequences.seq_len = L;
+  sequences.fetch = [L, pairs, vocab, seed](int64_t i, int32_t* x, int32_t* y) {
     const data::MqarBatch b = data::generate_mqar(1, L, pairs, vocab, seed, i);
     const std::vector<int32_t> t = mqar_loss_targets(b);
     std::copy(b.inputs.begin(), b.inputs.end(), x);
     std::copy(t.begin(), t.end(), y);
   };
-  SafPlanner planner(m, rc, source);
-  PlannerContext ctx{model, rc, comm, 0};
-  PlanChange change = planner.act(ctx).value();
-  model.install_plan(change.plan, change.extras);
+  PlannerContext ctx{model, rc, comm, 0, &sequences};
+  std::optional<PlanChange> change = planner->act(ctx);
+  if (change) model.install_plan(change->plan, change->extras);
   return change;
 }
 

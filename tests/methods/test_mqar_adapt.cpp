@@ -101,19 +101,17 @@ TEST_CASE("MQAR adaptation trains on the query loss and accuracy is an argmax co
 TEST_CASE("SAF calibrated on MQAR sequences installs static heads before adaptation", "[mqar][saf]") {
   auto m = small_model();
   MqarOptions o = small_options();
-  saf::SafConfig method;
-  method.ratio = 0.25;
-  method.calib_seqs = 4;
-  method.fit_steps = 50;
-  method.max_kl = 50.0;
+  // Reached through the method registry, as `headwise mqar --method` does.
+  nlohmann::json method = {{"name", "saf"}, {"ratio", 0.25}, {"calib_seqs", 4}, {"fit_steps", 50}, {"max_kl", 50.0}};
   dist::LocalComm comm;
-  const PlanChange c = apply_saf_on_mqar(*m, method, o, comm);
-  CHECK(c.report["calib_seq_len"] == 24);
+  const auto c = apply_method_on_mqar(*m, method, o, comm);
+  REQUIRE(c.has_value());
+  CHECK(c->report["calib_seq_len"] == 24);  // the MQAR sequences, not the method's own data
   CHECK(m->config().head_plan.count(attn::HeadKind::Static) == 2);
-  method.mode = "prune";
-  method.selector = "gate_taylor";
+  method["mode"] = "prune";
+  method["selector"] = "gate_taylor";
   auto p = small_model();
-  apply_saf_on_mqar(*p, method, o, comm);
+  apply_method_on_mqar(*p, method, o, comm);
   CHECK(p->config().head_plan.count(attn::HeadKind::Pruned) == 2);
   // Adaptation keeps the static patterns fixed (they are buffers, not parameters).
   const HeadExtras before = m->head_extras();
@@ -134,4 +132,17 @@ TEST_CASE("MQAR options that the model cannot take are errors naming the option"
   o = small_options();
   o.eval_pairs = {2, 7};
   CHECK_THROWS_WITH(o.validate(m->config()), Catch::Contains("--eval-pairs"));
+}
+
+TEST_CASE("A method for MQAR that cannot be built or does not act at step 0 is an error naming it", "[mqar]") {
+  auto m = small_model();
+  const MqarOptions o = small_options();
+  dist::LocalComm comm;
+  CHECK_THROWS_WITH(apply_method_on_mqar(*m, {{"name", "nosuch"}}, o, comm), Catch::Contains("nosuch"));
+  CHECK_THROWS_WITH(apply_method_on_mqar(*m, {{"name", "saf"}, {"ratoi", 0.25}}, o, comm),
+                    Catch::Contains("ratoi"));
+  // at_step 1 of a one-update run: after the update, not before it.
+  CHECK_THROWS_WITH(apply_method_on_mqar(*m, {{"name", "saf"}, {"at_step", 1}}, o, comm),
+                    Catch::Contains("does not act at step 0"));
+  CHECK(m->config().head_plan.all_softmax());  // nothing was installed
 }

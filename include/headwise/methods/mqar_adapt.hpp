@@ -1,19 +1,19 @@
 #pragma once
 // MQAR adaptation and evaluation (the paper's associative-recall comparison, Appendix C.3.6):
 // take a model (a checkpoint, possibly with SAF's static heads already in it, or a fresh one),
-// optionally apply SAF or a pruning control calibrated on MQAR sequences, adapt it on MQAR with
+// optionally apply a method (SAF, a pruning control, ...) calibrated on MQAR sequences, adapt it on MQAR with
 // the loss on query positions only (AdamW, constant learning rate; static patterns stay fixed:
 // alpha/rho are buffers), then measure query accuracy for several numbers of key-value pairs at
 // a fixed length. Defaults follow methods.md; every size can be shrunk for a CPU run.
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "headwise/data/mqar.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/model/gpt.hpp"
-#include "headwise/methods/saf/config.hpp"
 #include "headwise/train/planner.hpp"
 
 namespace hw {
@@ -39,24 +39,15 @@ struct MqarOptions {
 // Loss targets of an MQAR batch: the value at query positions, -1 (ignored) elsewhere.
 std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& batch);
 
-// What `headwise mqar --method` replaces heads with: "saf", or its controls "prune" (the same
-// heads, pruned), "random" (random selection) and "gate_taylor" (Gate-Taylor pruning).
-struct MqarReplacement {
-  std::string method;  // saf | prune | random | gate_taylor ("none" is no replacement)
-  double ratio = 0.25;
-  std::string pattern = "mean";
-  int64_t calib_seqs = 32;
-  int64_t fit_steps = 400;
-  double max_kl = 0.2;
-};
-// The SAF configuration of a replacement; an unknown method is an error naming --method.
-saf::SafConfig mqar_replacement_config(const MqarReplacement& r);
-
-// SAF (or a control: method.mode = prune, selector random/gate_taylor) calibrated on MQAR
-// sequences of train_pairs pairs, installed into the model. Returns the change (its report
-// is what intervention.json holds in training runs).
-PlanChange apply_saf_on_mqar(Model<float>& model, const saf::SafConfig& method, const MqarOptions& opt,
-                             dist::Comm& comm);
+// Any registered method, calibrated on MQAR sequences of train_pairs pairs, installed into
+// the model: `method` is one method object ({"name": ..., its keys}) built into a planner
+// through the method registry for a one-update run, with "at_step": 0 unless it sets its own
+// schedule; the planner acts once with the MQAR sequences as its calibration data. Returns the
+// change (its report is what the interventions log holds in training runs), or nothing when the
+// method looked and kept the plan. An unknown method or key is the registry's error; a method
+// that does not act at step 0 is an error naming `what`.
+std::optional<PlanChange> apply_method_on_mqar(Model<float>& model, nlohmann::json method, const MqarOptions& opt,
+                                               dist::Comm& comm, const std::string& what = "mqar --method");
 
 // Adaptation: opt.steps AdamW updates on fresh MQAR batches. Returns per-update losses; writes
 // one JSON line per update to metrics_path when it is not empty.

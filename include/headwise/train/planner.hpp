@@ -12,6 +12,7 @@
 // in every checkpoint and hands it back to restore() on --resume, so a resumed run equals the
 // uninterrupted one bit for bit.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -31,11 +32,20 @@ struct PlanChange {
   nlohmann::json report;  // logged as RUN/interventions/step_<N>.<planner>.json
 };
 
+// Sequences to calibrate on that a caller hands a planner instead of the run's own data (e.g.
+// `headwise mqar` gives its task's examples): sequence i's seq_len inputs and targets (-1 = no
+// loss there). A planner that calibrates on data uses them when present.
+struct CalibrationSequences {
+  int64_t seq_len = 0;
+  std::function<void(int64_t index, int32_t* inputs, int32_t* targets)> fetch;
+};
+
 struct PlannerContext {
   Model<float>& model;  // holds the current head plan (model.config().head_plan)
   const RunConfig& cfg;
   dist::Comm& comm;
   int64_t step;  // the update about to run
+  const CalibrationSequences* calibration = nullptr;  // null: the planner's own data
 };
 
 class Planner {

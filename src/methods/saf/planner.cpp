@@ -66,12 +66,16 @@ SafPlanner::SafPlanner(const saf::SafConfig& cfg, const RunConfig& run, saf::Cal
                                                std::to_string(run.model.block_size) + ")");
   if (!source_) {
     // Opened at the first act: building a planner (config validation, experiments) reads no data.
+    // A training run must name its calibration data up front; a caller without any data
+    // (headwise mqar, convert) hands sequences to act() instead, or meets this error there.
     const std::string glob = !run.data.calib.empty() ? run.data.calib : run.data.val;
-    check(!glob.empty(), "method.name = \"saf\" needs calibration data: set data.calib (or data.val)");
+    const std::string no_data = "method.name = \"saf\" needs calibration data: set data.calib (or data.val)";
+    check(!glob.empty() || run.data.train.empty(), no_data);
     const int64_t T = calib_T_;
     const uint64_t seed = cfg_.stream_seed(run);
     auto sampler = std::make_shared<std::unique_ptr<data::CalibSampler>>();
-    source_ = [sampler, glob, T, seed](int64_t i, int32_t* x, int32_t* y) {
+    source_ = [sampler, glob, T, seed, no_data](int64_t i, int32_t* x, int32_t* y) {
+      check(!glob.empty(), no_data);
       if (!*sampler) *sampler = std::make_unique<data::CalibSampler>(glob, T, seed);
       (*sampler)->fetch(i, x, y);
     };
@@ -82,7 +86,11 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   Model<float>& model = ctx.model;
   const ModelConfig& mc = model.config();
   const saf::SafConfig& m = cfg_;
-  const int L = mc.n_layer, H = mc.n_head, T = int(calib_T_);
+  // Sequences the caller hands over replace the configured calibration data.
+  const saf::CalibSource& source = ctx.calibration ? ctx.calibration->fetch : source_;
+  const int L = mc.n_layer, H = mc.n_head, T = int(ctx.calibration ? ctx.calibration->seq_len : calib_T_);
+  check(T >= 1 && T <= mc.block_size, "SAF: calibration length " + std::to_string(T) + " is outside [1, model.block_size = " +
+                                          std::to_string(mc.block_size) + "]");
   const saf::Selector selector = saf::parse_selector(m.selector);
   const saf::PatternKind pattern = saf::parse_pattern(m.pattern);
   const bool freeze = m.mode == "freeze";
@@ -112,7 +120,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
     std::vector<double> dense(fitted ? size_t(T) * size_t(T) : 0);
     for (int l0 = 0; l0 < L; l0 += group) {
       const int l1 = std::min(L, l0 + group);
-      const auto acc = saf::capture_layers(model, source_, opt, l0, l1, ctx.comm);
+      const auto acc = saf::capture_layers(model, source, opt, l0, l1, ctx.comm);
       ++replays;
       for (int l = l0; l < l1; ++l)
         for (int h = 0; h < H; ++h) {
@@ -128,7 +136,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
     }
   }
   saf::ScoreGrid gate_raw;
-  if (selector == saf::Selector::GateTaylor) gate_raw = saf::gate_taylor_scores(model, source_, opt, ctx.comm);
+  if (selector == saf::Selector::GateTaylor) gate_raw = saf::gate_taylor_scores(model, source, opt, ctx.comm);
   const double capture_seconds = seconds_since(t_capture);
 
   // 2. Selection through the KL-gated compact fit (fits cached: the random control reuses them).
