@@ -1,45 +1,25 @@
-// The GPT forward and backward pass, written once against the Backend interface.
+// The GPT forward and backward pass, written once against the Backend interface. Head
+// parameters are set up and read in model_head_params.cpp, plan changes in model_plan_install.cpp.
 #include "headwise/model/gpt.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "model/model_impl.hpp"
 
 namespace hw {
 
+using model_detail::find_ptr;
+using model_detail::Weights;
+
 namespace {
-
-// Per-layer weights (the same struct views the parameter and the gradient arena).
-template <class F>
-struct LayerWeights {
-  F *ln1_w = nullptr, *ln1_b = nullptr, *attn_w = nullptr, *attn_b = nullptr, *proj_w = nullptr, *proj_b = nullptr;
-  F *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fcproj_w = nullptr, *fcproj_b = nullptr;
-};
-
-template <class F>
-struct Weights {
-  F *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
-  std::vector<LayerWeights<F>> layers;
-};
-
-// Saved activations of one layer (what backward reads): A-typed tensors and F statistics.
-template <class A, class F>
-struct LayerActs {
-  A *ln1 = nullptr, *qkv = nullptr, *atty = nullptr, *resid2 = nullptr, *ln2 = nullptr, *fch = nullptr,
-    *fch_gelu = nullptr, *resid3 = nullptr;
-  F *ln1_mean = nullptr, *ln1_rstd = nullptr, *row_stats = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
-};
-
-template <class F>
-F* find_ptr(Arena& a, const std::string& name) {
-  Tensor* t = a.find(name);
-  return t ? t->as<F>() : nullptr;
-}
 
 // The mean loss is over targets that are not ignored (kIgnoreTarget); at least one.
 int64_t count_targets(const int32_t* targets, int64_t n) {
@@ -50,41 +30,6 @@ int64_t count_targets(const int32_t* targets, int64_t n) {
 }
 
 }  // namespace
-
-// One step's activations in storage type A (row statistics, losses and the attention workspace
-// are F whatever A is).
-template <class F>
-template <class A>
-struct Model<F>::StepActs {
-  A *encoded = nullptr, *lnf = nullptr, *logits = nullptr;
-  F *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
-  std::vector<LayerActs<A, F>> layers;
-  // backward scratch, shared by all layers
-  A *dresid = nullptr, *dln = nullptr, *dfch = nullptr, *dfch_gelu = nullptr, *dqkv = nullptr, *datty = nullptr;
-  F* workspace = nullptr;
-};
-
-template <class F>
-struct Model<F>::Impl {
-  Weights<F> w, g;  // parameters (the master weights) and their gradients
-  Weights<bf16> w16;  // Precision::Bf16: the GEMMs' and the embedding's rounded copy of w
-  std::vector<attn::LayerHeadParams<F>> head_params;
-  int32_t *tokens = nullptr, *targets = nullptr;
-  StepActs<F> full;   // Precision::Full
-  StepActs<bf16> half;  // Precision::Bf16
-
-  template <class A>
-  StepActs<A>& acts() {
-    if constexpr (std::is_same_v<A, F>) return full;
-    else return half;
-  }
-  // What the GEMMs and the embedding read: the parameters themselves, or their bf16 copy.
-  template <class A>
-  const Weights<A>& compute_weights() const {
-    if constexpr (std::is_same_v<A, F>) return w;
-    else return w16;
-  }
-};
 
 template <class F>
 Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras)
@@ -123,11 +68,7 @@ void Model<F>::build(const HeadExtras& extras) {
     }
   }
   // Static heads also keep their row normalisers (derived from alpha and rho).
-  for (int l = 0; l < cfg_.n_layer; ++l)
-    for (int h = 0; h < cfg_.n_head; ++h)
-      if (cfg_.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Static)
-        buffers_.declare("h." + std::to_string(l) + ".attn.static." + std::to_string(h) + ".log_z",
-                         {cfg_.block_size}, dt);
+  Impl::declare_static_normalisers(cfg_, buffers_);
   params_.allocate();
   grads_.allocate();
   buffers_.allocate();
@@ -160,47 +101,7 @@ void Model<F>::build(const HeadExtras& extras) {
   bind(grads_, impl_->g);
 
   // Head parameters: values from extras or defaults, pointers into the arenas.
-  impl_->head_params.assign(size_t(cfg_.n_layer), {});
-  for (int l = 0; l < cfg_.n_layer; ++l) {
-    auto& hp = impl_->head_params[size_t(l)];
-    hp.linear_eps = cfg_.linear_eps;
-    hp.statics.assign(size_t(cfg_.n_head), {});
-    hp.linears.assign(size_t(cfg_.n_head), {});
-    for (int h = 0; h < cfg_.n_head; ++h) {
-      const auto kind = cfg_.head_plan.layers[size_t(l)][size_t(h)].kind;
-      const std::string p = "h." + std::to_string(l) + ".attn.";
-      if (kind == attn::HeadKind::Static) {
-        auto it = extras.statics.find({l, h});
-        const StaticHeadValues v = it != extras.statics.end() ? it->second : default_static_values(cfg_.block_size);
-        check(int64_t(v.alpha.size()) == cfg_.block_size && int64_t(v.rho.size()) == cfg_.block_size,
-              "static head (" + std::to_string(l) + ", " + std::to_string(h) + "): alpha and rho need length " +
-                  std::to_string(cfg_.block_size));
-        const std::string sp = p + "static." + std::to_string(h) + ".";
-        F* alpha = find_ptr<F>(buffers_, sp + "alpha");
-        F* rho = find_ptr<F>(buffers_, sp + "rho");
-        F* log_z = find_ptr<F>(buffers_, sp + "log_z");
-        upload_static_head(v, alpha, rho, log_z);
-        hp.statics[size_t(h)] = {alpha, rho, log_z, nullptr, nullptr};
-      } else if (kind == attn::HeadKind::Linear) {
-        auto it = extras.linears.find({l, h});
-        const LinearHeadValues v = it != extras.linears.end() ? it->second : default_linear_values(cfg_.head_dim());
-        const int G = v.n_groups;
-        check(G >= 1 && int64_t(v.L.size()) == int64_t(G + 1) * (G + 1) &&
-                  int64_t(v.groups.size()) == cfg_.head_dim(),
-              "linear head (" + std::to_string(l) + ", " + std::to_string(h) + "): L must be (G+1)^2 and groups " +
-                  "head_dim long");
-        for (int32_t gi : v.groups)
-          check(gi >= 1 && gi <= G, "linear head (" + std::to_string(l) + ", " + std::to_string(h) +
-                                        "): group ids must be in 1.." + std::to_string(G));
-        const std::string lp = p + "linear." + std::to_string(h) + ".";
-        F* L = find_ptr<F>(params_, lp + "L");
-        write_device(ops_, L, std::vector<F>(v.L.begin(), v.L.end()));
-        int32_t* groups = buffers_.get(lp + "groups").i32();
-        write_device(ops_, groups, v.groups);
-        hp.linears[size_t(h)] = {L, find_ptr<F>(grads_, lp + "L"), groups, G};
-      }
-    }
-  }
+  impl_->bind_head_params(*this, extras);
   build_grad_ranges();
   fwd_names_.clear();
   bwd_names_.clear();
@@ -208,18 +109,6 @@ void Model<F>::build(const HeadExtras& extras) {
     fwd_names_.push_back("layer " + std::to_string(l) + " forward");
     bwd_names_.push_back("layer " + std::to_string(l) + " backward");
   }
-}
-
-// A static head's alpha and rho as the model stores them (F), and the row normalisers derived
-// from exactly those values, computed on the host and copied in.
-template <class F>
-void Model<F>::upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z) {
-  const std::vector<F> a(v.alpha.begin(), v.alpha.end()), r(v.rho.begin(), v.rho.end());
-  std::vector<F> lz(a.size());
-  attn::static_log_normalisers(lz.data(), a.data(), r.data(), cfg_.block_size);
-  write_device(ops_, alpha, a);
-  write_device(ops_, rho, r);
-  write_device(ops_, log_z, lz);
 }
 
 // Walk the gradient tensors (declared like the Param specs, in their order) and cut the block
@@ -741,126 +630,6 @@ template <class F>
 const F* Model<F>::layer_attn_out(int l) const {
   check(precision_ == Precision::Full, "layer_attn_out(): bf16 under precision bf16; use read_layer_attn_out");
   return impl_->full.layers.at(size_t(l)).atty;
-}
-
-template <class F>
-HeadExtras Model<F>::head_extras() const {
-  HeadExtras ex;
-  for (int l = 0; l < cfg_.n_layer; ++l)
-    for (int h = 0; h < cfg_.n_head; ++h) {
-      const auto kind = cfg_.head_plan.layers[size_t(l)][size_t(h)].kind;
-      if (kind == attn::HeadKind::Static) {
-        const auto& sp = impl_->head_params[size_t(l)].statics[size_t(h)];
-        const std::vector<F> alpha = read_device(ops_, sp.alpha, cfg_.block_size);
-        const std::vector<F> rho = read_device(ops_, sp.rho, cfg_.block_size);
-        StaticHeadValues v;
-        v.alpha.assign(alpha.begin(), alpha.end());
-        v.rho.assign(rho.begin(), rho.end());
-        ex.statics[{l, h}] = std::move(v);
-      } else if (kind == attn::HeadKind::Linear) {
-        const auto& lp = impl_->head_params[size_t(l)].linears[size_t(h)];
-        const std::vector<F> L = read_device(ops_, lp.L, int64_t(lp.n_groups + 1) * (lp.n_groups + 1));
-        LinearHeadValues v;
-        v.n_groups = lp.n_groups;
-        v.L.assign(L.begin(), L.end());
-        v.groups = read_device(ops_, lp.groups, cfg_.head_dim());
-        ex.linears[{l, h}] = std::move(v);
-      }
-    }
-  return ex;
-}
-
-template <class F>
-bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras) {
-  plan.validate(cfg_.n_layer, cfg_.n_head);
-  if (install_keeping_layout(plan, extras)) return true;
-  // Keep the values of heads whose kind stays, unless the planner gives new ones.
-  HeadExtras merged = head_extras();
-  for (auto it = merged.statics.begin(); it != merged.statics.end();)
-    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Static
-             ? std::next(it)
-             : merged.statics.erase(it);
-  for (auto it = merged.linears.begin(); it != merged.linears.end();)
-    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Linear
-             ? std::next(it)
-             : merged.linears.erase(it);
-  for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
-  for (const auto& [k, v] : extras.linears) merged.linears[k] = v;
-
-  // Save the old parameters, rebuild the arenas for the new layout, move values across. The
-  // copy declares the same tensors in the same order, so its block has the same layout and
-  // comes across in one piece (through the host: the backend copies host <-> device only).
-  Arena old_params{"params.old", ops_.device()};
-  for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
-  old_params.allocate();
-  {
-    std::vector<unsigned char> block(params_.bytes());
-    ops_.copy_to_host(block.data(), params_.base(), block.size());
-    ops_.copy_to_device(old_params.base(), block.data(), block.size());
-  }
-  const auto old_specs = specs_;
-  const auto old_layouts = layouts_;
-  cfg_.head_plan = plan;
-  build(merged);
-  remap_arena<F>(ops_, old_params, old_specs, old_layouts, params_, specs_, layouts_);
-  // Linear L values come from `merged` (set in build) when the planner gives them.
-  for (const auto& [k, v] : extras.linears) {
-    Tensor& L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L");
-    write_device(ops_, L.as<F>(), std::vector<F>(v.L.begin(), v.L.end()));
-  }
-  return false;
-}
-
-template <class F>
-bool Model<F>::keeps_layout(const attn::HeadPlan& plan, const HeadExtras& extras) const {
-  if (!extras.linears.empty()) return false;  // new linear groups: build() writes groups and L together
-  plan.validate(cfg_.n_layer, cfg_.n_head);
-  ModelConfig next = cfg_;
-  next.head_plan = plan;
-  HeadExtras merged = head_extras();  // the values the new specs are derived from
-  for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
-  const auto next_specs = param_specs(next, merged);
-  const auto next_layouts = build_layouts(next);
-  auto same_tensor = [](const ParamSpec& a, const ParamSpec& b) {
-    return a.name == b.name && a.shape == b.shape && a.stored_shape == b.stored_shape && a.role == b.role &&
-           a.map == b.map && a.is_int == b.is_int;
-  };
-  if (next_specs.size() != specs_.size()) return false;
-  for (size_t i = 0; i < specs_.size(); ++i)
-    if (!same_tensor(next_specs[i], specs_[i])) return false;
-  for (size_t l = 0; l < layouts_.size(); ++l) {
-    const auto &a = layouts_[l], &b = next_layouts[l];
-    if (a.q_slot != b.q_slot || a.k_slot != b.k_slot || a.v_slot != b.v_slot || a.o_slot != b.o_slot) return false;
-  }
-  return true;
-}
-
-template <class F>
-bool Model<F>::install_keeping_layout(const attn::HeadPlan& plan, const HeadExtras& extras) {
-  if (!keeps_layout(plan, extras)) return false;
-  // Same tensors: the kinds changed only among kinds with the same parameters (softmax, window,
-  // sink_window), and static heads are the same heads, whose new values (if any) are written.
-  cfg_.head_plan = plan;
-  for (const auto& [k, v] : extras.statics) {
-    const std::string sp = "h." + std::to_string(k.first) + ".attn.static." + std::to_string(k.second) + ".";
-    upload_static_head(v, find_ptr<F>(buffers_, sp + "alpha"), find_ptr<F>(buffers_, sp + "rho"),
-                       find_ptr<F>(buffers_, sp + "log_z"));
-  }
-  return true;
-}
-
-template <class F>
-void Model<F>::refresh_static_normalisers() {
-  const int64_t n = cfg_.block_size;
-  std::vector<F> alpha, rho, log_z(static_cast<size_t>(n));
-  for (auto& hp : impl_->head_params)
-    for (auto& sp : hp.statics) {
-      if (!sp.alpha) continue;
-      read_device(ops_, sp.alpha, n, alpha);
-      read_device(ops_, sp.rho, n, rho);
-      attn::static_log_normalisers(log_z.data(), alpha.data(), rho.data(), n);
-      write_device(ops_, const_cast<F*>(sp.log_z), log_z);
-    }
 }
 
 Precision parse_precision(const std::string& name, const std::string& what) {

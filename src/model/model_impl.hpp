@@ -1,0 +1,84 @@
+#pragma once
+// Model<F>'s private state (Impl, StepActs and the weight views they hold), shared by the files
+// that define Model's members: gpt.cpp (the step), model_head_params.cpp, model_plan_install.cpp.
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "headwise/model/gpt.hpp"
+
+namespace hw {
+
+namespace model_detail {
+
+// Per-layer weights (the same struct views the parameter and the gradient arena).
+template <class F>
+struct LayerWeights {
+  F *ln1_w = nullptr, *ln1_b = nullptr, *attn_w = nullptr, *attn_b = nullptr, *proj_w = nullptr, *proj_b = nullptr;
+  F *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fcproj_w = nullptr, *fcproj_b = nullptr;
+};
+
+template <class F>
+struct Weights {
+  F *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
+  std::vector<LayerWeights<F>> layers;
+};
+
+// Saved activations of one layer (what backward reads): A-typed tensors and F statistics.
+template <class A, class F>
+struct LayerActs {
+  A *ln1 = nullptr, *qkv = nullptr, *atty = nullptr, *resid2 = nullptr, *ln2 = nullptr, *fch = nullptr,
+    *fch_gelu = nullptr, *resid3 = nullptr;
+  F *ln1_mean = nullptr, *ln1_rstd = nullptr, *row_stats = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
+};
+
+template <class F>
+F* find_ptr(Arena& a, const std::string& name) {
+  Tensor* t = a.find(name);
+  return t ? t->as<F>() : nullptr;
+}
+
+}  // namespace model_detail
+
+// One step's activations in storage type A (row statistics, losses and the attention workspace
+// are F whatever A is).
+template <class F>
+template <class A>
+struct Model<F>::StepActs {
+  A *encoded = nullptr, *lnf = nullptr, *logits = nullptr;
+  F *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
+  std::vector<model_detail::LayerActs<A, F>> layers;
+  // backward scratch, shared by all layers
+  A *dresid = nullptr, *dln = nullptr, *dfch = nullptr, *dfch_gelu = nullptr, *dqkv = nullptr, *datty = nullptr;
+  F* workspace = nullptr;
+};
+
+template <class F>
+struct Model<F>::Impl {
+  model_detail::Weights<F> w, g;  // parameters (the master weights) and their gradients
+  model_detail::Weights<bf16> w16;  // Precision::Bf16: the GEMMs' and the embedding's rounded copy of w
+  std::vector<attn::LayerHeadParams<F>> head_params;
+  int32_t *tokens = nullptr, *targets = nullptr;
+  StepActs<F> full;   // Precision::Full
+  StepActs<bf16> half;  // Precision::Bf16
+
+  template <class A>
+  StepActs<A>& acts() {
+    if constexpr (std::is_same_v<A, F>) return full;
+    else return half;
+  }
+  // What the GEMMs and the embedding read: the parameters themselves, or their bf16 copy.
+  template <class A>
+  const model_detail::Weights<A>& compute_weights() const {
+    if constexpr (std::is_same_v<A, F>) return w;
+    else return w16;
+  }
+
+  // build()'s share of the head parameters (model_head_params.cpp). Before the arenas are
+  // allocated: declare the static heads' row normalisers (derived from alpha and rho).
+  static void declare_static_normalisers(const ModelConfig& cfg, Arena& buffers);
+  // After: fill head_params with values from extras or defaults, pointers into m's arenas.
+  void bind_head_params(Model& m, const HeadExtras& extras);
+};
+
+}  // namespace hw

@@ -1,0 +1,101 @@
+// Plan changes in place: install_plan, its cheap path when the parameter layout stays
+// (install_keeping_layout), and the test for that path (keeps_layout).
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "headwise/model/device_copy.hpp"
+#include "model/model_impl.hpp"
+
+namespace hw {
+
+template <class F>
+bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras) {
+  plan.validate(cfg_.n_layer, cfg_.n_head);
+  if (install_keeping_layout(plan, extras)) return true;
+  // Keep the values of heads whose kind stays, unless the planner gives new ones.
+  HeadExtras merged = head_extras();
+  for (auto it = merged.statics.begin(); it != merged.statics.end();)
+    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Static
+             ? std::next(it)
+             : merged.statics.erase(it);
+  for (auto it = merged.linears.begin(); it != merged.linears.end();)
+    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Linear
+             ? std::next(it)
+             : merged.linears.erase(it);
+  for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
+  for (const auto& [k, v] : extras.linears) merged.linears[k] = v;
+
+  // Save the old parameters, rebuild the arenas for the new layout, move values across. The
+  // copy declares the same tensors in the same order, so its block has the same layout and
+  // comes across in one piece (through the host: the backend copies host <-> device only).
+  Arena old_params{"params.old", ops_.device()};
+  for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
+  old_params.allocate();
+  {
+    std::vector<unsigned char> block(params_.bytes());
+    ops_.copy_to_host(block.data(), params_.base(), block.size());
+    ops_.copy_to_device(old_params.base(), block.data(), block.size());
+  }
+  const auto old_specs = specs_;
+  const auto old_layouts = layouts_;
+  cfg_.head_plan = plan;
+  build(merged);
+  remap_arena<F>(ops_, old_params, old_specs, old_layouts, params_, specs_, layouts_);
+  // Linear L values come from `merged` (set in build) when the planner gives them.
+  for (const auto& [k, v] : extras.linears) {
+    Tensor& L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L");
+    write_device(ops_, L.as<F>(), std::vector<F>(v.L.begin(), v.L.end()));
+  }
+  return false;
+}
+
+template <class F>
+bool Model<F>::keeps_layout(const attn::HeadPlan& plan, const HeadExtras& extras) const {
+  if (!extras.linears.empty()) return false;  // new linear groups: build() writes groups and L together
+  plan.validate(cfg_.n_layer, cfg_.n_head);
+  ModelConfig next = cfg_;
+  next.head_plan = plan;
+  HeadExtras merged = head_extras();  // the values the new specs are derived from
+  for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
+  const auto next_specs = param_specs(next, merged);
+  const auto next_layouts = build_layouts(next);
+  auto same_tensor = [](const ParamSpec& a, const ParamSpec& b) {
+    return a.name == b.name && a.shape == b.shape && a.stored_shape == b.stored_shape && a.role == b.role &&
+           a.map == b.map && a.is_int == b.is_int;
+  };
+  if (next_specs.size() != specs_.size()) return false;
+  for (size_t i = 0; i < specs_.size(); ++i)
+    if (!same_tensor(next_specs[i], specs_[i])) return false;
+  for (size_t l = 0; l < layouts_.size(); ++l) {
+    const auto &a = layouts_[l], &b = next_layouts[l];
+    if (a.q_slot != b.q_slot || a.k_slot != b.k_slot || a.v_slot != b.v_slot || a.o_slot != b.o_slot) return false;
+  }
+  return true;
+}
+
+template <class F>
+bool Model<F>::install_keeping_layout(const attn::HeadPlan& plan, const HeadExtras& extras) {
+  if (!keeps_layout(plan, extras)) return false;
+  // Same tensors: the kinds changed only among kinds with the same parameters (softmax, window,
+  // sink_window), and static heads are the same heads, whose new values (if any) are written.
+  cfg_.head_plan = plan;
+  for (const auto& [k, v] : extras.statics) {
+    const std::string sp = "h." + std::to_string(k.first) + ".attn.static." + std::to_string(k.second) + ".";
+    upload_static_head(v, model_detail::find_ptr<F>(buffers_, sp + "alpha"),
+                       model_detail::find_ptr<F>(buffers_, sp + "rho"),
+                       model_detail::find_ptr<F>(buffers_, sp + "log_z"));
+  }
+  return true;
+}
+
+// The members defined here, for both model types (the class itself is instantiated once, in
+// gpt.cpp).
+template bool Model<float>::install_plan(const attn::HeadPlan&, const HeadExtras&);
+template bool Model<float>::keeps_layout(const attn::HeadPlan&, const HeadExtras&) const;
+template bool Model<float>::install_keeping_layout(const attn::HeadPlan&, const HeadExtras&);
+template bool Model<double>::install_plan(const attn::HeadPlan&, const HeadExtras&);
+template bool Model<double>::keeps_layout(const attn::HeadPlan&, const HeadExtras&) const;
+template bool Model<double>::install_keeping_layout(const attn::HeadPlan&, const HeadExtras&);
+
+}  // namespace hw
