@@ -50,7 +50,7 @@ TEST_CASE("cuda bf16 matmul_forward matches the double reference in both layouts
   }
 }
 
-TEST_CASE("cuda bf16 GELU epilogue gives pre and gelu(pre) in bf16; shapes it cannot take are refused") {
+TEST_CASE("cuda bf16 GELU epilogue gives pre and gelu(pre) in bf16, and shapes it cannot take are refused") {
   const auto& be = exact_backend();  // ordered uploads and downloads
   cuda::Stream stream;
   DeviceArray<float> workspace((int64_t(32) << 20) / 4);
@@ -158,7 +158,7 @@ std::vector<float> rounding_inputs() {
   return v;
 }
 
-TEST_CASE("cuda backend offers bf16_ops; round_weights rounds exactly as hw::to_bf16") {
+TEST_CASE("cuda backend offers bf16_ops, and round_weights rounds exactly as hw::to_bf16") {
   const auto& be = exact_backend();
   const ComputeOps<bf16, float>* ops = be.bf16_ops();
   REQUIRE(ops != nullptr);

@@ -87,7 +87,7 @@ TEST_CASE("GemmLt builds one plan per shape and alignment, and handles pointers 
   CHECK(gemm.plan_count() == 2);  // the repeated call reused its plan; the shifted one has its own
 }
 
-TEST_CASE("cuda GELU epilogue (opt-in) equals the CPU's tanh GELU; shapes it cannot take fall back") {
+TEST_CASE("cuda GELU epilogue (opt-in) equals the CPU's tanh GELU, and shapes it cannot take fall back") {
   const auto fused = make_cuda_backend({.tf32 = false, .gelu_epilogue = true});
   for (auto [N, I, O] : {std::tuple<int64_t, int64_t, int64_t>{kN, kI, kO}, {37, 50, 70}}) {
     INFO("N=" << N << " I=" << I << " O=" << O << (O % 8 == 0 ? " (epilogue)" : " (fallback)"));

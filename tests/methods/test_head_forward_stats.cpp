@@ -65,7 +65,7 @@ bool visible(const attn::HeadSpec& s, int64_t i, int64_t j) {
 
 }  // namespace
 
-TEST_CASE("an attention observer sees each layer's QKV and output; the forward statistics equal naive formulas",
+TEST_CASE("an attention observer sees each layer's QKV and output, and the forward statistics equal naive formulas",
           "[methods][observe]") {
   const ModelConfig cfg = observed_config();
   Model<float> m(cfg, cpu_backend<float>());
