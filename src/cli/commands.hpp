@@ -14,5 +14,7 @@ void add_inspect_command(CLI::App& app);
 void add_bench_attention_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);  // SAF experiment protocol (cmd_experiment.cpp)
 void add_mqar_command(CLI::App& app);        // MQAR adaptation and accuracy (cmd_mqar.cpp)
+void add_heads_command(CLI::App& app);       // AoH head scores from weights (cmd_heads.cpp)
+void add_convert_command(CLI::App& app);     // a data-free method on a checkpoint (cmd_convert.cpp)
 
 }  // namespace hw::cli

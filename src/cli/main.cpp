@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   hw::cli::add_bench_attention_command(app);
   hw::cli::add_experiment_command(app);
   hw::cli::add_mqar_command(app);
+  hw::cli::add_heads_command(app);
+  hw::cli::add_convert_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,53 @@
+#include "headwise/methods/aoh/planner.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "headwise/core/error.hpp"
+#include "headwise/methods/aoh/heads.hpp"
+
+namespace hw {
+
+AohPlanner::AohPlanner(const aoh::AohConfig& cfg, const RunConfig& run) : cfg_(cfg), fire_step_(cfg.fire_step(run)) {
+  cfg_.check_run(run);
+}
+
+std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ModelConfig& mc = ctx.model.config();
+  check(cfg_.sink + cfg_.window <= mc.block_size,
+        cfg_.where + ".sink + " + cfg_.where + ".window (" + std::to_string(cfg_.sink + cfg_.window) +
+            ") exceed the model's block size (" + std::to_string(mc.block_size) + ")");
+  aoh::HeadScores scores = aoh::score_model(ctx.model);
+  const int n_stream = aoh::classify(scores.kv, cfg_.sparsity, cfg_.per_layer);
+  PlanChange change;
+  change.plan = aoh::streaming_plan(mc.head_plan, scores, int(cfg_.sink), int(cfg_.window));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  nlohmann::json kv_pairs = nlohmann::json::array(), head_pairs = nlohmann::json::array();
+  int n_scored = 0;
+  for (const auto& k : scores.kv) {
+    n_scored += k.scored;
+    if (!k.streaming) continue;
+    kv_pairs.push_back({k.layer, k.kv_head});
+    for (int h : k.query_heads)
+      if (scores.head(k.layer, h).scored) head_pairs.push_back({k.layer, h});
+  }
+  change.report = {{"method", "aoh"},
+                   {"sparsity", cfg_.sparsity},
+                   {"per_layer", cfg_.per_layer},
+                   {"sink", cfg_.sink},
+                   {"window", cfg_.window},
+                   {"n_kv_heads_scored", n_scored},
+                   {"n_streaming_kv_heads", n_stream},
+                   {"streaming_kv_heads", std::move(kv_pairs)},
+                   {"streaming_heads", std::move(head_pairs)},
+                   {"scores", aoh::to_json(scores)},
+                   {"score_seconds", seconds}};
+  spdlog::info("AoH: {} of {} KV heads stream (sink_window:{}:{}), scored in {:.3f} s", n_stream, n_scored, cfg_.sink,
+               cfg_.window, seconds);
+  return change;
+}
+
+}  // namespace hw
