@@ -17,10 +17,12 @@ struct CalibSampler::Impl {
   std::vector<int64_t> start_begin;  // prefix sums of valid starts per shard
 };
 
-CalibSampler::CalibSampler(const std::string& glob, int64_t T, uint64_t seed) : impl_(std::make_shared<Impl>()) {
+CalibSampler::CalibSampler(const std::string& glob, int64_t T, uint64_t seed, Part part)
+    : impl_(std::make_shared<Impl>()) {
   check(T > 0, "calibration sampler for '" + glob + "': T must be positive (T=" + std::to_string(T) + ")");
   auto& m = *impl_;
   m.data = ShardSet::load(glob);
+  keep_part(m.data, part);
   m.T = T;
   m.seed = seed;
   m.start_begin.push_back(0);
@@ -28,7 +30,7 @@ CalibSampler::CalibSampler(const std::string& glob, int64_t T, uint64_t seed) : 
     const auto ntok = static_cast<int64_t>(tok.size());
     m.start_begin.push_back(m.start_begin.back() + std::max<int64_t>(ntok - T, 0));  // window = T+1 tokens
   }
-  check(m.start_begin.back() > 0, "calibration data '" + glob + "' has no window of T+1 = " +
+  check(m.start_begin.back() > 0, "calibration data '" + glob + "'" + part_name(part) + " has no window of T+1 = " +
                                       std::to_string(T + 1) + " tokens in one shard (" +
                                       std::to_string(m.data.total_tokens) + " tokens in all)");
 }

@@ -17,4 +17,8 @@ struct ShardSet {
   static ShardSet load(const std::string& glob);
 };
 
+// Keeps only `part` of the tokens (loader.hpp: Part); total_tokens follows.
+enum class Part;
+void keep_part(ShardSet& s, Part part);
+
 }  // namespace hw::data

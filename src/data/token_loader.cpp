@@ -40,12 +40,13 @@ struct TokenLoader::Impl {
   }
 };
 
-TokenLoader::TokenLoader(const std::string& glob, int64_t B, int64_t T, bool shuffle, uint64_t seed)
+TokenLoader::TokenLoader(const std::string& glob, int64_t B, int64_t T, bool shuffle, uint64_t seed, Part part)
     : impl_(std::make_shared<Impl>()) {
   check(B > 0 && T > 0, "data loader for '" + glob + "': B and T must be positive (B=" + std::to_string(B) +
                             ", T=" + std::to_string(T) + ")");
   auto& m = *impl_;
   m.data = ShardSet::load(glob);
+  keep_part(m.data, part);
   m.B = B;
   m.T = T;
   m.shuffle = shuffle;
@@ -59,7 +60,7 @@ TokenLoader::TokenLoader(const std::string& glob, int64_t B, int64_t T, bool shu
     m.slot_begin.push_back(m.slot_begin.back() + batches * B);
   }
   m.n_slots = m.slot_begin.back();
-  check(m.n_slots > 0, "data '" + glob + "' has no full micro-batch: B=" + std::to_string(B) +
+  check(m.n_slots > 0, "data '" + glob + "'" + part_name(part) + " has no full micro-batch: B=" + std::to_string(B) +
                            ", T=" + std::to_string(T) + " needs " + std::to_string(B * T + 1) +
                            " tokens in one shard, the largest has " + std::to_string(largest) + " (" +
                            std::to_string(m.data.total_tokens) + " in all)");

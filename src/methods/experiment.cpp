@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
 
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
@@ -25,6 +26,22 @@ size_t training_bytes(Trainer& tr) {
   Model<float>& m = tr.model();
   return m.params().bytes() + m.grads().bytes() + m.buffers().bytes() + m.activation_bytes() +
          tr.optimizer().m().bytes() + tr.optimizer().v().bytes();
+}
+
+// A "Name:  <n> kB" line of /proc/self/status, in bytes (-1: not there).
+int64_t status_kb_line(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  const std::string k = std::string(key) + ":";
+  while (std::getline(in, line))
+    if (line.compare(0, k.size(), k) == 0) {
+      try {
+        return int64_t(std::stoll(line.substr(k.size()))) * 1024;
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  return -1;
 }
 
 class MetricsFile {
@@ -61,6 +78,9 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
                           const BranchBudget& budget, dist::Comm& comm, std::vector<double>* wall_before = nullptr) {
   const bool main_rank = comm.rank() == 0;
   const int64_t start = point.branch_step, steps = cfg.train.steps;
+  // The branch's own peak RSS: the high-water mark restarts here (see experiment.hpp).
+  const bool rss_reset = reset_peak_rss();
+  const int64_t rss_start = current_rss_bytes();
   Trainer tr(cfg, dir, comm, make_planners(cfg));
   tr.resume(ckpt);
   check(tr.state().step == start, "experiment: checkpoint " + ckpt + " is not at update " + std::to_string(start));
@@ -153,6 +173,12 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   r["median_update_ms"] = timed ? nlohmann::json(sorted[sorted.size() / 2]) : nlohmann::json(nullptr);
   r["wall_seconds"] = wall_ms / 1000.0;
   if (spec.save_final) tr.save_checkpoint(dir + "/final");
+  // The kernel syncs its per-thread RSS counters lazily, so VmHWM read after a reset can lag
+  // VmRSS read at the start by a few pages; the branch's peak is at least its start.
+  const int64_t hwm = peak_rss_bytes(), rss_peak = hwm >= 0 ? std::max(hwm, rss_start) : hwm;
+  r["rss_start_bytes"] = rss_start >= 0 ? nlohmann::json(rss_start) : nlohmann::json(nullptr);
+  r["peak_rss_bytes"] = rss_peak >= 0 ? nlohmann::json(rss_peak) : nlohmann::json(nullptr);
+  r["peak_rss_scope"] = rss_reset ? "branch" : "process";
   if (main_rank) io::write_file_atomic(dir + "/result.json", r.dump(2) + "\n");
   spdlog::info("experiment branch {}: val ppl {:.4f}, {} updates ({} after update {}), {:.2f} ms/update", branch.name,
                ev.ppl, tr.state().step, tr.state().step - start, start,
@@ -161,6 +187,16 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
 }
 
 }  // namespace
+
+int64_t current_rss_bytes() { return status_kb_line("VmRSS"); }
+int64_t peak_rss_bytes() { return status_kb_line("VmHWM"); }
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  if (!out.is_open()) return false;
+  out << "5";
+  out.close();
+  return !out.fail();
+}
 
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm) {
   const ExperimentSpec& spec = setup.spec;

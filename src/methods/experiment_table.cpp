@@ -71,7 +71,8 @@ std::string cell(const nlohmann::json& s, const char* fmt, const char* suffix = 
 nlohmann::json summarize_experiment(const nlohmann::json& per_seed, const std::vector<ExperimentBranch>& branches) {
   nlohmann::json summary = nlohmann::json::array();
   for (size_t b = 0; b < branches.size(); ++b) {
-    std::vector<double> ppl, change, speedup, speedup_median, memory, capture, fit, updates;
+    std::vector<double> ppl, change, speedup, speedup_median, memory, rss, capture, fit, updates;
+    std::string rss_scope = "branch";
     nlohmann::json method, fire_step, branch_step;
     for (const auto& seed : per_seed) {
       const auto& rows = seed["branches"];
@@ -88,6 +89,11 @@ nlohmann::json summarize_experiment(const nlohmann::json& per_seed, const std::v
       if (!ref["median_update_ms"].is_null() && !r["median_update_ms"].is_null())
         speedup_median.push_back(ref["median_update_ms"].get<double>() / r["median_update_ms"].get<double>());
       memory.push_back(100.0 * (r["memory_bytes"].get<double>() / ref["memory_bytes"].get<double>() - 1.0));
+      const nlohmann::json rp = r.value("peak_rss_bytes", nlohmann::json(nullptr)),
+                           fp = ref.value("peak_rss_bytes", nlohmann::json(nullptr));
+      if (rp.is_number() && fp.is_number() && fp.get<double>() > 0)
+        rss.push_back(100.0 * (rp.get<double>() / fp.get<double>() - 1.0));
+      if (r.value("peak_rss_scope", std::string("branch")) != "branch") rss_scope = "process";
       if (r.contains("capture_seconds")) capture.push_back(r["capture_seconds"].get<double>());
       if (r.contains("fit_seconds")) fit.push_back(r["fit_seconds"].get<double>());
       updates.push_back(r["steps"].get<double>());
@@ -101,6 +107,8 @@ nlohmann::json summarize_experiment(const nlohmann::json& per_seed, const std::v
                        {"update_speedup", stat(speedup)},
                        {"update_speedup_median", stat(speedup_median)},
                        {"memory_change_pct", stat(memory)},
+                       {"peak_rss_change_pct", stat(rss)},
+                       {"peak_rss_scope", rss_scope},
                        {"capture_seconds", stat(capture)},
                        {"fit_seconds", stat(fit)},
                        {"updates", stat(updates)},
@@ -132,11 +140,11 @@ std::string experiment_table_markdown(const nlohmann::json& results) {
     << " updates, " << when << ", budget matched in "
     << results["budget"].get<std::string>() << ", seeds " << nlohmann::json(seeds).dump() << ".\n"
     << "PPL change = 100 (p / p_ordinary - 1); update speedup = ordinary's mean update time after the "
-       "intervention / the branch's (median: the same with medians, robust to stalls of a shared machine); memory = parameter + gradient + activation + AdamW arenas.\n\n";
+       "intervention / the branch's (median: the same with medians, robust to stalls of a shared machine); arena memory = parameter + gradient + buffer + activation + AdamW arena bytes after the intervention; peak RSS = the process's resident-set high-water mark during the branch (reset at its start; scope \"process\" in results.json where the reset was refused), baseline included.\n\n";
   o << "| Branch | Method | " << (per_branch ? "Intervention | " : "")
-    << "Val PPL | PPL change (%) | Update speedup | (median) | Peak memory change (%) | "
+    << "Val PPL | PPL change (%) | Update speedup | (median) | Arena memory change (%) | Peak RSS change (%) | "
        "Calibration (s) | Fit (s) | Updates |\n";
-  o << (per_branch ? "|---" : "") << "|---|---|---|---|---|---|---|---|---|---|\n";
+  o << (per_branch ? "|---" : "") << "|---|---|---|---|---|---|---|---|---|---|---|\n";
   for (const auto& r : results["summary"]) {
     o << "| " << r["branch"].get<std::string>() << " | " << r["method"].get<std::string>() << " | ";
     if (per_branch) {
@@ -146,6 +154,8 @@ std::string experiment_table_markdown(const nlohmann::json& results) {
     o << cell(r["val_ppl"], "%.3f") << " | " << cell(r["ppl_change_pct"], "%+.3f") << " | "
       << cell(r["update_speedup"], "%.3f", "x") << " | " << cell(r["update_speedup_median"], "%.3f", "x") << " | "
       << cell(r["memory_change_pct"], "%+.2f") << " | "
+      << cell(r.value("peak_rss_change_pct", nlohmann::json(nullptr)), "%+.2f")
+      << (r.value("peak_rss_scope", std::string("branch")) == "branch" ? "" : " (process)") << " | "
       << cell(r["capture_seconds"], "%.2f") << " | " << cell(r["fit_seconds"], "%.2f") << " | "
       << cell(r["updates"], "%.0f") << " |\n";
   }

@@ -71,7 +71,12 @@ DataConfig parse_data(const nlohmann::json& j) {
   f.get("val", d.val);
   f.get("calib", d.calib);
   f.get("shuffle", d.shuffle);
+  f.get("val_split", d.val_split);
   f.finish();
+  check(d.val_split == "none" || d.val_split == "halves",
+        "data.val_split must be \"none\" or \"halves\", got \"" + d.val_split + "\"");
+  check(d.val_split == "none" || !d.val.empty(),
+        "data.val_split = \"halves\" splits data.val, which is not set");
   return d;
 }
 
@@ -170,7 +175,8 @@ nlohmann::json RunConfig::to_json() const {
                 {"threads", train.threads},
                 {"zero1", train.zero1},
                 {"comm", train.comm}};
-  j["data"] = {{"train", data.train}, {"val", data.val}, {"calib", data.calib}, {"shuffle", data.shuffle}};
+  j["data"] = {{"train", data.train}, {"val", data.val}, {"calib", data.calib}, {"shuffle", data.shuffle},
+               {"val_split", data.val_split}};
   if (methods.empty())
     j["method"] = {{"name", "none"}};
   else if (methods.size() == 1)

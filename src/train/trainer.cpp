@@ -135,7 +135,9 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, Pl
                                                         cfg_.data.shuffle, uint64_t(t.seed));
   }
   if (!cfg_.data.val.empty())
-    val_loader_ = std::make_unique<data::TokenLoader>(cfg_.data.val, t.micro_batch, t.seq_len, false, 0);
+    val_loader_ = std::make_unique<data::TokenLoader>(
+        cfg_.data.val, t.micro_batch, t.seq_len, false, 0,
+        cfg_.data.val_split == "halves" ? data::Part::SecondHalf : data::Part::All);  // held out from calibration
   inputs_.resize(size_t(t.micro_batch * t.seq_len));
   targets_.resize(inputs_.size());
   model_->reserve_activations(t.micro_batch, t.seq_len);

@@ -79,23 +79,33 @@ TEST_CASE("MQAR adaptation trains on the query loss and accuracy is an argmax co
     CHECK(again[0].correct == a.correct);
     CHECK(a.total == o.eval_examples * a.pairs);
   }
-  // Independent count: argmax over the whole model vocabulary at the query positions.
-  const auto ex = mqar_eval_examples(o, 4, 0, o.eval_examples);
-  m->forward(ex.inputs.data(), nullptr, o.eval_examples, o.seq_len);
-  const float* logits = m->logits();
-  int64_t hits = 0, total = 0;
-  for (size_t i = 0; i < ex.inputs.size(); ++i) {
-    if (!ex.query_mask[i]) continue;
-    int best = 0;
-    for (int v = 1; v < 40; ++v)
-      if (logits[i * 40 + size_t(v)] > logits[i * 40 + size_t(best)]) best = v;
-    hits += best == ex.targets[i];
-    ++total;
+  // Independent count: argmax over the whole model vocabulary at the query positions, for
+  // every pair count. The counts must be strictly between 0 and all (a degenerate count of
+  // none or all would not check the scoring), and accuracy() is their ratio.
+  for (size_t k = 0; k < acc.size(); ++k) {
+    const int pairs = int(acc[k].pairs);
+    INFO("pairs " << pairs);
+    const auto ex = mqar_eval_examples(o, pairs, 0, o.eval_examples);
+    m->forward(ex.inputs.data(), nullptr, o.eval_examples, o.seq_len);
+    const float* logits = m->logits();
+    int64_t hits = 0, total = 0;
+    for (size_t i = 0; i < ex.inputs.size(); ++i) {
+      if (!ex.query_mask[i]) continue;
+      int best = 0;
+      for (int v = 1; v < 40; ++v)
+        if (logits[i * 40 + size_t(v)] > logits[i * 40 + size_t(best)]) best = v;
+      hits += best == ex.targets[i];
+      ++total;
+    }
+    CHECK(total == o.eval_examples * pairs);
+    CHECK(acc[k].total == total);
+    CHECK(acc[k].correct == hits);
+    CHECK(hits > 0);
+    CHECK(hits < total);
+    CHECK(acc[k].accuracy() == Approx(double(hits) / double(total)).epsilon(1e-15));
   }
-  REQUIRE(hits > 0);  // a count of zero would not check the scoring
+  CHECK(acc[0].pairs == 2);
   CHECK(acc[1].pairs == 4);
-  CHECK(acc[1].total == total);
-  CHECK(acc[1].correct == hits);
 }
 
 TEST_CASE("SAF calibrated on MQAR sequences installs static heads before adaptation", "[mqar][saf]") {

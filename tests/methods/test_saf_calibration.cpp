@@ -1,11 +1,16 @@
 // SAF calibration on a live model: statistics against a naive dense reference, invariance to
 // batching, layer groups and data-parallel ranks, and Gate-Taylor scores against finite
 // differences of the loss.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <filesystem>
 #include <cstring>
 
 #include "headwise/data/loader.hpp"
+#include "headwise/data/shards.hpp"
+#include "headwise/methods/saf/planner.hpp"
+#include "headwise/train/trainer.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/saf/calibration.hpp"
@@ -228,4 +233,112 @@ TEST_CASE("Gate-Taylor scores equal finite differences of each sequence's loss",
       for (size_t k = 0; k < saved.size(); ++k) w[lay.out_col(h) * C + int64_t(k)] = saved[k];
       CHECK(raw[size_t(l)][size_t(h)] == Approx(ref).epsilon(0.03).margin(2e-5));
     }
+}
+
+// data.val_split = "halves": the readers' halves by hand, then the trainer's evaluation and
+// SAF's calibration against runs on shards holding those halves written out here.
+TEST_CASE("data parts: the halves split the token stream at its middle, cutting the shard there", "[saf][calib][data]") {
+  const std::string dir = test::methods_dir("parts");
+  std::vector<uint16_t> a(100), b(60);  // token value = its position in the stream
+  for (int i = 0; i < 100; ++i) a[size_t(i)] = uint16_t(i);
+  for (int i = 0; i < 60; ++i) b[size_t(i)] = uint16_t(100 + i);
+  data::write_shard(dir + "/v_000.bin", a);
+  data::write_shard(dir + "/v_001.bin", b);
+  const std::string glob = dir + "/v_*.bin";
+  std::vector<int32_t> x(9), y(9);
+  // 160 tokens: halves [0, 80) and [80, 160), the second made of a[80..100) and b.
+  const data::TokenLoader all(glob, 1, 9, false, 0), first(glob, 1, 9, false, 0, data::Part::FirstHalf),
+      second(glob, 1, 9, false, 0, data::Part::SecondHalf);
+  CHECK(all.batches_per_epoch() == 11 + 6);  // (100 - 1) / 9, (60 - 1) / 9
+  CHECK(first.total_tokens() == 80);
+  CHECK(first.batches_per_epoch() == 8);  // (80 - 1) / 9
+  CHECK(second.total_tokens() == 80);
+  CHECK(second.batches_per_epoch() == 2 + 6);  // (20 - 1) / 9 in a, (60 - 1) / 9 in b
+  auto expect_run = [&](int first_token) {
+    for (int t = 0; t < 9; ++t) {
+      CHECK(x[size_t(t)] == first_token + t);
+      CHECK(y[size_t(t)] == first_token + t + 1);
+    }
+  };
+  first.fetch(7, x.data(), y.data());
+  expect_run(63);
+  second.fetch(0, x.data(), y.data());
+  expect_run(80);
+  second.fetch(1, x.data(), y.data());
+  expect_run(89);
+  second.fetch(2, x.data(), y.data());
+  expect_run(100);
+  // Calibration windows (T + 1 = 10 tokens): the first half's lie in [0, 80), the second's in
+  // a[80..100) or b, never across the cut or the shard boundary.
+  const data::CalibSampler c1(glob, 9, 11, data::Part::FirstHalf), c2(glob, 9, 11, data::Part::SecondHalf);
+  int lo1 = 1000, hi1 = -1, lo2 = 1000, hi2 = -1;
+  for (int64_t i = 0; i < 400; ++i) {
+    c1.fetch(i, x.data(), y.data());
+    REQUIRE(y[8] == x[0] + 9);  // contiguous
+    lo1 = std::min(lo1, x[0]);
+    hi1 = std::max(hi1, int(y[8]));
+    c2.fetch(i, x.data(), y.data());
+    REQUIRE(y[8] == x[0] + 9);
+    REQUIRE(((x[0] >= 80 && y[8] <= 99) || (x[0] >= 100 && y[8] <= 159)));
+    lo2 = std::min(lo2, x[0]);
+    hi2 = std::max(hi2, int(y[8]));
+  }
+  CHECK(lo1 == 0);
+  CHECK(hi1 == 79);
+  CHECK(lo2 == 80);
+  CHECK(hi2 == 159);
+  // Too short a half is an error naming it.
+  CHECK_THROWS_WITH(data::TokenLoader(glob, 1, 90, false, 0, data::Part::SecondHalf), Catch::Contains("(second half)"));
+}
+
+TEST_CASE("data.val_split: parsed, validated, and halves hold the evaluation out of calibration", "[saf][calib][data]") {
+  const std::string dir = test::methods_dir("val_split");
+  auto doc = test::tiny_saf_doc(dir);  // val: one shard of 2000 tokens
+  CHECK(RunConfig::from_json(doc).data.val_split == "none");
+  auto bad = doc;
+  bad["data"]["val_split"] = "thirds";
+  CHECK_THROWS_WITH(RunConfig::from_json(bad), Catch::Contains("data.val_split"));
+  bad["data"]["val_split"] = "halves";
+  bad["data"].erase("val");
+  CHECK_THROWS_WITH(RunConfig::from_json(bad), Catch::Contains("data.val_split"));
+  // The halves written out as their own shards: tokens [0, 1000) and [1000, 2000).
+  const std::vector<uint16_t> val = data::read_shard(dir + "/val_000.bin");
+  REQUIRE(val.size() == 2000);
+  std::filesystem::create_directories(dir + "/h1");
+  std::filesystem::create_directories(dir + "/h2");
+  data::write_shard(dir + "/h1/val_000.bin", std::vector<uint16_t>(val.begin(), val.begin() + 1000));
+  data::write_shard(dir + "/h2/val_000.bin", std::vector<uint16_t>(val.begin() + 1000, val.end()));
+  doc["data"].erase("calib");  // calibration reads data.val
+  auto halves = doc;
+  halves["data"]["val_split"] = "halves";
+  const RunConfig cfg = RunConfig::from_json(halves);
+  CHECK(cfg.to_json()["data"]["val_split"] == "halves");
+  CHECK(RunConfig::from_json(cfg.to_json()).data.val_split == "halves");
+  dist::LocalComm comm;
+  auto report_of = [&](const RunConfig& rc, double* ppl) {
+    Trainer tr(rc, "", comm);
+    tr.run(4);
+    *ppl = tr.eval(8).ppl;
+    SafPlanner p(saf::SafConfig::from_json(rc.methods.at(0)), rc);
+    PlannerContext ctx{tr.model(), rc, tr.comm(), tr.state().step};
+    return p.act(ctx).value().report;
+  };
+  double ppl_halves = 0, ppl_second = 0, ppl_whole = 0;
+  const auto rep = report_of(cfg, &ppl_halves);
+  // Evaluation = the second half alone; calibration = the first half alone (val_split none).
+  auto second = doc;
+  second["data"]["val"] = dir + "/h2/val_*.bin";
+  second["data"]["calib"] = dir + "/h1/val_*.bin";
+  const auto rep_ref = report_of(RunConfig::from_json(second), &ppl_second);
+  CHECK(ppl_halves == ppl_second);
+  REQUIRE(rep["heads"].size() == 8);
+  for (size_t k = 0; k < 8; ++k) {
+    CHECK(rep["heads"][k]["scores"]["variance"].get<double>() == rep_ref["heads"][k]["scores"]["variance"].get<double>());
+    CHECK(rep["heads"][k]["scores"]["kl"].get<double>() == rep_ref["heads"][k]["scores"]["kl"].get<double>());
+  }
+  CHECK(rep["selected"] == rep_ref["selected"]);
+  // Without the split, evaluation starts at the first token: another PPL.
+  const auto rep_whole = report_of(RunConfig::from_json(doc), &ppl_whole);
+  CHECK(ppl_whole != ppl_halves);
+  CHECK(rep_whole["heads"][0]["scores"]["variance"].get<double>() != rep["heads"][0]["scores"]["variance"].get<double>());
 }

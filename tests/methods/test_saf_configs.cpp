@@ -56,6 +56,10 @@ TEST_CASE("124M configs follow the paper's recipe", "[configs]") {
       CHECK(c.train.precision == "bf16");  // the recipe trains in bf16
       CHECK(c.grad_accum(1) * c.train.micro_batch * c.train.seq_len == 491520);
       CHECK(c.grad_accum(2) > 0);  // divisible over 2 ranks as well
+      // The paper's split, micro-batch x accumulation x T: 2 x 60 x 4096, 1 x 60 x 8192, 1 x 30 x 16384.
+      const bool k4 = std::string(ctx) == "4k", k8 = std::string(ctx) == "8k";
+      CHECK(c.train.micro_batch == (k4 ? 2 : 1));
+      CHECK(c.grad_accum(1) == (k4 || k8 ? 60 : 30));
       const RunConfig sb = branch_config(s, s.spec.branches.at(1), s.spec.seeds.front());  // an SAF branch
       REQUIRE(sb.methods.size() == 1);
       CHECK(sb.methods.at(0)["name"] == "saf");
@@ -64,6 +68,9 @@ TEST_CASE("124M configs follow the paper's recipe", "[configs]") {
       CHECK(saf::SafConfig::from_json(sb.methods.at(0)).max_kl == 0.2);
       CHECK(saf::SafConfig::from_json(sb.methods.at(0)).fire_step(c) == 2500);
       CHECK(s.spec.seeds == std::vector<int64_t>{1337, 1338, 1339});
+      // Held-out evaluation: calibration on the first half of val, PPL on the second.
+      CHECK(c.data.val_split == "halves");
+      CHECK(c.data.calib.empty());
     }
 }
 
@@ -80,6 +87,8 @@ TEST_CASE("1B config and the CPU table config", "[configs]") {
   CHECK(b.train.lr == 3e-4);
   CHECK(b.train.min_lr == 3e-5);
   CHECK(b.grad_accum(4) == 8);  // 4 GPUs
+  CHECK(b.data.val_split == "halves");
+  CHECK(b.data.calib.empty());
   const ExperimentSetup cpu = load("saf_cpu_table2.json");
   std::vector<std::string> names;
   for (const auto& br : cpu.spec.branches) names.push_back(br.name);

@@ -2,9 +2,14 @@
 // deterministic and follows the variance ranking and the KL gate, the installed static heads
 // reproduce the dense fitted pattern, prune mode removes the heads, and data-parallel ranks agree.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <set>
 #include <numeric>
 
+#include "data/seed_mix.hpp"
+#include "headwise/core/rng.hpp"
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -69,6 +74,27 @@ TEST_CASE("SAF fires at the configured update", "[saf][planner]") {
   CHECK_THROWS_WITH(saf_planner(with_method(doc, {{"at_step", 9}})), Catch::Contains("beyond the run's train.steps"));
   doc["method"] = {{"name", "none"}};
   CHECK(make_planners(RunConfig::from_json(doc)).empty());
+}
+
+TEST_CASE("a calibration length shorter than train.seq_len is an error naming both keys", "[saf][planner]") {
+  const std::string dir = test::methods_dir("calib_len");
+  const auto doc = test::tiny_saf_doc(dir);  // train.seq_len 16, block_size 24
+  try {
+    saf_planner(with_method(doc, {{"calib_seq_len", 12}}));
+    FAIL("calib_seq_len 12 < train.seq_len 16 was accepted");
+  } catch (const Error& err) {
+    const std::string msg = err.what();
+    CHECK(msg.find("method.calib_seq_len (12)") != std::string::npos);
+    CHECK(msg.find("train.seq_len (16)") != std::string::npos);
+    CHECK(msg.find('\n') == std::string::npos);
+  }
+  // The same through the registry (what `headwise train` and `experiment` validate with).
+  CHECK_THROWS_WITH(make_planners(with_method(doc, {{"calib_seq_len", 15}})), Catch::Contains("method.calib_seq_len (15)"));
+  // Equal, longer (within block_size) and the default 0 (= train.seq_len) are valid.
+  CHECK(saf_planner(with_method(doc, {{"calib_seq_len", 16}})).calib_seq_len() == 16);
+  CHECK(saf_planner(with_method(doc, {{"calib_seq_len", 20}})).calib_seq_len() == 20);
+  CHECK(saf_planner(with_method(doc, {{"calib_seq_len", 0}})).calib_seq_len() == 16);
+  CHECK_THROWS_WITH(saf_planner(with_method(doc, {{"calib_seq_len", 25}})), Catch::Contains("model.block_size (24)"));
 }
 
 TEST_CASE("calibration leaves weights, optimizer state, gradients and data position untouched", "[saf][planner]") {
@@ -234,9 +260,39 @@ TEST_CASE("every pattern gives finite static heads, and structured random is not
     const PlanChange c = plan_on(tr, with_method(doc, {{"pattern", pattern}, {"max_kl", 100.0}}));
     INFO(pattern);
     CHECK(c.extras.statics.size() == 2);
-    for (const auto& [key, v] : c.extras.statics)
+    for (const auto& [key, v] : c.extras.statics) {
+      REQUIRE(v.alpha.size() == 24);  // model.block_size
+      REQUIRE(v.rho.size() == 24);
       for (size_t i = 0; i < v.alpha.size(); ++i) REQUIRE((std::isfinite(v.alpha[i]) && std::isfinite(v.rho[i])));
+      // Positions past the calibration length T = 16: alpha 0, rho its last fitted value.
+      for (size_t i = 16; i < 24; ++i) {
+        CHECK(v.alpha[i] == 0.0f);
+        CHECK(v.rho[i] == v.rho[15]);
+      }
+    }
     CHECK(c.report["max_kl"].is_null() == (std::string(pattern) == "structured_random"));
+    if (std::string(pattern) == "structured_random") {
+      // A direct draw: the head's stream is Rng(s ^ (0xD1B54A32D192ED03 (flat + 1))) with s the
+      // SafPattern stream of SAF's seed (train.seed + 1 = 6); alpha_0..15, then rho_0..15, N(0, 1).
+      const uint64_t s = data::derive_seed(6, data::Stream::SafPattern, 0);
+      for (const auto& [key, v] : c.extras.statics) {
+        const int flat = key.first * 4 + key.second;
+        Rng rng(s ^ (0xD1B54A32D192ED03ull * (uint64_t(flat) + 1)));
+        for (size_t t = 0; t < 16; ++t) CHECK(v.alpha[t] == float(rng.normal()));
+        for (size_t t = 0; t < 16; ++t) CHECK(v.rho[t] == float(rng.normal()));
+      }
+    } else {
+      // Fitted patterns: every selected head passed the gate with its recorded fit KL.
+      for (const auto& sel : c.report["selected"]) {
+        bool found = false;
+        for (const auto& h : c.report["heads"])
+          if (h["layer"] == sel[0] && h["head"] == sel[1]) {
+            found = true;
+            CHECK(h["fit_kl"].is_number());  // the gate ran on it
+          }
+        CHECK(found);
+      }
+    }
   }
 }
 
@@ -245,16 +301,30 @@ TEST_CASE("the intervention log records scores, selection, fit and timings", "[s
   const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"selector", "kl"}});
   dist::LocalComm comm;
   Trainer tr(cfg, dir + "/run", comm, make_planners(cfg));
+  const auto t0 = std::chrono::steady_clock::now();
   tr.run();
+  const double run_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const auto j = test::read_json(intervention_file(dir + "/run", 4, 0, "saf"));
   CHECK(j["step"] == 4);
   CHECK(j["selector"] == "kl");
   CHECK(j["mode"] == "freeze");
   CHECK(j["requested"] == 2);
   CHECK(j["calib_seqs"] == 6);
-  CHECK(j["capture_seconds"].get<double>() >= 0.0);
-  CHECK(j["fit_seconds"].get<double>() >= 0.0);
+  // Timings: both phases took time, and together less than the whole run measured here.
+  const double capture = j["capture_seconds"].get<double>(), fit = j["fit_seconds"].get<double>();
+  CHECK(capture > 0.0);
+  CHECK(fit > 0.0);
+  CHECK(capture + fit < run_seconds);
   REQUIRE(j["heads"].size() == 8);
+  // The kl selector took the two lowest forward-KL scores (max_kl 5: every fit passes), ties
+  // by flat index.
+  std::vector<std::pair<double, int>> by_kl;
+  for (const auto& h : j["heads"])
+    by_kl.emplace_back(h["scores"]["kl"].get<double>(), h["layer"].get<int>() * 4 + h["head"].get<int>());
+  std::sort(by_kl.begin(), by_kl.end());
+  std::set<int> lowest = {by_kl[0].second, by_kl[1].second}, chosen;
+  for (const auto& sel : j["selected"]) chosen.insert(sel[0].get<int>() * 4 + sel[1].get<int>());
+  CHECK(chosen == lowest);
   int selected = 0;
   for (const auto& h : j["heads"]) {
     CHECK(h["scores"].contains("kl"));

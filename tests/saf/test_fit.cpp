@@ -179,6 +179,93 @@ TEST_CASE("fit: recovers alpha and rho of an exactly representable target") {
   REQUIRE(fit_compact(P.data(), T).kl < 1e-2);
 }
 
+TEST_CASE("fit: rho initialisation and the first Adam steps by hand") {
+  // T = 2, target rows [1] and [0.25, 0.75]: d_0 = 1 + 0.75, d_1 = 0.25.
+  const int T = 2;
+  const Mat P = {1.0, 0.0, 0.25, 0.75};
+  FitOptions zero;
+  zero.steps = 0;
+  const CompactFit init = fit_compact(P.data(), T, zero);
+  REQUIRE(init.alpha == std::vector<double>{0.0, 0.0});
+  REQUIRE(init.rho[0] == Approx(std::log(1.75 / 2)).epsilon(1e-15));  // log(d_0 / (T - 0))
+  REQUIRE(init.rho[1] == Approx(std::log(0.25 / 1)).epsilon(1e-15));  // log(d_1 / (T - 1))
+  // Row 1 at the init: weights 0.25 : 0.875 = 2/9 : 7/9, so every gradient entry is +-1/72:
+  // d alpha = (1 + 2/9 - 1.25, 7/9 - 0.75) / 2, d rho = (1 + 7/9 - 1.75, 2/9 - 0.25) / 2.
+  // Adam's first step is lr g / (|g| + eps) per entry (m_hat = g, v_hat = g^2).
+  FitOptions one;
+  one.steps = 1;
+  const CompactFit f1 = fit_compact(P.data(), T, one);
+  const double g = 1.0 / 72, step = 0.05 * g / (g + 1e-8);
+  REQUIRE(f1.alpha[0] == Approx(step).epsilon(1e-12));
+  REQUIRE(f1.alpha[1] == Approx(-step).epsilon(1e-12));
+  REQUIRE(f1.rho[0] == Approx(std::log(0.875) - step).epsilon(1e-12));
+  REQUIRE(f1.rho[1] == Approx(std::log(0.25) + step).epsilon(1e-12));
+  // The loss after the step, from the dense cross-entropy.
+  REQUIRE(f1.loss == Approx(dense_ce(normalise_target(P, T), f1.alpha, f1.rho, T)).epsilon(1e-12));
+
+  // T = 4: three Adam steps (PyTorch's bias-corrected form, lr 0.05, betas 0.9/0.999, eps
+  // 1e-8) with the gradient of the dense cross-entropy, sum_i (W_ij - Pn_ij) / T, by hand.
+  const int T4 = 4;
+  const Mat P4 = random_target(T4, 49);
+  const Mat Pn = normalise_target(P4, T4);
+  std::vector<double> a(static_cast<size_t>(T4), 0.0), r(static_cast<size_t>(T4));
+  for (int k = 0; k < T4; ++k) {
+    long double d = 0;
+    for (int j = 0; j + k < T4; ++j) d += Pn[size_t(j + k) * T4 + j];
+    r[size_t(k)] = double(std::log(std::max(double(d) / (T4 - k), 1e-9)));
+  }
+  std::vector<double> ma(size_t(T4), 0), va(size_t(T4), 0), mr(size_t(T4), 0), vr(size_t(T4), 0);
+  for (int t = 1; t <= 3; ++t) {
+    const auto lp = dense_log_fit(a, r, T4);
+    std::vector<double> ga(size_t(T4), 0.0), gr(size_t(T4), 0.0);
+    for (int i = 0; i < T4; ++i)
+      for (int j = 0; j <= i; ++j) {
+        const double w = double(std::exp(lp[size_t(i) * T4 + j])) - Pn[size_t(i) * T4 + j];
+        ga[size_t(j)] += w / T4;
+        gr[size_t(i - j)] += w / T4;
+      }
+    auto adam = [&](double& x, double gx, double& m1, double& m2) {
+      m1 = 0.9 * m1 + 0.1 * gx;
+      m2 = 0.999 * m2 + 0.001 * gx * gx;
+      const double mh = m1 / (1 - std::pow(0.9, t)), vh = m2 / (1 - std::pow(0.999, t));
+      x -= 0.05 * mh / (std::sqrt(vh) + 1e-8);
+    };
+    for (int k = 0; k < T4; ++k) {
+      adam(a[size_t(k)], ga[size_t(k)], ma[size_t(k)], va[size_t(k)]);
+      adam(r[size_t(k)], gr[size_t(k)], mr[size_t(k)], vr[size_t(k)]);
+    }
+    FitOptions o;
+    o.steps = t;
+    const CompactFit f = fit_compact(P4.data(), T4, o);
+    INFO("step " << t);
+    for (int k = 0; k < T4; ++k) {
+      REQUIRE(f.alpha[size_t(k)] == Approx(a[size_t(k)]).margin(1e-11));
+      REQUIRE(f.rho[size_t(k)] == Approx(r[size_t(k)]).margin(1e-11));
+    }
+  }
+}
+
+TEST_CASE("fit: thread-count independent at a length whose steps really fan out") {
+  // The Adam step only spreads over threads from T = 2048 on (kParallelStepMinT in fit.cpp).
+  const int T = 2056;
+  const Mat P = random_target(T, 50);
+  const Marginals m = marginals(P.data(), T);
+  FitOptions o;
+  o.steps = 3;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const CompactFit one = fit_compact(m, o);
+  omp_set_num_threads(3);
+  const CompactFit three = fit_compact(m, o);
+  omp_set_num_threads(saved);
+  REQUIRE(one.alpha == three.alpha);
+  REQUIRE(one.rho == three.rho);
+  REQUIRE(one.kl == three.kl);
+  FitOptions zero;
+  zero.steps = 0;
+  REQUIRE(three.kl < fit_compact(m, zero).kl);
+}
+
 TEST_CASE("fit: result is consistent, improves on the init, and is thread-count independent") {
   const int T = 40;
   const Mat P = random_target(T, 47);

@@ -1,6 +1,7 @@
 // patterns: row-stochastic causal targets, determinism by seed, Gamma/Dirichlet moments.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -97,6 +98,40 @@ TEST_CASE("patterns: gaussian is seeded, and equals sharp mean without logit spr
   for (size_t k = 0; k < g.size(); ++k) REQUIRE(g[k] == Approx(ref[k]).margin(1e-13));
 }
 
+TEST_CASE("patterns: gaussian equals a direct draw on the logit mean and unbiased std") {
+  const int N = 5;
+  const auto samples = saf_test::make_samples(N, T, 0.7, 27);
+  HeadStatsAccumulator acc(T, needs_for(PatternKind::Gaussian));
+  for (const auto& s : samples) acc.add_sample(s.probs.data(), s.logits.data());
+  // Per causal cell: mean and unbiased std of the samples' logits, then one N(0, 1) per cell
+  // in row-major order from the same stream, then the textbook causal softmax.
+  hw::Rng draw(41);
+  Mat z(size_t(T) * T, 0.0);
+  for (int i = 0; i < T; ++i)
+    for (int j = 0; j <= i; ++j) {
+      const size_t c = size_t(i) * T + j;
+      long double m = 0, q = 0;
+      for (const auto& s : samples) m += s.logits[c];
+      m /= N;
+      for (const auto& s : samples) q += (s.logits[c] - m) * (s.logits[c] - m);
+      const double sd = double(std::sqrt(q / (N - 1)));
+      z[c] = double(m) + sd * draw.normal();
+    }
+  const Mat ref = saf_test::naive_causal_softmax(z, T);
+  Mat g(size_t(T) * T);
+  hw::Rng rng(41);
+  gaussian_pattern(acc, rng, g.data());
+  for (size_t c = 0; c < g.size(); ++c) REQUIRE(g[c] == Approx(ref[c]).margin(1e-12));
+  // The draw is not the sharp mean (the spread really enters).
+  Mat sharp(size_t(T) * T);
+  HeadStatsAccumulator acc2(T, needs_for(PatternKind::SharpMean));
+  for (const auto& s : samples) acc2.add_sample(s.probs.data(), s.logits.data());
+  sharp_mean_pattern(acc2, sharp.data());
+  double diff = 0;
+  for (size_t c = 0; c < g.size(); ++c) diff = std::max(diff, std::abs(g[c] - sharp[c]));
+  REQUIRE(diff > 1e-3);
+}
+
 TEST_CASE("patterns: Gamma draws have the right mean and variance") {
   for (double shape : {0.3, 1.0, 2.5, 10.0}) {
     hw::Rng rng(uint64_t(shape * 100));
@@ -188,7 +223,8 @@ TEST_CASE("patterns: structured random draws alpha then rho from N(0, 1)") {
   REQUIRE(alpha == alpha2);
   REQUIRE(rho == rho2);
   hw::Rng ref(31);  // alpha is the first n normals of the stream, rho the next n
-  REQUIRE(alpha[0] == ref.normal());
+  for (int t = 0; t < n; ++t) REQUIRE(alpha[size_t(t)] == ref.normal());
+  for (int t = 0; t < n; ++t) REQUIRE(rho[size_t(t)] == ref.normal());
   double s = 0, s2 = 0;
   for (double x : rho) {
     s += x;
@@ -197,5 +233,10 @@ TEST_CASE("patterns: structured random draws alpha then rho from N(0, 1)") {
   REQUIRE(s / n == Approx(0.0).margin(0.08));
   REQUIRE(s2 / n == Approx(1.0).margin(0.1));
   REQUIRE(head_rng(5, 0).next_u64() != head_rng(5, 1).next_u64());
-  REQUIRE(head_rng(5, 3).next_u64() == head_rng(5, 3).next_u64());
+  // head_rng(seed, flat) is Rng(seed ^ (0xD1B54A32D192ED03 * (flat + 1))), as documented.
+  for (int flat : {0, 3, 17}) {
+    hw::Rng direct(5ull ^ (0xD1B54A32D192ED03ull * (uint64_t(flat) + 1)));
+    hw::Rng derived = head_rng(5, flat);
+    for (int t = 0; t < 4; ++t) REQUIRE(derived.next_u64() == direct.next_u64());
+  }
 }

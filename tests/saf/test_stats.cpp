@@ -85,6 +85,24 @@ TEST_CASE("stats: variance score equals Eq. (1) and the mean per-cell variance")
   REQUIRE(hw::saf::variance_score_eq1(ptrs, T) == Approx(eq1).epsilon(1e-12));
 }
 
+TEST_CASE("stats: variance and KL scores of a 2 x 2 example computed by hand") {
+  // Two samples, T = 2: row 0 is always [1, 0]; row 1 is [0.2, 0.8] and [0.6, 0.4].
+  const std::vector<double> a = {1, 0, 0.2, 0.8}, b = {1, 0, 0.6, 0.4};
+  StatsNeeds needs;
+  needs.kl = true;
+  HeadStatsAccumulator acc(2, needs);
+  acc.add_sample(a.data());
+  acc.add_sample(b.data());
+  // Mean row 1 = [0.4, 0.6]; each sample is 0.2 away in both cells: squared Frobenius distance
+  // 0.08 per sample, 0.16 in all, over (N - 1) T^2 = 4.
+  REQUIRE(acc.variance_score() == Approx(0.04).epsilon(1e-12));
+  // KL(row || mean row), mean over 2 samples x 2 rows (row 0 contributes 0).
+  const double kl_a = 0.2 * std::log(0.2 / 0.4) + 0.8 * std::log(0.8 / 0.6);
+  const double kl_b = 0.6 * std::log(0.6 / 0.4) + 0.4 * std::log(0.4 / 0.6);
+  REQUIRE(acc.kl_score() == Approx((kl_a + kl_b) / 4).epsilon(1e-9));
+  REQUIRE(acc.kl_score() == Approx(0.0431523).epsilon(1e-6));
+}
+
 TEST_CASE("stats: Chan-merged moments equal two-pass moments on the concatenation") {
   const auto samples = saf_test::make_samples(N, T, 0.8, 6);
   // Three parts fed differently: one by one, as a stacked batch, one by one again.

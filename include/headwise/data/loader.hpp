@@ -16,9 +16,17 @@
 
 namespace hw::data {
 
+// Which part of a glob's tokens a reader sees. The halves split the tokens of all shards, taken
+// in file order as one stream, at token floor(N / 2): FirstHalf keeps tokens [0, N/2),
+// SecondHalf [N/2, N) (the shard holding the split point is cut there, so no window crosses
+// it). data.val_split = "halves" calibrates on the first half of data.val and evaluates on the
+// second (run_config.hpp).
+enum class Part { All, FirstHalf, SecondHalf };
+std::string part_name(Part part);  // "", " (first half)", " (second half)": for messages
+
 class TokenLoader {
  public:
-  TokenLoader(const std::string& glob, int64_t B, int64_t T, bool shuffle, uint64_t seed);
+  TokenLoader(const std::string& glob, int64_t B, int64_t T, bool shuffle, uint64_t seed, Part part = Part::All);
   // Fill inputs[B*T] and targets[B*T] for global micro-batch `index` (any index >= 0; epochs
   // wrap around). Deterministic: depends only on (files, B, T, shuffle, seed, index).
   void fetch(int64_t index, int32_t* inputs, int32_t* targets) const;
@@ -36,7 +44,7 @@ class TokenLoader {
 // never moves any training position.
 class CalibSampler {
  public:
-  CalibSampler(const std::string& glob, int64_t T, uint64_t seed);
+  CalibSampler(const std::string& glob, int64_t T, uint64_t seed, Part part = Part::All);
   void fetch(int64_t index, int32_t* inputs, int32_t* targets) const;  // one sequence of T
 
  private:

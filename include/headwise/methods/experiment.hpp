@@ -81,9 +81,30 @@ RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& br
 // change, and its speed columns are null ("-" in the table).
 // Update speed = mean update_ms (Trainer::train_step: accumulation, backward, all-reduce,
 // clipping, AdamW; no data loading) over the branch's updates after its intervention, the first
-// one excluded (the reference's over all its updates after the earliest F). Memory = parameter
-// + gradient + buffer + activation + AdamW arena bytes right after the intervention.
+// one excluded (the reference's over all its updates after the earliest F).
+// Two memory columns, both per branch:
+//  - arena: "memory_bytes" = parameter + gradient + buffer + activation + AdamW arena bytes
+//    right after the intervention (what the model's layout needs; summary
+//    "memory_change_pct", table "Arena memory change (%)");
+//  - process peak RSS (CPU): "peak_rss_bytes" = the process's resident-set high-water mark
+//    (VmHWM of /proc/self/status) from the branch's start to its end (after the final
+//    evaluation and checkpoint). A process-wide peak only grows, so at each branch start the
+//    mark is reset to the current RSS (writing "5" to /proc/self/clear_refs, Linux >= 4.0):
+//    "peak_rss_scope" = "branch". Where the reset is refused, the value is the process's
+//    peak since it started (earlier branches and the trunk included) and the scope is
+//    "process". "rss_start_bytes" is the RSS at the branch's start (the trunk's and earlier
+//    branches' freed memory aside, the process baseline: binary, data shards, allocator
+//    caches). Summary "peak_rss_change_pct" = 100 (peak / the reference's peak - 1), table
+//    "Peak RSS change (%)"; it includes the baseline, so it dilutes the arena change. On the
+//    GPU neither is the device allocator's high-water mark (not measured yet).
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm);
+
+// The process's resident set (bytes) from /proc/self/status: current (VmRSS) and peak (VmHWM);
+// -1 where it cannot be read. reset_peak_rss() sets the peak to the current RSS (false where the
+// kernel refuses it).
+int64_t current_rss_bytes();
+int64_t peak_rss_bytes();
+bool reset_peak_rss();
 
 // Per-branch mean and standard deviation over seeds of every table column (from the per-seed
 // results that run_experiment collects), and the markdown table.

@@ -59,6 +59,12 @@ struct DataConfig {
   std::string val;
   std::string calib;  // "" = val
   bool shuffle = true;
+  // "none": evaluation reads data.val from its start, calibration reads data.calib (or data.val)
+  // whole. "halves" (the SAF paper's protocol): the validation tokens are split at their middle
+  // (data/loader.hpp: Part); calibration draws from the first half (when data.calib is empty or
+  // names data.val itself; another data.calib glob is read whole) and evaluation (val PPL)
+  // reads the second half only, so the reported PPL is held out from calibration.
+  std::string val_split = "none";
 };
 
 struct RunConfig {

@@ -64,19 +64,30 @@ SafPlanner::SafPlanner(const saf::SafConfig& cfg, const RunConfig& run, saf::Cal
   check(calib_T_ <= run.model.block_size, "method.calib_seq_len (" + std::to_string(calib_T_) +
                                                ") exceeds model.block_size (" +
                                                std::to_string(run.model.block_size) + ")");
+  // Patterns fitted on T_c < train.seq_len positions would be extrapolated (extend_to_positions)
+  // to positions the calibration never saw: an error, unless the planner has no data of its own
+  // (convert, mqar: the caller hands sequences to act(), whose length counts).
+  const bool has_data = source_ || !run.data.calib.empty() || !run.data.val.empty();
+  check(!has_data || calib_T_ >= run.train.seq_len,
+        cfg_.where + ".calib_seq_len (" + std::to_string(calib_T_) + ") is shorter than train.seq_len (" +
+            std::to_string(run.train.seq_len) + "): the fixed patterns would be extrapolated to positions " +
+            "calibration never saw; use calib_seq_len = 0 (train.seq_len) or >= train.seq_len");
   if (!source_) {
     // Opened at the first act: building a planner (config validation, experiments) reads no data.
     // A training run must name its calibration data up front; a caller without any data
     // (headwise mqar, convert) hands sequences to act() instead, or meets this error there.
     const std::string glob = !run.data.calib.empty() ? run.data.calib : run.data.val;
+    // data.val_split = "halves": calibration on data.val reads its first half (evaluation the second).
+    const data::Part part = run.data.val_split == "halves" && glob == run.data.val ? data::Part::FirstHalf
+                                                                                   : data::Part::All;
     const std::string no_data = "method.name = \"saf\" needs calibration data: set data.calib (or data.val)";
     check(!glob.empty() || run.data.train.empty(), no_data);
     const int64_t T = calib_T_;
     const uint64_t seed = cfg_.stream_seed(run);
     auto sampler = std::make_shared<std::unique_ptr<data::CalibSampler>>();
-    source_ = [sampler, glob, T, seed, no_data](int64_t i, int32_t* x, int32_t* y) {
+    source_ = [sampler, glob, T, seed, part, no_data](int64_t i, int32_t* x, int32_t* y) {
       check(!glob.empty(), no_data);
-      if (!*sampler) *sampler = std::make_unique<data::CalibSampler>(glob, T, seed);
+      if (!*sampler) *sampler = std::make_unique<data::CalibSampler>(glob, T, seed, part);
       (*sampler)->fetch(i, x, y);
     };
   }
