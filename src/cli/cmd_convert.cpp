@@ -5,8 +5,7 @@
 // first update it would act at), installs the plan change and writes OUT (model.safetensors and
 // config.json as the trainer writes them, plus convert.json: what changed and the planner's
 // report). OUT appears complete or not at all. Methods that need data (calibration, observed
-// training forwards) stop with one error line saying so. Example: --method aoh --set
-// method.sparsity=0.5.
+// training forwards) stop with one error line saying so.
 #include <cstdio>
 #include <filesystem>
 
@@ -42,8 +41,8 @@ void add_convert_command(CLI::App& app) {
       "convert", "Apply a data-free method to a finished checkpoint and write the converted checkpoint");
   cmd->add_option("--checkpoint", a->checkpoint, "Input checkpoint directory")->required();
   cmd->add_option("--out", a->out, "Output checkpoint directory (written atomically)")->required();
-  cmd->add_option("--method", a->method, "Method name (method.name), e.g. aoh")->required();
-  cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable), e.g. method.sparsity=0.5");
+  cmd->add_option("--method", a->method, "Method name (method.name); the data-free ones are listed in the README's Methods section")->required();
+  cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable)");
   cmd->callback([a] {
     const std::string who = "convert --method " + a->method;
     for (const auto& s : a->sets)

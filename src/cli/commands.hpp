@@ -1,5 +1,6 @@
 #pragma once
-// Each `headwise` subcommand lives in its own cmd_<name>.cpp and registers itself here.
+// Each `headwise` subcommand lives in its own cmd_<name>.cpp and registers itself here
+// (a method's own subcommands come from its MethodEntry::add_commands).
 // Callbacks throw hw::Error for bad input; main() turns that into one "error: ..." line and
 // exit code 1.
 #include <CLI/CLI.hpp>
@@ -14,7 +15,6 @@ void add_inspect_command(CLI::App& app);
 void add_bench_attention_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);  // SAF experiment protocol (cmd_experiment.cpp)
 void add_mqar_command(CLI::App& app);        // MQAR adaptation and accuracy (cmd_mqar.cpp)
-void add_heads_command(CLI::App& app);       // AoH head scores from weights (cmd_heads.cpp)
 void add_convert_command(CLI::App& app);     // a data-free method on a checkpoint (cmd_convert.cpp)
 
 }  // namespace hw::cli

@@ -6,6 +6,7 @@
 
 #include "cli/commands.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/methods/method_registry.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"headwise: pretrain decoder LMs whose attention heads change mid-training"};
@@ -18,7 +19,8 @@ int main(int argc, char** argv) {
   hw::cli::add_bench_attention_command(app);
   hw::cli::add_experiment_command(app);
   hw::cli::add_mqar_command(app);
-  hw::cli::add_heads_command(app);
+  for (const hw::MethodEntry& m : hw::method_table())
+    if (m.add_commands) m.add_commands(app);
   hw::cli::add_convert_command(app);
   try {
     app.parse(argc, argv);

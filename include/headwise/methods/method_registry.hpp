@@ -15,6 +15,10 @@
 
 #include "headwise/train/planner.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace hw {
 
 struct MethodEntry {
@@ -23,6 +27,9 @@ struct MethodEntry {
   // A planner from one method object (`where` names it in errors: "method" or "method[1]"),
   // validated against the run (an action beyond train.steps is an error naming the key).
   std::unique_ptr<Planner> (*make)(const nlohmann::json& spec, const std::string& where, const RunConfig& cfg);
+  // The method's own `headwise` subcommands (AoH's `heads`), or null: main() adds those of
+  // every method, so the CLI names none.
+  void (*add_commands)(CLI::App& app) = nullptr;
 };
 
 const std::vector<MethodEntry>& method_table();

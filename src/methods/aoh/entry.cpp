@@ -3,7 +3,15 @@
 #include "headwise/methods/aoh/planner.hpp"
 #include "headwise/methods/method_registry.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace hw {
+
+namespace aoh {
+void add_commands(CLI::App& app);  // headwise heads (cmd_heads.cpp)
+}
 
 namespace {
 std::unique_ptr<Planner> make_aoh(const nlohmann::json& spec, const std::string& where, const RunConfig& cfg) {
@@ -15,7 +23,7 @@ MethodEntry method_entry_aoh() {
   return {"aoh",
           "Autonomy-of-Heads: data-free; KV heads with the most diffuse query-key spectra become sink_window "
           "streaming heads",
-          &make_aoh};
+          &make_aoh, &aoh::add_commands};
 }
 
 }  // namespace hw

@@ -1,6 +1,7 @@
 // headwise heads --checkpoint CKPT [--sparsity S] [--per-layer] [--sink S] [--window W]
 //                [--json FILE]
-// AoH's data-free head scores (src/methods/aoh/heads.hpp): per query head the singular values of
+// AoH's data-free head scores (heads.hpp), a subcommand the method registers through its
+// MethodEntry (method_registry.hpp): per query head the singular values of
 // W_K^T W_Q and their effective rank, per KV head the minimum over its query heads, and the
 // retrieval/streaming split (the fraction S of KV heads with the highest effective rank stream;
 // one threshold over all layers, or per layer). Prints a table per layer and one JSON summary
@@ -8,14 +9,15 @@
 #include <cmath>
 #include <cstdio>
 
-#include "cli/commands.hpp"
+#include <CLI/CLI.hpp>
+
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/aoh/heads.hpp"
 #include "headwise/model/checkpoint.hpp"
 
-namespace hw::cli {
+namespace hw::aoh {
 
 namespace {
 struct HeadsArgs {
@@ -26,7 +28,7 @@ struct HeadsArgs {
 };
 }  // namespace
 
-void add_heads_command(CLI::App& app) {
+void add_commands(CLI::App& app) {
   auto a = std::make_shared<HeadsArgs>();
   CLI::App* cmd = app.add_subcommand(
       "heads", "Score every head from its query-key weights alone (AoH) and split retrieval / streaming KV heads");
@@ -96,4 +98,4 @@ void add_heads_command(CLI::App& app) {
   });
 }
 
-}  // namespace hw::cli
+}  // namespace hw::aoh
