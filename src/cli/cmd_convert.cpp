@@ -82,6 +82,10 @@ void add_convert_command(CLI::App& app) {
 
     bool kept = true;
     if (change) kept = model->install_plan(change->plan, change->extras);
+    if (change && change->adapters) {  // fresh adapters (B = 0), drawn as a run's at this step would be
+      model->add_adapters(*change->adapters, adapter_init_seed(cfg.train.seed, step));
+      kept = false;
+    }
     const ModelConfig& after = model->config();
     nlohmann::json changed = nlohmann::json::array();
     std::printf("%s: %s -> %s\n", who.c_str(), a->checkpoint.c_str(), a->out.c_str());

@@ -16,5 +16,6 @@ void add_bench_attention_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);  // SAF experiment protocol (cmd_experiment.cpp)
 void add_mqar_command(CLI::App& app);        // MQAR adaptation and accuracy (cmd_mqar.cpp)
 void add_convert_command(CLI::App& app);     // a data-free method on a checkpoint (cmd_convert.cpp)
+void add_merge_command(CLI::App& app);       // fold LoRA adapters into the weights (cmd_merge.cpp)
 
 }  // namespace hw::cli

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   for (const hw::MethodEntry& m : hw::method_table())
     if (m.add_commands) m.add_commands(app);
   hw::cli::add_convert_command(app);
+  hw::cli::add_merge_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -91,7 +91,19 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   if (value.is_discarded()) value = text;  // bare words are strings
   if (!doc.contains(section)) doc[section] = nlohmann::json::object();
   check(doc[section].is_object(), "config section '" + section + "' must be a JSON object");
-  doc[section][key] = value;
+  // Nested keys: model.lora.rank=8 sets {"model": {"lora": {"rank": 8}}}.
+  nlohmann::json* node = &doc[section];
+  std::string walked = section;
+  for (size_t dot2; (dot2 = key.find('.')) != std::string::npos;) {
+    const std::string part = key.substr(0, dot2);
+    check(!part.empty() && dot2 + 1 < key.size(), "--set expects section.key=value, got '" + assignment + "'");
+    walked += "." + part;
+    if (!node->contains(part)) (*node)[part] = nlohmann::json::object();
+    node = &(*node)[part];
+    check(node->is_object(), "--set " + path + ": " + walked + " is not a JSON object");
+    key = key.substr(dot2 + 1);
+  }
+  (*node)[key] = value;
 }
 
 }  // namespace hw

@@ -18,6 +18,8 @@ enum class Stream : uint64_t {
   SafRandomSelect = 6,   // SAF: the random-selection control
   MqarCalib = 7,         // MQAR: SAF's calibration examples
   MqarEval = 8,          // MQAR: evaluation examples, index = pair count
+  LoraInit = 9,          // Model: LoRA adapters' A matrices
+  LoraDropout = 10,      // Trainer: LoRA dropout masks, index = global micro-batch
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.

@@ -55,6 +55,17 @@ class CpuBackend final : public Backend<F> {
     cpu::residual_forward(out, a, b, n);
   }
   void accumulate(F* dst, const F* src, int64_t n) const override { cpu::accumulate(dst, src, n); }
+  void add_columns(F* dst, int64_t stride, int64_t col0, const F* src, int64_t N, int64_t width) const override {
+    cpu::add_columns(dst, stride, col0, src, N, width);
+  }
+  void copy_columns(F* dst, const F* src, int64_t stride, int64_t col0, int64_t N, int64_t width) const override {
+    cpu::copy_columns(dst, src, stride, col0, N, width);
+  }
+  void dropout(F* out, const F* in, int64_t n, double p, uint64_t seed) const override {
+    cpu::dropout(out, in, n, p, seed);
+  }
+  void scale_values(F* x, double s, int64_t n) const override { cpu::scale(x, F(s), n); }
+  bool has_lora_ops() const override { return true; }
   double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
                                        int64_t V, double dloss) const override {
     return cpu::crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, dloss);

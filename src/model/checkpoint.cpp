@@ -5,6 +5,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/model/adapter_files.hpp"
 #include "headwise/model/device_copy.hpp"
 
 namespace hw {
@@ -45,6 +46,7 @@ void save_model_files(const Model<float>& model, const std::string& dir) {
   w.set_metadata("producer", "headwise");
   std::vector<float> compact;  // each tensor staged through the host (the writer copies it)
   for (const auto& s : model.specs()) {
+    if (s.adapter) continue;  // adapter_model.safetensors: model.safetensors stays the base model
     const Tensor& t = tensor_of(model, s);
     if (s.is_int) {
       w.add(s.name, DType::I32, s.stored_shape, read_device(model.ops(), t.i32(), t.numel()).data());
@@ -56,6 +58,12 @@ void save_model_files(const Model<float>& model, const std::string& dir) {
     w.add(s.name, DType::F32, s.stored_shape, stored.data());
   }
   w.write(dir + "/model.safetensors");
+  if (model.config().lora.enabled()) {
+    save_adapter_files(model, dir);
+  } else {  // no stale adapters beside a model that has none (e.g. after a merge)
+    fs::remove(dir + "/" + kAdapterWeightsFile);
+    fs::remove(dir + "/" + kAdapterConfigFile);
+  }
   io::write_file_atomic(dir + "/config.json", model.config().to_hf_config().dump(2) + "\n");
 }
 
@@ -110,6 +118,7 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<f
   io::SafetensorsReader st(path);
   auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg));
   load_weights(*model, st);
+  if (cfg.lora.enabled()) load_adapter_files(*model, dir);
   return model;
 }
 
@@ -121,6 +130,7 @@ void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
   }
   std::set<std::string> used;
   for (const auto& s : model.specs()) {
+    if (s.adapter) continue;  // adapters come from adapter_model.safetensors (load_adapter_files)
     auto it = by_canonical.find(s.name);
     check(it != by_canonical.end(), st.path() + ": missing tensor '" + s.name + "'");
     used.insert(s.name);

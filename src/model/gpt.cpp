@@ -49,6 +49,11 @@ Model<F>::~Model() = default;
 
 template <class F>
 void Model<F>::build(const HeadExtras& extras) {
+  if (cfg_.lora.enabled()) {
+    check(ops_.has_lora_ops(), std::string("model.lora: backend ") + ops_.name() +
+                                   " has no LoRA ops (adapters run on the CPU backend so far)");
+    check(precision_ == Precision::Full, "model.lora: adapters need train.precision = fp32 (no bf16 LoRA yet)");
+  }
   layouts_ = build_layouts(cfg_);
   specs_ = param_specs(cfg_, extras);
   params_.reset();
@@ -74,31 +79,40 @@ void Model<F>::build(const HeadExtras& extras) {
   buffers_.allocate();
 
   impl_ = std::make_unique<Impl>();
-  auto bind = [&](Arena& a, Weights<F>& w) {
-    w.wte = find_ptr<F>(a, "wte.weight");
-    w.wpe = find_ptr<F>(a, "wpe.weight");
-    w.lnf_w = find_ptr<F>(a, "ln_f.weight");
-    w.lnf_b = find_ptr<F>(a, "ln_f.bias");
+  // The parameter view finds frozen weights among the buffers; the gradient view leaves them null.
+  auto bind = [&](Arena& arena, Arena* frozen, Weights<F>& w) {
+    auto find = [&](const std::string& name) {
+      F* p = find_ptr<F>(arena, name);
+      return p || !frozen ? p : find_ptr<F>(*frozen, name);
+    };
+    w.wte = find("wte.weight");
+    w.wpe = find("wpe.weight");
+    w.lnf_w = find("ln_f.weight");
+    w.lnf_b = find("ln_f.bias");
     w.layers.assign(size_t(cfg_.n_layer), {});
     for (int l = 0; l < cfg_.n_layer; ++l) {
       const std::string p = "h." + std::to_string(l) + ".";
       auto& L = w.layers[size_t(l)];
-      L.ln1_w = find_ptr<F>(a, p + "ln_1.weight");
-      L.ln1_b = find_ptr<F>(a, p + "ln_1.bias");
-      L.attn_w = find_ptr<F>(a, p + "attn.c_attn.weight");
-      L.attn_b = find_ptr<F>(a, p + "attn.c_attn.bias");
-      L.proj_w = find_ptr<F>(a, p + "attn.c_proj.weight");
-      L.proj_b = find_ptr<F>(a, p + "attn.c_proj.bias");
-      L.ln2_w = find_ptr<F>(a, p + "ln_2.weight");
-      L.ln2_b = find_ptr<F>(a, p + "ln_2.bias");
-      L.fc_w = find_ptr<F>(a, p + "mlp.c_fc.weight");
-      L.fc_b = find_ptr<F>(a, p + "mlp.c_fc.bias");
-      L.fcproj_w = find_ptr<F>(a, p + "mlp.c_proj.weight");
-      L.fcproj_b = find_ptr<F>(a, p + "mlp.c_proj.bias");
+      L.ln1_w = find(p + "ln_1.weight");
+      L.ln1_b = find(p + "ln_1.bias");
+      L.attn_w = find(p + "attn.c_attn.weight");
+      L.attn_b = find(p + "attn.c_attn.bias");
+      L.proj_w = find(p + "attn.c_proj.weight");
+      L.proj_b = find(p + "attn.c_proj.bias");
+      L.ln2_w = find(p + "ln_2.weight");
+      L.ln2_b = find(p + "ln_2.bias");
+      L.fc_w = find(p + "mlp.c_fc.weight");
+      L.fc_b = find(p + "mlp.c_fc.bias");
+      L.fcproj_w = find(p + "mlp.c_proj.weight");
+      L.fcproj_b = find(p + "mlp.c_proj.bias");
+      for (int t = 0; t < kLoraTargets; ++t) {
+        L.lora_a[size_t(t)] = find(lora_a_name(l, LoraTarget(t)));
+        L.lora_b[size_t(t)] = find(lora_b_name(l, LoraTarget(t)));
+      }
     }
   };
-  bind(params_, impl_->w);
-  bind(grads_, impl_->g);
+  bind(params_, &buffers_, impl_->w);
+  bind(grads_, nullptr, impl_->g);
 
   // Head parameters: values from extras or defaults, pointers into the arenas.
   impl_->bind_head_params(*this, extras);
@@ -141,8 +155,20 @@ void Model<F>::build_grad_ranges() {
     }
     i = j;
   }
-  for (int l = 0; l < cfg_.n_layer; ++l)
-    check(seen[size_t(l)], "internal: layer " + std::to_string(l) + " has no gradient tensors");
+  // A layer without trained tensors (frozen base weights, no adapters there) gets an empty range
+  // where its tensors would be: at the start of the next trained layer's, or after the last one.
+  for (int l = cfg_.n_layer - 1; l >= 0; --l) {
+    if (seen[size_t(l)]) continue;
+    size_t at = grads_.bytes();
+    if (l + 1 < cfg_.n_layer) {
+      at = layer_ranges_[size_t(l + 1)].begin;
+    } else {
+      for (size_t i = 0; i < ts.size(); ++i)
+        if (layer_of[i] >= 0) at = start(i + 1);  // after the last layer tensor
+      if (last_layer < 0) at = outer_ranges_.empty() ? 0 : outer_ranges_.front().end;
+    }
+    layer_ranges_[size_t(l)] = {at, at};
+  }
 }
 
 template <class F>
@@ -166,18 +192,21 @@ void Model<F>::set_recompute_gelu(bool on) {
 
 template <class F>
 void Model<F>::init_weights(uint64_t seed) {
+  // The model's weights (trained or frozen) draw from one stream in spec order; adapters draw
+  // from their own, so adding adapters changes no base weight.
   Rng rng(seed);
   for (const auto& s : specs_) {
-    if (s.role != ParamRole::Param) continue;
+    if ((s.role != ParamRole::Param && !s.frozen) || s.adapter) continue;
     if (s.name.find(".linear.") != std::string::npos) continue;  // L keeps its plan-given value
     std::vector<double> stored(size_t(stored_numel(s)));
     for (auto& x : stored) x = s.init_std > 0 ? s.init_std * rng.normal() : s.init_value;
     const attn::LayerLayout* lay = s.layer >= 0 ? &layouts_[size_t(s.layer)] : nullptr;
-    Tensor& t = params_.get(s.name);
+    Tensor& t = s.frozen ? buffers_.get(s.name) : params_.get(s.name);
     std::vector<F> compact(size_t(t.numel()));
     compact_from_stored(s, lay, stored.data(), compact.data());
     write_device(ops_, t.as<F>(), compact);
   }
+  init_adapters(seed);
 }
 
 // Frees the activations and forgets every pointer into them, so a read-back before the next
@@ -193,7 +222,10 @@ void Model<F>::drop_activations() {
 
 template <class F>
 void Model<F>::set_precision(Precision p) {
-  if (p == Precision::Bf16) (void)bf16_ops();  // refuse now, not at the first step
+  if (p == Precision::Bf16) {
+    check(!cfg_.lora.enabled(), "model.lora: adapters need train.precision = fp32 (no bf16 LoRA yet)");
+    (void)bf16_ops();  // refuse now, not at the first step
+  }
   if (p != precision_) drop_activations();          // the next reserve_activations re-declares
   precision_ = p;
 }
@@ -304,6 +336,23 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   Tensor* dqkv = decl("grad.qkv", {N, max_qkv});
   Tensor* datty = decl("grad.atty", {N, max_out});
   Tensor* ws = stat("attention.workspace", {max_ws});
+  // LoRA: each adapter's u per layer, and scratch as wide as the widest input and output.
+  const LoraConfig& lora = cfg_.lora;
+  std::vector<std::array<Tensor*, kLoraTargets>> lora_u(size_t(cfg_.n_layer));
+  Tensor *lora_x = nullptr, *lora_out = nullptr, *lora_du = nullptr, *lora_dx = nullptr;
+  if (lora.enabled()) {
+    for (int l = 0; l < cfg_.n_layer; ++l)
+      for (int t = 0; t < kLoraTargets; ++t)
+        lora_u[size_t(l)][size_t(t)] =
+            lora.on_layer(l) && lora.has(LoraTarget(t))
+                ? decl("h." + std::to_string(l) + ".lora_u." + lora_target_name(LoraTarget(t)), {N, lora.rank})
+                : nullptr;
+    const int64_t wide = std::max({C, max_qkv, max_out});
+    lora_x = decl("lora.x", {N, wide});
+    lora_out = decl("lora.out", {N, wide});
+    lora_du = decl("lora.du", {N, int64_t(lora.rank)});
+    lora_dx = decl("lora.dx", {N, wide});
+  }
   acts_.allocate();
   I.tokens = tokens->i32();
   I.targets = targets->i32();
@@ -326,6 +375,13 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   S.dqkv = dqkv->as<A>();
   S.datty = datty->as<A>();
   S.workspace = ws->as<F>();
+  auto ptr = [](Tensor* t) { return t ? t->template as<A>() : nullptr; };
+  for (int l = 0; l < cfg_.n_layer; ++l)
+    for (int t = 0; t < kLoraTargets; ++t) S.layers[size_t(l)].lora_u[size_t(t)] = ptr(lora_u[size_t(l)][size_t(t)]);
+  S.lora_x = ptr(lora_x);
+  S.lora_out = ptr(lora_out);
+  S.lora_du = ptr(lora_du);
+  S.lora_dx = ptr(lora_dx);
   B_ = B;
   T_ = T;
   acts_chunk_ = R;
@@ -374,6 +430,9 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
     const auto& Ac = S.layers[size_t(l)];
     const auto& lay = layouts_[size_t(l)];
     o.matmul_forward(Ac.qkv, Ac.ln1, W.attn_w, W.attn_b, N, C, lay.qkv_width());
+    const bool adapted = cfg_.lora.on_layer(l);
+    if constexpr (std::is_same_v<A, F>)
+      if (adapted && cfg_.lora.targets_any_qkv()) lora_qkv_forward(l);
     if (cfg_.rope()) {  // rotate the Q and K blocks; attention sees rotated q, k
       o.rope_forward(Ac.qkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
       o.rope_forward(Ac.qkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
@@ -382,6 +441,8 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
                         Ac.row_stats, S.workspace);
     if (observer_) observe_layer<A>(l, nullptr);
     o.matmul_forward(Ac.resid2, Ac.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
+    if constexpr (std::is_same_v<A, F>)
+      if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_forward(l);
     o.residual_layernorm_forward(Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N, C,
                                  eps);
     o.matmul_gelu_forward(Ac.fch, Ac.fch_gelu, Ac.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
@@ -468,6 +529,11 @@ template <class F>
 double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                                   double loss_scale) {
   check(targets != nullptr, "forward_backward needs targets");
+  struct DropoutOn {  // LoRA dropout in this forward and its backward only (also on a throw)
+    bool& flag;
+    explicit DropoutOn(bool& f) : flag(f) { flag = true; }
+    ~DropoutOn() { flag = false; }
+  } dropping(dropout_on_);
   forward_layers(inputs, B, T);
   const double n_targets = double(upload_targets(targets, B * T));
   const double sum = classifier(/*backward=*/true, loss_scale / n_targets);
@@ -550,6 +616,9 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     // Attention: dresid now holds d(resid2).
     o.fill_zero(S.datty, N * lay.out_width());
     o.matmul_backward(S.datty, G.proj_w, G.proj_b, S.dresid, Ac.atty, W.proj_w, N, lay.out_width(), C);
+    const bool adapted = cfg_.lora.on_layer(l);
+    if constexpr (std::is_same_v<A, F>)
+      if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_backward(l);
     if (observer_ && observer_->wants_backward()) observe_layer<A>(l, S.datty);
     o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
                          Ac.row_stats, S.datty, S.dqkv, S.workspace);
@@ -559,6 +628,8 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     }
     o.fill_zero(S.dln, N * C);
     o.matmul_backward(S.dln, G.attn_w, G.attn_b, S.dqkv, Ac.ln1, W.attn_w, N, C, lay.qkv_width());
+    if constexpr (std::is_same_v<A, F>)
+      if (adapted && cfg_.lora.targets_any_qkv()) lora_qkv_backward(l);
     o.layernorm_backward(S.dresid, G.ln1_w, G.ln1_b, S.dln, in, Wf.ln1_w, Ac.ln1_mean, Ac.ln1_rstd, N, C);
     ops_.range_pop();
     if (grad_ready_hook_) grad_ready_hook_(l);  // every gradient of layer l is final

@@ -29,6 +29,7 @@ void ModelConfig::validate() {
   check(linear_eps > 0, "model.linear_eps must be positive");
   if (head_plan.layers.empty()) head_plan = attn::HeadPlan::uniform(n_layer, n_head);
   head_plan.validate(n_layer, n_head);
+  lora.validate(*this);
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
@@ -47,17 +48,20 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
   f.get("init_std", c.init_std);
   f.get("linear_eps", c.linear_eps);
   if (auto* plan = f.raw("head_plan")) c.head_plan = attn::HeadPlan::from_json(*plan);
+  if (auto* lora = f.raw("lora")) c.lora = LoraConfig::from_json(*lora);
   f.finish();
   c.validate();
   return c;
 }
 
 nlohmann::json ModelConfig::to_json() const {
-  return {{"n_layer", n_layer},   {"n_head", n_head},         {"n_kv_head", kv_heads()},
+  nlohmann::json j = {{"n_layer", n_layer},   {"n_head", n_head},         {"n_kv_head", kv_heads()},
           {"n_embd", n_embd},     {"block_size", block_size}, {"vocab_size", vocab_size},
           {"pos", pos},           {"rope_theta", rope_theta}, {"bias", bias},
           {"layer_norm_epsilon", layer_norm_epsilon},         {"init_std", init_std},
           {"linear_eps", linear_eps},                         {"head_plan", head_plan.to_json()}};
+  if (lora.enabled()) j["lora"] = lora.to_json();
+  return j;
 }
 
 nlohmann::json ModelConfig::to_hf_config() const {
@@ -85,6 +89,9 @@ nlohmann::json ModelConfig::to_hf_config() const {
                       {"headwise_bias", bias},
                       {"linear_eps", linear_eps},
                       {"head_plan", head_plan.to_json()}};
+  // The adapters themselves are in adapter_model.safetensors (PEFT names); transformers reads
+  // model.safetensors as the base model.
+  if (lora.enabled()) j["headwise_lora"] = lora.to_json();
   return j;
 }
 
@@ -116,6 +123,7 @@ ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::stri
   if (j.contains("linear_eps")) c.linear_eps = j["linear_eps"].get<double>();
   if (j.contains("head_plan")) c.head_plan = attn::HeadPlan::from_json(j["head_plan"]);
   try {
+    if (j.contains("headwise_lora")) c.lora = LoraConfig::from_json(j["headwise_lora"]);
     c.validate();
   } catch (const Error& e) {
     fail(path + ": " + e.what());

@@ -1,6 +1,7 @@
 #pragma once
 // Model<F>'s private state (Impl, StepActs and the weight views they hold), shared by the files
 // that define Model's members: gpt.cpp (the step), model_head_params.cpp, model_plan_install.cpp.
+#include <array>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -16,6 +17,9 @@ template <class F>
 struct LayerWeights {
   F *ln1_w = nullptr, *ln1_b = nullptr, *attn_w = nullptr, *attn_b = nullptr, *proj_w = nullptr, *proj_b = nullptr;
   F *ln2_w = nullptr, *ln2_b = nullptr, *fc_w = nullptr, *fc_b = nullptr, *fcproj_w = nullptr, *fcproj_b = nullptr;
+  // LoRA adapters by target (q, k, v, o); null where the layer has none. In the gradient view
+  // every frozen weight above is null too.
+  std::array<F*, kLoraTargets> lora_a{}, lora_b{};
 };
 
 template <class F>
@@ -30,6 +34,8 @@ struct LayerActs {
   A *ln1 = nullptr, *qkv = nullptr, *atty = nullptr, *resid2 = nullptr, *ln2 = nullptr, *fch = nullptr,
     *fch_gelu = nullptr, *resid3 = nullptr;
   F *ln1_mean = nullptr, *ln1_rstd = nullptr, *row_stats = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
+  // LoRA: u = scaling * dropout(x) A^T per target, [N, rank] (what B's gradient reads).
+  std::array<A*, kLoraTargets> lora_u{};
 };
 
 template <class F>
@@ -51,6 +57,9 @@ struct Model<F>::StepActs {
   // backward scratch, shared by all layers
   A *dresid = nullptr, *dln = nullptr, *dfch = nullptr, *dfch_gelu = nullptr, *dqkv = nullptr, *datty = nullptr;
   F* workspace = nullptr;
+  // LoRA scratch, shared by all layers: the dropped-out input (recomputed in backward), an
+  // adapter's output or output gradient, u's gradient and the input's gradient.
+  A *lora_x = nullptr, *lora_out = nullptr, *lora_du = nullptr, *lora_dx = nullptr;
 };
 
 template <class F>

@@ -26,28 +26,53 @@ bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras
   for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
   for (const auto& [k, v] : extras.linears) merged.linears[k] = v;
 
-  // Save the old parameters, rebuild the arenas for the new layout, move values across. The
-  // copy declares the same tensors in the same order, so its block has the same layout and
-  // comes across in one piece (through the host: the backend copies host <-> device only).
-  Arena old_params{"params.old", ops_.device()};
-  for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
-  old_params.allocate();
-  {
-    std::vector<unsigned char> block(params_.bytes());
-    ops_.copy_to_host(block.data(), params_.base(), block.size());
-    ops_.copy_to_device(old_params.base(), block.data(), block.size());
-  }
-  const auto old_specs = specs_;
-  const auto old_layouts = layouts_;
-  cfg_.head_plan = plan;
-  build(merged);
-  remap_arena<F>(ops_, old_params, old_specs, old_layouts, params_, specs_, layouts_);
+  ModelConfig next = cfg_;
+  next.head_plan = plan;
+  rebuild_keeping_values(next, merged);
   // Linear L values come from `merged` (set in build) when the planner gives them.
   for (const auto& [k, v] : extras.linears) {
     Tensor& L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L");
     write_device(ops_, L.as<F>(), std::vector<F>(v.L.begin(), v.L.end()));
   }
   return false;
+}
+
+// Save the old values, rebuild the arenas for `next`, move values across by name through the
+// stored shapes: trained parameters and frozen weights (model.lora.freeze_base), in either
+// direction, so freezing or unfreezing keeps every value. Head values (static alpha/rho, linear
+// groups) come from `extras` in build(). The copy of the parameter block declares the same
+// tensors in the same order, so it comes across in one piece (through the host: the backend
+// copies host <-> device only).
+template <class F>
+void Model<F>::rebuild_keeping_values(const ModelConfig& next, const HeadExtras& extras) {
+  Arena old_params{"params.old", ops_.device()}, old_frozen{"frozen.old", ops_.device()};
+  for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
+  for (const auto& s : specs_)
+    if (s.frozen) old_frozen.declare(s.name, buffers_.get(s.name).shape, buffers_.get(s.name).dtype);
+  old_params.allocate();
+  old_frozen.allocate();
+  {
+    std::vector<unsigned char> block(params_.bytes());
+    ops_.copy_to_host(block.data(), params_.base(), block.size());
+    ops_.copy_to_device(old_params.base(), block.data(), block.size());
+    for (const auto& t : old_frozen.tensors()) {
+      std::vector<unsigned char> bytes(t->nbytes());
+      ops_.copy_to_host(bytes.data(), buffers_.get(t->name).data, bytes.size());
+      ops_.copy_to_device(t->data, bytes.data(), bytes.size());
+    }
+  }
+  const auto old_specs = specs_;
+  const auto old_layouts = layouts_;
+  cfg_ = next;
+  cfg_.validate();
+  build(extras);
+  std::vector<ParamSpec> frozen_specs;
+  for (const auto& s : specs_)
+    if (s.frozen) frozen_specs.push_back(s);
+  for (const Arena* from : {&old_params, &old_frozen}) {
+    remap_arena<F>(ops_, *from, old_specs, old_layouts, params_, specs_, layouts_);
+    remap_arena<F>(ops_, *from, old_specs, old_layouts, buffers_, frozen_specs, layouts_);
+  }
 }
 
 template <class F>
@@ -91,6 +116,8 @@ bool Model<F>::install_keeping_layout(const attn::HeadPlan& plan, const HeadExtr
 
 // The members defined here, for both model types (the class itself is instantiated once, in
 // gpt.cpp).
+template void Model<float>::rebuild_keeping_values(const ModelConfig&, const HeadExtras&);
+template void Model<double>::rebuild_keeping_values(const ModelConfig&, const HeadExtras&);
 template bool Model<float>::install_plan(const attn::HeadPlan&, const HeadExtras&);
 template bool Model<float>::keeps_layout(const attn::HeadPlan&, const HeadExtras&) const;
 template bool Model<float>::install_keeping_layout(const attn::HeadPlan&, const HeadExtras&);

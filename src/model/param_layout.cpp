@@ -55,6 +55,13 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
     if (cfg.bias) add(p + "mlp.c_fc.bias", {4 * C}, 0.f, 0.f, l);
     add(p + "mlp.c_proj.weight", {4 * C, C}, proj_std, 0.f, l);
     if (cfg.bias) add(p + "mlp.c_proj.bias", {C}, 0.f, 0.f, l);
+    // Freezing turns every model weight declared so far in this layer into a buffer.
+    if (cfg.lora.freeze_base)
+      for (auto& sp : specs)
+        if (sp.layer == l) {
+          sp.role = ParamRole::Buffer;
+          sp.frozen = true;
+        }
     const auto& plan = cfg.head_plan.layers[static_cast<size_t>(l)];
     for (int h = 0; h < cfg.n_head; ++h) {
       const std::string hp = p + "attn.";
@@ -72,10 +79,47 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
         }
       }
     }
+    if (cfg.lora.on_layer(l)) {  // after the layer's other tensors: a layer's tensors stay contiguous
+      const int64_t r = cfg.lora.rank;
+      const int64_t in[kLoraTargets] = {C, C, C, int64_t(cfg.n_head) * hd};  // stored input widths
+      const int64_t out_c[kLoraTargets] = {int64_t(lay.n_q) * hd, int64_t(lay.n_k) * hd, int64_t(lay.n_v) * hd, C};
+      const int64_t out_s[kLoraTargets] = {int64_t(cfg.n_head) * hd, int64_t(cfg.kv_heads()) * hd,
+                                           int64_t(cfg.kv_heads()) * hd, C};
+      for (int t = 0; t < kLoraTargets; ++t) {
+        const auto target = LoraTarget(t);
+        if (!cfg.lora.has(target)) continue;
+        if (target == LoraTarget::O)
+          add(lora_a_name(l, target), {r, lay.out_width()}, 0.f, 0.f, l, StorageMap::OutColumns, {r, in[t]});
+        else
+          add(lora_a_name(l, target), {r, C}, 0.f, 0.f, l);
+        specs.back().adapter = true;
+        specs.back().init_uniform = float(1.0 / std::sqrt(double(in[t])));
+        if (target == LoraTarget::O) {
+          add(lora_b_name(l, target), {C, r}, 0.f, 0.f, l);
+        } else {
+          add(lora_b_name(l, target), {out_c[t], r}, 0.f, 0.f, l, StorageMap::QkvRows, {out_s[t], r});
+          specs.back().part = QkvPart(t + 1);  // Q, K, V
+        }
+        specs.back().adapter = true;
+      }
+    }
   }
   add("ln_f.weight", {C}, 0.f, 1.f);
   add("ln_f.bias", {C}, 0.f, 0.f);
+  if (cfg.lora.freeze_base)  // wte, wpe, ln_f
+    for (auto& sp : specs)
+      if (sp.layer < 0) {
+        sp.role = ParamRole::Buffer;
+        sp.frozen = true;
+      }
   return specs;
+}
+
+std::string lora_a_name(int layer, LoraTarget t) {
+  return "h." + std::to_string(layer) + ".attn." + lora_target_name(t) + ".lora_A";
+}
+std::string lora_b_name(int layer, LoraTarget t) {
+  return "h." + std::to_string(layer) + ".attn." + lora_target_name(t) + ".lora_B";
 }
 
 std::vector<Segment> qkv_segments(const attn::LayerLayout& lay) {
@@ -95,6 +139,19 @@ std::vector<Segment> out_segments(const attn::LayerLayout& lay) {
   for (int h = 0; h < lay.n_head; ++h)
     if (lay.o_slot[static_cast<size_t>(h)] >= 0)
       segs.push_back({int64_t(h) * lay.head_dim, lay.out_col(h), lay.head_dim});
+  return segs;
+}
+
+std::vector<Segment> part_segments(const attn::LayerLayout& lay, QkvPart part) {
+  check(part != QkvPart::All, "internal: part_segments needs the q, k or v block");
+  const int64_t hd = lay.head_dim, H = lay.n_head, KV = lay.n_kv_head;
+  // Where the block starts, stored (Hugging Face q | k | v columns) and compact.
+  const int64_t stored0 = part == QkvPart::Q ? 0 : part == QkvPart::K ? H * hd : (H + KV) * hd;
+  const int64_t compact0 = part == QkvPart::Q ? 0 : part == QkvPart::K ? lay.n_q * hd : int64_t(lay.n_q + lay.n_k) * hd;
+  const int64_t stored_end = part == QkvPart::Q ? H * hd : part == QkvPart::K ? (H + KV) * hd : (H + 2 * KV) * hd;
+  std::vector<Segment> segs;
+  for (const auto& sg : qkv_segments(lay))
+    if (sg.stored >= stored0 && sg.stored < stored_end) segs.push_back({sg.stored - stored0, sg.compact - compact0, sg.width});
   return segs;
 }
 
@@ -133,11 +190,21 @@ void copy_mapped(const ParamSpec& spec, const attn::LayerLayout* layout, S* stor
     for (int64_t r = 0; r < rows; ++r)
       for (const auto& sg : segs)
         for (int64_t i = 0; i < sg.width; ++i) move(r * sw + sg.stored + i, r * cw + sg.compact + i);
-  } else {  // OutRows
+  } else if (spec.map == StorageMap::OutRows) {
     const int64_t cols = spec.shape[1];
     for (const auto& sg : out_segments(*layout))
       for (int64_t r = 0; r < sg.width; ++r)
         for (int64_t c = 0; c < cols; ++c) move((sg.stored + r) * cols + c, (sg.compact + r) * cols + c);
+  } else if (spec.map == StorageMap::QkvRows) {
+    const int64_t cols = spec.shape[1];
+    for (const auto& sg : part_segments(*layout, spec.part))
+      for (int64_t r = 0; r < sg.width; ++r)
+        for (int64_t c = 0; c < cols; ++c) move((sg.stored + r) * cols + c, (sg.compact + r) * cols + c);
+  } else {  // OutColumns
+    const int64_t rows = spec.shape[0], sw = spec.stored_shape[1], cw = spec.shape[1];
+    for (int64_t r = 0; r < rows; ++r)
+      for (const auto& sg : out_segments(*layout))
+        for (int64_t i = 0; i < sg.width; ++i) move(r * sw + sg.stored + i, r * cw + sg.compact + i);
   }
 }
 }  // namespace

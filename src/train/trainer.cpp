@@ -14,6 +14,7 @@
 #include "headwise/io/files.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "headwise/model/adapter_files.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/device_copy.hpp"
 
@@ -188,6 +189,12 @@ void Trainer::init_from(const std::string& dir) {
             std::to_string(ck.n_head) + ", n_embd " + std::to_string(ck.n_embd) + ", vocab " +
             std::to_string(ck.vocab_size) + ", block " + std::to_string(ck.block_size) +
             ") does not match the config's model section");
+  // Adapters: the checkpoint's own (read back), or the config's on a checkpoint without any
+  // (fine-tuning a base model: fresh adapters, base weights as saved).
+  const LoraConfig wanted = cfg_.model.lora;  // (a copy: cfg_.model becomes the checkpoint's)
+  check(!ck.lora.enabled() || !wanted.enabled() || ck.lora == wanted,
+        "--init-from " + dir + ": the checkpoint's LoRA adapters (" + ck.lora.to_json().dump() +
+            ") differ from the config's model.lora (" + wanted.to_json().dump() + "); merge them first (headwise merge)");
   io::SafetensorsReader st(dir + "/model.safetensors");
   cfg_.model = ck;
   const HeadExtras extras = read_head_extras(st, ck);
@@ -195,6 +202,11 @@ void Trainer::init_from(const std::string& dir) {
   model_.reset();
   model_ = make_model(ck, extras);
   load_weights(*model_, st);
+  if (ck.lora.enabled())
+    load_adapter_files(*model_, dir);
+  else if (wanted.enabled())
+    model_->add_adapters(wanted, uint64_t(cfg_.train.seed));
+  cfg_.model = model_->config();
   make_buckets();
   make_optimizer();
   model_->reserve_activations(cfg_.train.micro_batch, cfg_.train.seq_len);
@@ -251,8 +263,12 @@ RunConfig Trainer::config() const {
   return c;
 }
 
+uint64_t adapter_init_seed(int64_t run_seed, int64_t step) {
+  return data::derive_seed(uint64_t(run_seed), data::Stream::LoraInit, uint64_t(step) + 1);  // (+1: not the init's)
+}
+
 bool Trainer::install(const PlanChange& change) {
-  if (model_->keeps_layout(change.plan, change.extras)) {
+  if (!change.adapters && model_->keeps_layout(change.plan, change.extras)) {
     // Same tensors at the same places: parameters, gradients, AdamW moments (and their ZeRO-1
     // shards) and the gradient buckets stay as they are.
     check(model_->install_plan(change.plan, change.extras), "internal: a layout-keeping plan moved the layout");
@@ -261,13 +277,19 @@ bool Trainer::install(const PlanChange& change) {
   }
   const auto old_specs = model_->specs();
   const auto old_layouts = model_->layouts();
+  auto apply = [&] {
+    model_->install_plan(change.plan, change.extras);
+    // New adapters draw from the run's seed and the step they arrive at.
+    if (change.adapters)
+      model_->add_adapters(*change.adapters, adapter_init_seed(cfg_.train.seed, state_.step));
+  };
   if (zero1_) {
     // Each rank holds only its shard of the moments, and the new layout cuts the block into
     // different shards: gather the full moments (temporarily, laid out like the old parameter
     // block), remap them like the parameters, then keep only the new shard.
     auto old_m = gather_moments(opt_->m(), "adam.m.full");
     auto old_v = gather_moments(opt_->v(), "adam.v.full");
-    check(!model_->install_plan(change.plan, change.extras), "internal: a layout-moving plan kept the layout");
+    apply();
     const dist::Range own = own_shard();
     opt_->rebuild(model_->params(), BlockShard{own.begin, own.end});
     for (auto [from, to] : {std::pair{old_m.get(), &opt_->m()}, std::pair{old_v.get(), &opt_->v()}}) {
@@ -276,7 +298,7 @@ bool Trainer::install(const PlanChange& change) {
       keep_own_shard(*full, *to);
     }
   } else {
-    check(!model_->install_plan(change.plan, change.extras), "internal: a layout-moving plan kept the layout");
+    apply();
     auto [old_m, old_v] = opt_->rebuild(model_->params());
     remap_arena<float>(*ops_, *old_m, old_specs, old_layouts, opt_->m(), model_->specs(), model_->layouts());
     remap_arena<float>(*ops_, *old_v, old_specs, old_layouts, opt_->v(), model_->specs(), model_->layouts());
@@ -405,7 +427,11 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   compute_ms += ms_since(t0);
   const double loss_scale = 1.0 / double(accum_ * world);
   for (int64_t micro = 0; micro < accum_; ++micro) {
-    fetch_train(state_.next_batch + rank * accum_ + micro);
+    const int64_t batch_index = state_.next_batch + rank * accum_ + micro;
+    fetch_train(batch_index);
+    // LoRA dropout masks follow the micro-batch, like its data (resume draws the same ones).
+    model_->set_dropout_seed(
+        data::derive_seed(uint64_t(cfg_.train.seed), data::Stream::LoraDropout, uint64_t(batch_index)));
     t0 = Clock::now();
     // Each micro-step's gradient is computed alone and summed in MicroStepSum's fixed tree; the
     // last one's backward adds the parked sums layer by layer and starts the buckets.
@@ -645,10 +671,20 @@ nlohmann::json Trainer::run(int64_t stop_step) {
     if (state_.step == 0) std::ofstream(out_dir_ + "/metrics.jsonl", std::ios::trunc);
     io::write_file_atomic(out_dir_ + "/config.json", config().to_json().dump(2) + "\n");
   }
-  if (main_rank)
-    spdlog::info("model: {} layers, {} heads, width {}, {} parameters; batch {} x {} x {} accum x {} ranks", cfg_.model.n_layer,
-                 cfg_.model.n_head, cfg_.model.n_embd, model_->num_parameters(), t.micro_batch, t.seq_len, accum_,
-                 comm_.world());
+  if (main_rank) {
+    const LoraConfig& lora = model_->config().lora;
+    int64_t frozen = 0;
+    for (const auto& s : model_->specs())
+      if (s.frozen) frozen += model_->buffers().get(s.name).numel();
+    const std::string adapters =
+        lora.enabled() ? fmt::format(" (LoRA rank {} on {} layers{}, {} frozen)", lora.rank,
+                                     lora.layers.empty() ? cfg_.model.n_layer : int(lora.layers.size()),
+                                     lora.dropout > 0 ? fmt::format(", dropout {}", lora.dropout) : "", frozen)
+                       : "";
+    spdlog::info("model: {} layers, {} heads, width {}, {} trained parameters{}; batch {} x {} x {} accum x {} ranks",
+                 cfg_.model.n_layer, cfg_.model.n_head, cfg_.model.n_embd, model_->num_parameters(), adapters,
+                 t.micro_batch, t.seq_len, accum_, comm_.world());
+  }
   if (main_rank)
     spdlog::info("device: {}, precision {}; memory: params {:.1f} MB, grads {:.1f} MB, AdamW {:.1f} MB, "
                  "activations {:.1f} MB (peak {:.1f} MB)",

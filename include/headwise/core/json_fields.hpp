@@ -33,7 +33,8 @@ class JsonFields {
 // Parse a JSON config file (// and /* */ comments allowed); errors name the file.
 nlohmann::json read_json_file(const std::string& path);
 
-// Apply "section.key=value" to a config document (value parsed as JSON, else taken as a string).
+// Apply "section.key=value" to a config document (value parsed as JSON, else taken as a string);
+// "section.a.b=value" sets key b of the object a (created when absent).
 void apply_override(nlohmann::json& doc, const std::string& assignment);
 
 }  // namespace hw

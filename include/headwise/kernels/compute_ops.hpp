@@ -8,8 +8,10 @@
 // Semantics of every op are those of the CPU reference (kernels/cpu.hpp, attention/attention.hpp);
 // an op whose output is A computes in fp32 (or F) and rounds once when it stores.
 #include <cstdint>
+#include <string>
 
 #include "headwise/attention/attention.hpp"
+#include "headwise/core/error.hpp"
 
 namespace hw {
 
@@ -57,6 +59,23 @@ class ComputeOps {
     layernorm_forward(ln_out, mean, rstd, resid_out, weight, bias, N, C, eps);
   }
 
+  // LoRA adapters' ops (cpu.hpp defines them). A backend without them keeps these defaults, which
+  // throw naming the op; the model refuses adapters on such a backend before any step.
+  virtual void add_columns(A* /*dst*/, int64_t /*stride*/, int64_t /*col0*/, const A* /*src*/, int64_t /*N*/,
+                           int64_t /*width*/) const {
+    missing_op("add_columns");
+  }
+  virtual void copy_columns(A* /*dst*/, const A* /*src*/, int64_t /*stride*/, int64_t /*col0*/, int64_t /*N*/,
+                            int64_t /*width*/) const {
+    missing_op("copy_columns");
+  }
+  virtual void dropout(A* /*out*/, const A* /*in*/, int64_t /*n*/, double /*p*/, uint64_t /*seed*/) const {
+    missing_op("dropout");
+  }
+  virtual void scale_values(A* /*x*/, double /*s*/, int64_t /*n*/) const { missing_op("scale_values"); }
+  // Whether the LoRA ops above are implemented.
+  virtual bool has_lora_ops() const { return false; }
+
   virtual void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                                  const attn::AttnDims& dims, const attn::LayerHeadParams<F>& params, const A* qkv,
                                  A* out, F* row_stats, F* workspace) const = 0;
@@ -70,6 +89,11 @@ class ComputeOps {
   // dst[i] = src[i] rounded to A (to nearest, ties to even): the GEMMs' copy of the weights,
   // refreshed from the F parameters before every forward of a mixed-precision step.
   virtual void round_weights(A* dst, const F* src, int64_t n) const = 0;
+
+ private:
+  [[noreturn]] static void missing_op(const char* op) {
+    fail(std::string("this backend has no '") + op + "' op (LoRA adapters run on the CPU backend so far)");
+  }
 };
 
 }  // namespace hw

@@ -81,6 +81,18 @@ double sum_squares(const F* x, int64_t n);
 template <class F>
 void scale(F* x, F s, int64_t n);
 
+// LoRA (lora_ops.cpp). dst[n, col0 + j] += src[n, j] (dst rows `stride` wide, src rows `width`).
+template <class F>
+void add_columns(F* dst, int64_t stride, int64_t col0, const F* src, int64_t N, int64_t width);
+// dst[n, j] = src[n, col0 + j]. Overwrites dst.
+template <class F>
+void copy_columns(F* dst, const F* src, int64_t stride, int64_t col0, int64_t N, int64_t width);
+// Inverted dropout: out[i] = in[i] / (1 - p) where dropout_keeps(seed, i, p), else 0. The mask is
+// a pure function of (seed, i): the same call on the output gradient is the backward.
+template <class F>
+void dropout(F* out, const F* in, int64_t n, double p, uint64_t seed);
+bool dropout_keeps(uint64_t seed, int64_t i, double p);
+
 // One AdamW update of n consecutive elements (formula in kernels/adamw_step.hpp), in F.
 template <class F>
 void adamw_update(F* p, const F* g, F* m, F* v, int64_t n, const AdamWStep& s);

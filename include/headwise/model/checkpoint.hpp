@@ -13,16 +13,18 @@
 
 namespace hw {
 
-// Write model.safetensors and config.json into dir (each file atomically).
+// Write model.safetensors and config.json into dir (each file atomically), and the adapters,
+// if the model has any, as adapter_model.safetensors + adapter_config.json (adapter_files.hpp).
 void save_model_files(const Model<float>& model, const std::string& dir);
 // Model config and head values (static alpha/rho, linear L/groups) of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);
 HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& cfg);
-// Build a model from a checkpoint directory.
+// Build a model from a checkpoint directory (with its adapters, if config.json declares any).
 std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops);
 // Copy a checkpoint's weights into an existing model of the same shape and plan. Accepts HF's
 // variants: a "transformer." prefix, attn.bias / attn.masked_bias buffers (ignored), a tied
-// lm_head.weight (must equal wte). Unknown or missing tensors are errors naming them.
+// lm_head.weight (must equal wte). Unknown or missing tensors are errors naming them. Adapters
+// are not read here (they are not in model.safetensors): they keep their values.
 void load_weights(Model<float>& model, const io::SafetensorsReader& st);
 
 // Optimizer moments as DIR/optimizer.safetensors ("m.<name>", "v.<name>" in stored shapes).

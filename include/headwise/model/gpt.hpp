@@ -95,6 +95,10 @@ class Model {
   double forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, double loss_scale);
   // Zero the whole gradient block (one backend op).
   void zero_grads();
+  // LoRA dropout (model.lora.dropout): the masks of the following forward_backward calls are a
+  // pure function of this seed, the layer and the site (the trainer sets one per micro-step, so
+  // a resumed run draws the same masks). forward() never drops.
+  void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
 
   // Read-backs into host vectors (resized), after forward: the logits [B*T, vocab] of the last
   // forward (computed chunk by chunk from the final LayerNorm output when they are not held
@@ -150,6 +154,14 @@ class Model {
   bool install_plan(const attn::HeadPlan& plan, const HeadExtras& extras);
   // Whether install_plan(plan, extras) would keep the parameter layout (validates the plan).
   bool keeps_layout(const attn::HeadPlan& plan, const HeadExtras& extras) const;
+  // Give a model without adapters the adapters `lora` describes (model.lora), in place: every
+  // weight keeps its value (and moves to the buffers when lora.freeze_base), A matrices draw from
+  // `seed`'s adapter stream, B matrices are zero, so the outputs do not change. The layout moves:
+  // callers remap optimizer state (remap_arena) as for install_plan.
+  void add_adapters(const LoraConfig& lora, uint64_t seed);
+  // Fold the adapters into the weights they adapt (W += scaling * (B A)^T in W's layout) and
+  // drop them; frozen weights train again. The outputs stay the same (up to rounding).
+  void merge_adapters();
   // Recompute static heads' row normalisers after their alpha/rho buffers were written.
   void refresh_static_normalisers();
 
@@ -158,6 +170,10 @@ class Model {
   template <class A>
   struct StepActs;
   void build(const HeadExtras& extras);
+  // Rebuild the arenas for `next`, keeping every value that has a place in the new layout.
+  void rebuild_keeping_values(const ModelConfig& next, const HeadExtras& extras);
+  // Draw the adapters' A matrices (uniform, their own stream of `seed`) and zero their B.
+  void init_adapters(uint64_t seed);
   // install_plan's cheap path: false (and nothing changed) when the layout would move.
   bool install_keeping_layout(const attn::HeadPlan& plan, const HeadExtras& extras);
   void drop_activations();
@@ -192,6 +208,17 @@ class Model {
   // Hands layer l's attention tensors to the observer (dout: backward's gradient, or null).
   template <class A>
   void observe_layer(int l, const A* dout);
+  // LoRA adapters in the step (model_lora.cpp), full precision: forward adds their outputs to
+  // layer l's q|k|v columns (before RoPE) and to its attention projection output; backward
+  // accumulates their input gradients and their A and B gradients.
+  void lora_qkv_forward(int l);
+  void lora_out_forward(int l);
+  void lora_out_backward(int l);
+  void lora_qkv_backward(int l);
+  void lora_adapter_backward(int l, int target, const F* dout, int64_t width, const F* x, int64_t in, F* dx);
+  const F* lora_input(const F* x, int64_t n, int l, int site);
+  void lora_input_backward(F* dinp, int64_t n, int l, int site);
+  uint64_t lora_dropout_seed(int l, int site) const;
   // The bf16 step's ops (throws unless the model is float and the backend has them).
   const ComputeOps<bf16, F>& bf16_ops() const;
   // Under Bf16: size the bf16 weight copy and round the parameters into it.
@@ -213,6 +240,8 @@ class Model {
   attn::HeadPlan acts_plan_;   // the plan the activation arena (attention workspace) was sized for
   bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
   AttentionObserver* observer_ = nullptr;
+  uint64_t dropout_seed_ = 0;
+  bool dropout_on_ = false;  // inside forward_backward: LoRA dropout applies
   std::function<void(int)> grad_ready_hook_;
   std::vector<ByteRange> layer_ranges_, outer_ranges_;
   // Profiler range names, built once per layout: "layer <l> forward" / "layer <l> backward".

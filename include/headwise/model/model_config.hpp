@@ -4,6 +4,7 @@
 #include <string>
 
 #include "headwise/attention/head_plan.hpp"
+#include "headwise/model/lora_config.hpp"
 
 namespace hw {
 
@@ -21,6 +22,7 @@ struct ModelConfig {
   double init_std = 0.02;
   double linear_eps = 1e-6;  // epsilon of linear (OAL) heads
   attn::HeadPlan head_plan;  // empty = all softmax
+  LoraConfig lora;           // adapters (lora_config.hpp); rank 0 = none
 
   int head_dim() const { return n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }

@@ -17,9 +17,15 @@
 
 namespace hw {
 
+// Param: trained (gradient, optimizer state). Buffer: not trained (head values, and the base
+// weights frozen by model.lora.freeze_base, which keep ParamSpec::frozen).
 enum class ParamRole : uint8_t { Param, Buffer };
-// How the compact tensor maps to the stored one.
-enum class StorageMap : uint8_t { Same, QkvColumns, OutRows };
+// How the compact tensor maps to the stored one: along c_attn's q|k|v columns, c_proj's rows,
+// or, for adapters, the rows of a q, k or v block (lora B of q/k/v) and c_proj's input columns
+// (lora A of o).
+enum class StorageMap : uint8_t { Same, QkvColumns, OutRows, QkvRows, OutColumns };
+// Which block of the q|k|v columns a QkvRows tensor covers.
+enum class QkvPart : uint8_t { All, Q, K, V };
 
 struct ParamSpec {
   std::string name;
@@ -32,7 +38,15 @@ struct ParamSpec {
   int layer = -1;
   float init_std = 0.f;  // normal init std; 0 = constant init_value
   float init_value = 0.f;
+  QkvPart part = QkvPart::All;  // StorageMap::QkvRows only
+  bool frozen = false;   // a model weight that model.lora.freeze_base keeps fixed (role Buffer)
+  bool adapter = false;  // a LoRA matrix (saved in adapter_model.safetensors, not model.safetensors)
+  float init_uniform = 0.f;  // adapters' A: uniform in [-bound, bound] from their own stream
 };
+
+// The names of the adapter matrices of layer l, target t: "h.<l>.attn.<t>.lora_A" / "lora_B".
+std::string lora_a_name(int layer, LoraTarget t);
+std::string lora_b_name(int layer, LoraTarget t);
 
 std::vector<attn::LayerLayout> build_layouts(const ModelConfig& cfg);
 // Every tensor of the model under cfg.head_plan, in a fixed order (the init RNG order).
@@ -44,6 +58,8 @@ struct Segment {
 };
 std::vector<Segment> qkv_segments(const attn::LayerLayout& layout);
 std::vector<Segment> out_segments(const attn::LayerLayout& layout);
+// The segments of one block (q, k or v) of qkv_segments, with offsets from the block's start.
+std::vector<Segment> part_segments(const attn::LayerLayout& layout, QkvPart part);
 
 // Stored (HF-shaped) values -> compact memory tensor, and back (stored is zero-filled first).
 template <class F, class S>

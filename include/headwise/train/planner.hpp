@@ -29,8 +29,14 @@ class Comm;
 struct PlanChange {
   attn::HeadPlan plan;
   HeadExtras extras;
+  // LoRA adapters to add with the plan (the model must have none yet): installed by
+  // Model::add_adapters after the plan, A drawn from the run's seed and this step, B zero.
+  std::optional<LoraConfig> adapters;
   nlohmann::json report;  // logged as RUN/interventions/step_<N>.<planner>.json
 };
+
+// The seed a PlanChange's new adapters draw from: the run's train.seed and the step they arrive at.
+uint64_t adapter_init_seed(int64_t run_seed, int64_t step);
 
 // Sequences to calibrate on that a caller hands a planner instead of the run's own data (e.g.
 // `headwise mqar` gives its task's examples): sequence i's seq_len inputs and targets (-1 = no

@@ -1,0 +1,179 @@
+#include "headwise/model/adapter_files.hpp"
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "headwise/core/error.hpp"
+#include "headwise/io/files.hpp"
+#include "headwise/io/safetensors.hpp"
+#include "headwise/model/device_copy.hpp"
+
+namespace hw {
+
+namespace {
+
+std::string peft_name(int l, const char* module, const char* matrix) {
+  return "base_model.model.transformer.h." + std::to_string(l) + ".attn." + module + ".lora_" + matrix + ".weight";
+}
+
+const ParamSpec& spec_named(const Model<float>& model, const std::string& name) {
+  for (const auto& s : model.specs())
+    if (s.name == name) return s;
+  fail("internal: model has no tensor '" + name + "'");
+}
+
+// A tensor's values in its stored (Hugging Face) shape, and back.
+std::vector<float> stored_values(const Model<float>& model, const std::string& name) {
+  const ParamSpec& s = spec_named(model, name);
+  const Tensor* t = model.params().find(name);
+  check(t != nullptr, "internal: model has no adapter '" + name + "'");
+  std::vector<float> compact = read_device(model.ops(), t->f32(), t->numel());
+  std::vector<float> stored(size_t(stored_numel(s)));
+  stored_from_compact(s, &model.layouts()[size_t(s.layer)], compact.data(), stored.data());
+  return stored;
+}
+
+void write_stored(Model<float>& model, const std::string& name, const std::vector<float>& stored) {
+  const ParamSpec& s = spec_named(model, name);
+  Tensor& t = model.params().get(name);
+  std::vector<float> compact(size_t(t.numel()));
+  compact_from_stored(s, &model.layouts()[size_t(s.layer)], stored.data(), compact.data());
+  write_device(model.ops(), t.f32(), compact);
+}
+
+// The targeted q, k, v blocks of c_attn: stored row offset and height of each.
+struct QkvTargets {
+  std::vector<LoraTarget> targets;
+  std::vector<int64_t> row0, rows;
+};
+
+QkvTargets qkv_targets(const ModelConfig& cfg) {
+  const int64_t hd = cfg.head_dim(), H = cfg.n_head, KV = cfg.kv_heads();
+  const int64_t row0[3] = {0, H * hd, (H + KV) * hd}, rows[3] = {H * hd, KV * hd, KV * hd};
+  QkvTargets q;
+  for (int t = 0; t < 3; ++t)
+    if (cfg.lora.has(LoraTarget(t))) {
+      q.targets.push_back(LoraTarget(t));
+      q.row0.push_back(row0[t]);
+      q.rows.push_back(rows[t]);
+    }
+  return q;
+}
+
+}  // namespace
+
+void save_adapter_files(const Model<float>& model, const std::string& dir) {
+  const ModelConfig& cfg = model.config();
+  const LoraConfig& lora = cfg.lora;
+  check(lora.enabled(), "internal: save_adapter_files on a model without adapters");
+  const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();
+  const QkvTargets qkv = qkv_targets(cfg);
+  const int64_t m = int64_t(qkv.targets.size());
+  io::SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  w.set_metadata("producer", "headwise");
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    if (!lora.on_layer(l)) continue;
+    if (m > 0) {
+      std::vector<float> A(size_t(m * r * C)), B(size_t(full_qkv * m * r), 0.f);
+      for (int64_t i = 0; i < m; ++i) {
+        const std::vector<float> a = stored_values(model, lora_a_name(l, qkv.targets[size_t(i)]));  // [r, C]
+        std::copy(a.begin(), a.end(), A.begin() + i * r * C);
+        const std::vector<float> b = stored_values(model, lora_b_name(l, qkv.targets[size_t(i)]));  // [rows, r]
+        for (int64_t row = 0; row < qkv.rows[size_t(i)]; ++row)
+          for (int64_t k = 0; k < r; ++k) B[size_t((qkv.row0[size_t(i)] + row) * m * r + i * r + k)] = b[size_t(row * r + k)];
+      }
+      w.add(peft_name(l, "c_attn", "A"), DType::F32, {m * r, C}, A.data());
+      w.add(peft_name(l, "c_attn", "B"), DType::F32, {full_qkv, m * r}, B.data());
+    }
+    if (lora.has(LoraTarget::O)) {
+      const std::vector<float> a = stored_values(model, lora_a_name(l, LoraTarget::O));
+      const std::vector<float> b = stored_values(model, lora_b_name(l, LoraTarget::O));
+      w.add(peft_name(l, "c_proj", "A"), DType::F32, {r, int64_t(cfg.n_head) * cfg.head_dim()}, a.data());
+      w.add(peft_name(l, "c_proj", "B"), DType::F32, {C, r}, b.data());
+    }
+  }
+  w.write(dir + "/" + kAdapterWeightsFile);
+
+  nlohmann::json modules = nlohmann::json::array();
+  if (m > 0) modules.push_back("c_attn");
+  if (lora.has(LoraTarget::O)) modules.push_back("c_proj");
+  nlohmann::json j = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", nullptr},
+                      {"r", lora.rank},
+                      {"lora_alpha", lora.alpha},
+                      {"lora_dropout", lora.dropout},
+                      {"target_modules", modules},
+                      {"fan_in_fan_out", true},
+                      {"bias", "none"},
+                      {"use_rslora", false},
+                      {"init_lora_weights", true},
+                      {"modules_to_save", nullptr},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"alpha_pattern", nlohmann::json::object()},
+                      {"layers_to_transform", nullptr},
+                      {"layers_pattern", nullptr}};
+  if (m > 1) {  // c_attn's packed adapter: rank m r, alpha m alpha (same scaling)
+    j["rank_pattern"]["c_attn"] = m * r;
+    j["alpha_pattern"]["c_attn"] = double(m) * lora.alpha;
+  }
+  if (!lora.layers.empty()) {
+    j["layers_to_transform"] = lora.layers;
+    j["layers_pattern"] = "h";
+  }
+  io::write_file_atomic(dir + "/" + kAdapterConfigFile, j.dump(2) + "\n");
+}
+
+void load_adapter_files(Model<float>& model, const std::string& dir) {
+  const ModelConfig& cfg = model.config();
+  const LoraConfig& lora = cfg.lora;
+  check(lora.enabled(), "internal: load_adapter_files on a model without adapters");
+  const std::string path = dir + "/" + kAdapterWeightsFile;
+  check(std::filesystem::exists(path), "checkpoint " + dir + ": missing " + kAdapterWeightsFile +
+                                   " (its config.json declares LoRA adapters)");
+  io::SafetensorsReader st(path);
+  const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();
+  const QkvTargets qkv = qkv_targets(cfg);
+  const int64_t m = int64_t(qkv.targets.size());
+  size_t expected = 0;
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    if (!lora.on_layer(l)) continue;
+    if (m > 0) {
+      expected += 2;
+      std::vector<float> A(size_t(m * r * C)), B(size_t(full_qkv * m * r));
+      st.read(peft_name(l, "c_attn", "A"), DType::F32, {m * r, C}, A.data());
+      st.read(peft_name(l, "c_attn", "B"), DType::F32, {full_qkv, m * r}, B.data());
+      for (int64_t i = 0; i < m; ++i) {
+        write_stored(model, lora_a_name(l, qkv.targets[size_t(i)]),
+                     std::vector<float>(A.begin() + i * r * C, A.begin() + (i + 1) * r * C));
+        std::vector<float> b(size_t(qkv.rows[size_t(i)] * r));
+        for (int64_t row = 0; row < qkv.rows[size_t(i)]; ++row)
+          for (int64_t k = 0; k < r; ++k) b[size_t(row * r + k)] = B[size_t((qkv.row0[size_t(i)] + row) * m * r + i * r + k)];
+        write_stored(model, lora_b_name(l, qkv.targets[size_t(i)]), b);
+      }
+      // Everything outside the diagonal blocks must be zero: headwise adapters are per projection.
+      for (int64_t row = 0; row < full_qkv; ++row)
+        for (int64_t col = 0; col < m * r; ++col) {
+          const int64_t i = col / r;
+          const bool inside = row >= qkv.row0[size_t(i)] && row < qkv.row0[size_t(i)] + qkv.rows[size_t(i)];
+          check(inside || B[size_t(row * m * r + col)] == 0.f,
+                path + ": " + peft_name(l, "c_attn", "B") +
+                    " is not block-diagonal over the q, k, v targets (headwise adapters are per projection)");
+        }
+    }
+    if (lora.has(LoraTarget::O)) {
+      expected += 2;
+      std::vector<float> a(size_t(r * cfg.n_head * cfg.head_dim())), b(size_t(C * r));
+      st.read(peft_name(l, "c_proj", "A"), DType::F32, {r, int64_t(cfg.n_head) * cfg.head_dim()}, a.data());
+      st.read(peft_name(l, "c_proj", "B"), DType::F32, {C, r}, b.data());
+      write_stored(model, lora_a_name(l, LoraTarget::O), a);
+      write_stored(model, lora_b_name(l, LoraTarget::O), b);
+    }
+  }
+  check(st.names().size() == expected, path + ": holds " + std::to_string(st.names().size()) +
+                                           " tensors, but config.json's model.lora describes " +
+                                           std::to_string(expected));
+}
+
+}  // namespace hw
