@@ -18,6 +18,7 @@ enum class Stream : uint64_t {
   SafRandomSelect = 6,   // SAF: the random-selection control
   MqarCalib = 7,         // MQAR: SAF's calibration examples
   MqarEval = 8,          // MQAR: evaluation examples, index = pair count
+  Sampling = 9,          // generate: next-token draws (infer/sampler.hpp), index 0
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.
