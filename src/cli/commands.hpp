@@ -16,5 +16,7 @@ void add_bench_attention_command(CLI::App& app);
 void add_experiment_command(CLI::App& app);  // SAF experiment protocol (cmd_experiment.cpp)
 void add_mqar_command(CLI::App& app);        // MQAR adaptation and accuracy (cmd_mqar.cpp)
 void add_convert_command(CLI::App& app);     // a data-free method on a checkpoint (cmd_convert.cpp)
+void add_generate_command(CLI::App& app);    // cached decoding from a checkpoint (cmd_generate.cpp)
+void add_bench_infer_command(CLI::App& app); // prefill/decode latency and KV bytes vs all-softmax (cmd_bench_infer.cpp)
 
 }  // namespace hw::cli

@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   for (const hw::MethodEntry& m : hw::method_table())
     if (m.add_commands) m.add_commands(app);
   hw::cli::add_convert_command(app);
+  hw::cli::add_generate_command(app);
+  hw::cli::add_bench_infer_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
