@@ -23,6 +23,8 @@ using attn::HeadKind;
 using attn::detail::exp_or_zero;
 using attn::detail::gemm_rm;
 
+constexpr int kMaxTasks = 1024;  // attention tasks of one layer: query heads + KV heads
+
 const float* find_f32(const Arena& a, const std::string& name, bool required) {
   const Tensor* t = a.find(name);
   check(t != nullptr || !required, "decoder: the model has no tensor " + name);
@@ -98,6 +100,8 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
         "decoder: max_context " + std::to_string(max_context) + " must be in 1..block_size (" +
             std::to_string(cfg.block_size) + ")");
   check(chunk >= 1, "decoder: chunk must be >= 1");
+  check(cfg.n_head + cfg.kv_heads() <= kMaxTasks, "decoder: more than " + std::to_string(kMaxTasks) +
+                                                      " query + KV heads in a layer");
   auto I = std::make_unique<Impl>();
   Impl& m = *I;
   m.L = cfg.n_layer;
@@ -186,14 +190,15 @@ size_t Decoder::scratch_bytes() const {
 
 const float* Decoder::prefill(const int32_t* tokens, int64_t n, float* all_logits) {
   Impl& m = *impl_;
-  check(n >= 1, "decoder: nothing to feed (0 tokens)");
-  check(cache_.length() + n <= cache_.max_context(),
-        "decoder: " + std::to_string(cache_.length()) + " + " + std::to_string(n) +
-            " tokens exceed the cache's context of " + std::to_string(cache_.max_context()));
+  // (Messages are built only on failure: a decode step allocates nothing.)
+  if (n < 1) fail("decoder: nothing to feed (0 tokens)");
+  if (cache_.length() + n > cache_.max_context())
+    fail("decoder: " + std::to_string(cache_.length()) + " + " + std::to_string(n) +
+         " tokens exceed the cache's context of " + std::to_string(cache_.max_context()));
   for (int64_t i = 0; i < n; ++i)
-    check(tokens[i] >= 0 && tokens[i] < m.V, "decoder: token " + std::to_string(tokens[i]) + " at position " +
-                                                 std::to_string(cache_.length() + i) + " is outside the vocabulary of " +
-                                                 std::to_string(m.V));
+    if (tokens[i] < 0 || tokens[i] >= m.V)
+      fail("decoder: token " + std::to_string(tokens[i]) + " at position " + std::to_string(cache_.length() + i) +
+           " is outside the vocabulary of " + std::to_string(m.V));
   for (int64_t r0 = 0; r0 < n; r0 += m.chunk) {
     const int64_t rows = std::min(m.chunk, n - r0);
     run_rows(tokens + r0, rows, all_logits ? all_logits + r0 * m.V : nullptr);
@@ -280,9 +285,8 @@ void Decoder::attention(int l, int64_t n) {
   float* att = m.att.data();
   // Tasks: each softmax-family or static query head, and each KV head with a linear state (its
   // linear query heads run row by row with the state). Fixed-size: no allocation per call.
-  int tasks[512];
+  int tasks[kMaxTasks];  // H + KV <= kMaxTasks (checked by the constructor)
   int n_tasks = 0;
-  check(m.H + m.KV <= 512, "decoder: more than 512 attention tasks per layer");
   for (int h = 0; h < m.H; ++h)
     if (plan[size_t(h)].softmax_family() || plan[size_t(h)].kind == HeadKind::Static) tasks[n_tasks++] = h;
   for (int g = 0; g < m.KV; ++g)

@@ -34,7 +34,7 @@ Sampler::Sampler(const SamplingOptions& opts, int vocab)
 
 int32_t Sampler::next(const float* logits) {
   for (int i = 0; i < vocab_; ++i)
-    check(!std::isnan(logits[i]), "sampler: logit " + std::to_string(i) + " is NaN");
+    if (std::isnan(logits[i])) fail("sampler: logit " + std::to_string(i) + " is NaN");
   if (opts_.temperature == 0.0) return argmax(logits, vocab_);
   // Candidates in descending logit order (ties: lower index first), cut to top_k.
   std::iota(idx_.begin(), idx_.end(), 0);
