@@ -82,7 +82,9 @@ struct Decoder::Impl {
   // chunk activations
   std::vector<float> x, ln, qkv, att, r2, fch, fchg, r3, logits, last;
   std::vector<int64_t> pos;
-  // per-thread attention scratch: scores [chunk x max_cols], column positions, psi, acc
+  // per-thread attention scratch (for `threads` = omp_get_max_threads() at construction; the
+  // attention region runs with exactly that many): scores [chunk x max_cols], column positions,
+  // psi, acc, row sums
   int threads = 1;
   std::vector<float> scores, psi, acc, rowsum;
   std::vector<int64_t> colpos;
@@ -294,7 +296,7 @@ void Decoder::attention(int l, int64_t n) {
   int failed = 0;
   {
     const attn::detail::BlasSingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
-#pragma omp parallel for schedule(dynamic, 1) if (n_tasks > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(m.threads) if (n_tasks > 1)
     for (int t = 0; t < n_tasks; ++t) {
       const int tid = omp_get_thread_num();
       float* S = m.scores.data() + size_t(tid) * size_t(m.chunk) * size_t(ldS);

@@ -3,6 +3,8 @@
 // ring buffer wraps several times and prefill chunks that straddle them.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -187,4 +189,20 @@ TEST_CASE("decode: bad use is one clear error", "[infer]") {
   dec.reset();
   CHECK_THROWS_WITH(dec.step(cfg.vocab_size), Catch::Contains("outside the vocabulary"));
   CHECK(dec.position() == 0);
+}
+
+TEST_CASE("decode: more OpenMP threads after construction still use only the scratch that exists", "[infer]") {
+  const InferCase c{"mixed", 2, "rope", kPlans[6][1]};
+  const ModelConfig cfg = infer_config(c);
+  auto model = infer_model(cfg);
+  const auto tokens = random_tokens(40, cfg.vocab_size, 4);
+  const std::vector<float> ref = full_forward_logits(*model, tokens);
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  infer::Decoder dec(*model, cfg.block_size, 6);
+  omp_set_num_threads(4);
+  std::vector<float> got(ref.size());
+  dec.prefill(tokens.data(), 40, got.data());
+  omp_set_num_threads(saved);
+  CHECK(max_rel_err(got, ref) <= 1e-5);
 }
