@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <set>
 #include <string>
 
 #include "attention/tile_ops.hpp"
@@ -25,9 +26,10 @@ using attn::detail::gemm_rm;
 
 constexpr int kMaxTasks = 1024;  // attention tasks of one layer: query heads + KV heads
 
-const float* find_f32(const Arena& a, const std::string& name, bool required) {
+const float* find_f32(const Arena& a, const std::string& name, bool required, std::set<std::string>* read = nullptr) {
   const Tensor* t = a.find(name);
   check(t != nullptr || !required, "decoder: the model has no tensor " + name);
+  if (t && read) read->insert(name);
   return t ? t->f32() : nullptr;
 }
 
@@ -118,20 +120,21 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
   m.eps = cfg.layer_norm_epsilon;
   m.Fw = linear_features(m.D);
   const Arena& P = model.params();
+  std::set<std::string> read;  // every parameter tensor the decoder reads
   const Arena& B = model.buffers();
-  m.wte = find_f32(P, "wte.weight", true);
-  m.wpe = m.rope ? nullptr : find_f32(P, "wpe.weight", true);
-  m.lnf_w = find_f32(P, "ln_f.weight", true);
-  m.lnf_b = find_f32(P, "ln_f.bias", true);
+  m.wte = find_f32(P, "wte.weight", true, &read);
+  m.wpe = m.rope ? nullptr : find_f32(P, "wpe.weight", true, &read);
+  m.lnf_w = find_f32(P, "ln_f.weight", true, &read);
+  m.lnf_b = find_f32(P, "ln_f.bias", true, &read);
   int64_t max_qkv = 0, max_out = 0, max_slots = 0;
   for (int l = 0; l < m.L; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    m.layers.push_back({find_f32(P, p + "ln_1.weight", true), find_f32(P, p + "ln_1.bias", true),
-                        find_f32(P, p + "attn.c_attn.weight", true), find_f32(P, p + "attn.c_attn.bias", cfg.bias),
-                        find_f32(P, p + "attn.c_proj.weight", true), find_f32(P, p + "attn.c_proj.bias", cfg.bias),
-                        find_f32(P, p + "ln_2.weight", true), find_f32(P, p + "ln_2.bias", true),
-                        find_f32(P, p + "mlp.c_fc.weight", true), find_f32(P, p + "mlp.c_fc.bias", cfg.bias),
-                        find_f32(P, p + "mlp.c_proj.weight", true), find_f32(P, p + "mlp.c_proj.bias", cfg.bias)});
+    m.layers.push_back({find_f32(P, p + "ln_1.weight", true, &read), find_f32(P, p + "ln_1.bias", true, &read),
+                        find_f32(P, p + "attn.c_attn.weight", true, &read), find_f32(P, p + "attn.c_attn.bias", cfg.bias, &read),
+                        find_f32(P, p + "attn.c_proj.weight", true, &read), find_f32(P, p + "attn.c_proj.bias", cfg.bias, &read),
+                        find_f32(P, p + "ln_2.weight", true, &read), find_f32(P, p + "ln_2.bias", true, &read),
+                        find_f32(P, p + "mlp.c_fc.weight", true, &read), find_f32(P, p + "mlp.c_fc.bias", cfg.bias, &read),
+                        find_f32(P, p + "mlp.c_proj.weight", true, &read), find_f32(P, p + "mlp.c_proj.bias", cfg.bias, &read)});
     const auto& lay = model.layouts()[size_t(l)];
     max_qkv = std::max(max_qkv, lay.qkv_width());
     max_out = std::max(max_out, lay.out_width());
@@ -147,6 +150,7 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
       } else if (spec.kind == HeadKind::Linear) {
         const std::string lp = hp + "linear." + std::to_string(h) + ".";
         const Tensor* Lt = P.find(lp + "L");
+        read.insert(lp + "L");
         const Tensor* gt = B.find(lp + "groups");
         check(Lt != nullptr && gt != nullptr, "decoder: the model has no tensor " + lp + "L or " + lp + "groups");
         const int G = int(Lt->dim(0)) - 1;
@@ -155,6 +159,11 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
     }
     for (int g = 0; g < m.KV; ++g) max_slots = std::max(max_slots, cache_.policy(l, g).slots);
   }
+  // A parameter the decoder does not read (an adapter, say) would change the training forward but
+  // not the decode: refuse instead of decoding a different model.
+  for (const auto& t : P.tensors())
+    check(read.count(t->name) > 0, "decoder: the model has parameter " + t->name +
+                                       ", which cached decoding does not read (merge adapters into the weights first)");
   m.max_cols = max_slots + m.chunk;
   const auto rows = size_t(m.chunk);
   m.x.resize(rows * size_t(m.C));

@@ -206,3 +206,20 @@ TEST_CASE("decode: more OpenMP threads after construction still use only the scr
   omp_set_num_threads(saved);
   CHECK(max_rel_err(got, ref) <= 1e-5);
 }
+
+TEST_CASE("decode: a model without biases (the SAF recipe) equals the full forward too", "[infer]") {
+  const InferCase c{"mixed", 2, "learned", kPlans[7][1]};
+  ModelConfig cfg = infer_config(c);
+  cfg.bias = false;
+  auto model = infer_model(cfg);
+  const auto tokens = random_tokens(40, cfg.vocab_size, 6);
+  const std::vector<float> ref = full_forward_logits(*model, tokens);
+  infer::Decoder dec(*model, cfg.block_size, 9);
+  std::vector<float> got(ref.size());
+  dec.prefill(tokens.data(), 17, got.data());
+  for (int64_t t = 17; t < 40; ++t) {
+    const float* lg = dec.step(tokens[size_t(t)]);
+    std::copy(lg, lg + cfg.vocab_size, got.data() + t * cfg.vocab_size);
+  }
+  CHECK(max_rel_err(got, ref) <= 1e-5);
+}
