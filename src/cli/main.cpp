@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
     if (m.add_commands) m.add_commands(app);
   hw::cli::add_convert_command(app);
   hw::cli::add_merge_command(app);
+  hw::cli::add_generate_command(app);
+  hw::cli::add_bench_infer_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,6 +20,7 @@ enum class Stream : uint64_t {
   MqarEval = 8,          // MQAR: evaluation examples, index = pair count
   LoraInit = 9,          // Model: LoRA adapters' A matrices
   LoraDropout = 10,      // Trainer: LoRA dropout masks, index = global micro-batch
+  Sampling = 11,          // generate: next-token draws (infer/sampler.hpp), index 0
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.

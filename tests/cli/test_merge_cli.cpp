@@ -69,6 +69,15 @@ TEST_CASE("LoRA fine-tune, merge and evaluate from the command line", "[cli][lor
   const double lt = val_loss_of(eval_tuned.out), lm = val_loss_of(eval_merged.out), lb = val_loss_of(eval_base.out);
   CHECK(std::abs(lt - lm) < 1e-5 * lt);
   CHECK(std::abs(lt - lb) > 1e-4);  // the adapters did change the model
+  // generate merges a checkpoint's adapters on load: greedy text equals the merged checkpoint's.
+  const std::string gen = " --prompt 'the quick' --max-new 12 --temperature 0";
+  auto g_tuned = test::run_headwise("generate --checkpoint " + tuned + gen);
+  auto g_merged = test::run_headwise("generate --checkpoint " + dir + "/merged" + gen);
+  INFO(g_tuned.out << "\n---\n" << g_merged.out);
+  CHECK(g_tuned.code == 0);
+  auto text = [](const std::string& out) { return out.substr(0, out.rfind("\n{")); };  // before the summary
+  CHECK(text(g_tuned.out).size() >= 12);
+  CHECK(text(g_tuned.out) == text(g_merged.out));
 }
 
 TEST_CASE("merge and model.lora: bad input is one error line", "[cli][lora]") {

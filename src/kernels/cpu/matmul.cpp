@@ -25,8 +25,8 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const dou
 
 // BLAS takes 32-bit sizes; a larger layer is a caller bug, reported instead of truncated.
 int blas_dim(int64_t v, const char* what) {
-  hw::check(v >= 0 && v <= INT_MAX, std::string("matmul: dimension ") + what + "=" + std::to_string(v) +
-                                        " does not fit a 32-bit BLAS size");
+  if (v < 0 || v > INT_MAX)  // the message is built only on failure: a matmul allocates nothing
+    hw::fail(std::string("matmul: dimension ") + what + "=" + std::to_string(v) + " does not fit a 32-bit BLAS size");
   return static_cast<int>(v);
 }
 

@@ -1,0 +1,60 @@
+#pragma once
+// Cached decoding over a model's head plan: prefill (the prompt, in chunks of rows) and decode
+// (one token at a time) are the same computation on n rows: embed at the rows' original
+// positions, and per layer QKV (RoPE at the original positions), attention of the rows against
+// the cache (positions < the first row) and against the rows themselves, output projection, MLP;
+// then the rows' K/V go into the cache (kv_cache.hpp) and the linear heads' prefix states.
+// Per-kind attention is the training forward's math (src/attention/*.cpp): softmax-family
+// scale 1/sqrt(D) over j <= i with j < S or j > i - W; static P(i,j) = exp(alpha_j + rho_{i-j} -
+// log_z_i); linear kappa = eps + ||L^T s||^2 through the exact feature split; pruned heads add
+// nothing. The weights are read from the model's arenas (its LayerLayout's compact columns), so
+// build the decoder after the plan is final; a plan change afterwards needs a new decoder.
+//
+// CPU backend, fp32 only: on another backend the constructor throws one hw::Error naming what is
+// missing. Every buffer (cache, chunk activations, per-thread attention scratch) is allocated by
+// the constructor; prefill and step allocate nothing.
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "headwise/infer/kv_cache.hpp"
+#include "headwise/model/gpt.hpp"
+
+namespace hw::infer {
+
+class Decoder {
+ public:
+  // max_context: positions the cache holds (<= the model's block_size); chunk: rows per prefill
+  // pass (>= 1).
+  Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64);
+  ~Decoder();
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  void reset() { cache_.reset(); }
+  int64_t position() const { return cache_.length(); }  // tokens consumed so far
+  int64_t max_context() const { return cache_.max_context(); }
+  int vocab_size() const;
+
+  // Feed n tokens at positions position() .. position() + n - 1; returns the logits of the last
+  // one (vocab floats, valid until the next call). With all_logits (n x vocab) every row's logits
+  // are written too. Throws hw::Error for a token outside the vocabulary or past max_context.
+  const float* prefill(const int32_t* tokens, int64_t n, float* all_logits = nullptr);
+  // One token: prefill of one row.
+  const float* step(int32_t token) { return prefill(&token, 1); }
+
+  const KvCache& cache() const { return cache_; }
+  // Bytes the decoder allocated besides the model's weights: the KV cache plus its scratch.
+  size_t kv_bytes() const { return cache_.bytes(); }
+  size_t scratch_bytes() const;
+
+ private:
+  struct Impl;
+  void run_rows(const int32_t* tokens, int64_t n, float* all_logits);
+  void attention(int l, int64_t n);
+  const Model<float>& model_;
+  KvCache cache_;
+  Impl* impl_ = nullptr;
+};
+
+}  // namespace hw::infer

@@ -1,0 +1,229 @@
+// headwise bench-infer --checkpoint CKPT --context N [--plan-from CKPT2 | --sparsity S [--sink S]
+//                      [--window W] [--per-layer]] [--prefill-warmup 3] [--prefill-runs 10]
+//                      [--decode-warmup 50] [--decode-runs 100] [--seed S]
+// Cached inference of one plan against all-softmax on the same weights, in one run (DuoAttention's
+// protocol): prefill latency of N tokens (warm-up, then timed runs), decode latency per token at
+// context N (the cache prefilled with N - warmup - runs tokens, then warm-up and timed steps, so
+// the timed steps see contexts N - runs .. N - 1), KV-cache bytes, the decoder's bytes (weights,
+// cache, scratch) and the process's peak RSS during each side. The plan is the checkpoint's own,
+// CKPT2's (same shapes; weights stay CKPT's), or AoH's split at sparsity S (sink_window:S:W for
+// the streaming KV heads, src/methods/aoh/heads.cpp).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.hpp"
+#include "headwise/core/error.hpp"
+#include "headwise/core/rng.hpp"
+#include "headwise/infer/decoder.hpp"
+#include "headwise/infer/sampler.hpp"
+#include "headwise/io/safetensors.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/methods/aoh/heads.hpp"
+#include "headwise/methods/experiment.hpp"
+#include "headwise/model/checkpoint.hpp"
+
+namespace hw::cli {
+
+namespace {
+
+struct BenchInferArgs {
+  std::string checkpoint, plan_from;
+  int64_t context = 0;
+  double sparsity = -1.0;
+  int64_t sink = 64, window = 256;
+  bool per_layer = false;
+  int64_t prefill_warmup = 3, prefill_runs = 10, decode_warmup = 50, decode_runs = 100;
+  uint64_t seed = 1337;
+};
+
+struct Side {
+  std::string plan_name;
+  double prefill_ms = 0, prefill_median_ms = 0, decode_ms = 0, decode_median_ms = 0;
+  int64_t kv_bytes = 0, decoder_bytes = 0, peak_rss = -1;
+  int n_full = 0, n_ring = 0, n_v_only = 0, n_state_only = 0, n_none = 0;
+  nlohmann::json plan;
+};
+
+double mean(const std::vector<double>& x) {
+  double s = 0;
+  for (double v : x) s += v;
+  return x.empty() ? 0.0 : s / double(x.size());
+}
+double median(std::vector<double> x) {
+  if (x.empty()) return 0.0;
+  std::sort(x.begin(), x.end());
+  return x[x.size() / 2];
+}
+
+Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, const BenchInferArgs& a) {
+  using clock = std::chrono::steady_clock;
+  auto ms = [](clock::time_point t0, clock::time_point t1) {
+    return std::chrono::duration<double, std::milli>(t1 - t0).count();
+  };
+  Side s;
+  s.plan = model.config().head_plan.to_json();
+  const int64_t N = a.context;
+  reset_peak_rss();
+  {
+    infer::Decoder dec(model, N);
+    std::vector<double> pre, dec_ms;
+    for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
+      dec.reset();
+      const auto t0 = clock::now();
+      dec.prefill(tokens.data(), N);
+      const auto t1 = clock::now();
+      if (r >= a.prefill_warmup) pre.push_back(ms(t0, t1));
+    }
+    const int64_t steps = a.decode_warmup + a.decode_runs;
+    dec.reset();
+    const float* logits = dec.prefill(tokens.data(), N - steps);
+    for (int64_t r = 0; r < steps; ++r) {
+      const int32_t next = infer::argmax(logits, dec.vocab_size());
+      const auto t0 = clock::now();
+      logits = dec.step(next);
+      const auto t1 = clock::now();
+      if (r >= a.decode_warmup) dec_ms.push_back(ms(t0, t1));
+    }
+    s.prefill_ms = mean(pre);
+    s.prefill_median_ms = median(pre);
+    s.decode_ms = mean(dec_ms);
+    s.decode_median_ms = median(dec_ms);
+    s.kv_bytes = int64_t(dec.kv_bytes());
+    s.decoder_bytes = int64_t(model.params().bytes() + model.buffers().bytes() + dec.kv_bytes() + dec.scratch_bytes());
+    const auto& c = dec.cache();
+    for (int l = 0; l < c.n_layer(); ++l)
+      for (int g = 0; g < c.n_kv_head(); ++g) {
+        const auto& p = c.policy(l, g);
+        if (p.rows == infer::Rows::All && p.has_k) ++s.n_full;
+        else if (p.rows == infer::Rows::All) ++s.n_v_only;
+        else if (p.rows == infer::Rows::SinkRing) ++s.n_ring;
+        else if (p.linear_state) ++s.n_state_only;
+        else ++s.n_none;
+      }
+  }
+  s.peak_rss = peak_rss_bytes();
+  return s;
+}
+
+nlohmann::json side_json(const Side& s) {
+  return {{"prefill_ms", s.prefill_ms},
+          {"prefill_median_ms", s.prefill_median_ms},
+          {"decode_ms_per_token", s.decode_ms},
+          {"decode_median_ms_per_token", s.decode_median_ms},
+          {"kv_cache_bytes", s.kv_bytes},
+          {"decoder_bytes", s.decoder_bytes},
+          {"peak_rss_bytes", s.peak_rss},
+          {"kv_heads", {{"full", s.n_full}, {"sink_ring", s.n_ring}, {"v_only", s.n_v_only},
+                        {"state_only", s.n_state_only}, {"none", s.n_none}}},
+          {"head_plan", s.plan}};
+}
+
+}  // namespace
+
+void add_bench_infer_command(CLI::App& app) {
+  auto a = std::make_shared<BenchInferArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "bench-infer", "Prefill and decode latency, KV-cache bytes and peak memory of a plan vs all-softmax");
+  cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint directory")->required();
+  cmd->add_option("--context", a->context, "Context N: prefill length and decode position")->required();
+  auto* pf = cmd->add_option("--plan-from", a->plan_from, "Take the head plan (and head values) of this checkpoint");
+  auto* sp = cmd->add_option("--sparsity", a->sparsity, "AoH: this fraction of KV heads stream (sink_window)");
+  pf->excludes(sp);
+  cmd->add_option("--sink", a->sink, "Streaming heads' sink keys with --sparsity (default 64)");
+  cmd->add_option("--window", a->window, "Streaming heads' window with --sparsity (default 256)");
+  cmd->add_flag("--per-layer", a->per_layer, "AoH: the fraction in every layer instead of one global threshold");
+  cmd->add_option("--prefill-warmup", a->prefill_warmup, "Untimed prefills (default 3)");
+  cmd->add_option("--prefill-runs", a->prefill_runs, "Timed prefills (default 10)");
+  cmd->add_option("--decode-warmup", a->decode_warmup, "Untimed decode steps (default 50)");
+  cmd->add_option("--decode-runs", a->decode_runs, "Timed decode steps (default 100)");
+  cmd->add_option("--seed", a->seed, "Seed of the random prompt tokens");
+  cmd->callback([a] {
+    check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
+          "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
+    if (a->sparsity != -1.0)
+      check(a->sparsity >= 0.0 && a->sparsity <= 1.0, "--sparsity must be in [0, 1], got " + std::to_string(a->sparsity));
+    check(a->sink >= 0 && a->window >= 1, "--sink must be >= 0 and --window >= 1");
+    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
+    const ModelConfig cfg = model->config();
+    const int64_t N = a->context;
+    check(N >= 1 && N <= cfg.block_size, "--context " + std::to_string(N) + " must be in 1..the checkpoint's context (" +
+                                             std::to_string(cfg.block_size) + ")");
+    check(N > a->decode_warmup + a->decode_runs,
+          "--context " + std::to_string(N) + " must exceed --decode-warmup + --decode-runs (" +
+              std::to_string(a->decode_warmup + a->decode_runs) + "): the decode steps run at the end of the context");
+    std::string plan_name = "checkpoint";
+    if (!a->plan_from.empty()) {
+      check(std::filesystem::exists(a->plan_from), "--plan-from " + a->plan_from + ": no such directory");
+      const ModelConfig other = read_checkpoint_config(a->plan_from);
+      check(other.n_layer == cfg.n_layer && other.n_head == cfg.n_head && other.kv_heads() == cfg.kv_heads() &&
+                other.n_embd == cfg.n_embd && other.block_size == cfg.block_size,
+            "--plan-from " + a->plan_from + ": its model shape differs from --checkpoint's");
+      io::SafetensorsReader st(a->plan_from + "/model.safetensors");
+      model->install_plan(other.head_plan, read_head_extras(st, other));
+      plan_name = "plan-from";
+    } else if (a->sparsity >= 0.0) {
+      check(a->sink + a->window <= N, "--sink + --window (" + std::to_string(a->sink + a->window) +
+                                          ") exceeds --context " + std::to_string(N));
+      aoh::HeadScores scores = aoh::score_model(*model);
+      aoh::classify(scores.kv, a->sparsity, a->per_layer);
+      model->install_plan(aoh::streaming_plan(cfg.head_plan, scores, int(a->sink), int(a->window)), model->head_extras());
+      plan_name = "aoh";
+    }
+    for (int l = 0; l < cfg.n_layer; ++l)
+      for (const auto& h : model->config().head_plan.layers[size_t(l)])
+        check(h.kind != attn::HeadKind::SinkWindow || h.sink + h.window <= N,
+              "layer " + std::to_string(l) + " has head " + h.str() + ": sink + window exceeds --context " +
+                  std::to_string(N));
+    Rng rng(a->seed);
+    std::vector<int32_t> tokens(static_cast<size_t>(N));
+    for (auto& t : tokens) t = int32_t(rng.below(uint64_t(cfg.vocab_size)));
+    std::fprintf(stderr, "bench-infer: context %lld, %s plan vs all-softmax ...\n", static_cast<long long>(N),
+                 plan_name.c_str());
+    Side plan = run_side(*model, tokens, *a);
+    plan.plan_name = plan_name;
+    model.reset();  // the reference side loads its own copy: the two peaks share the same baseline
+    auto ref_model = load_model(a->checkpoint, cpu_backend<float>());
+    if (ref_model->config().lora.enabled()) ref_model->merge_adapters();
+    if (!ref_model->config().head_plan.all_softmax())
+      ref_model->install_plan(attn::HeadPlan::uniform(cfg.n_layer, cfg.n_head), {});
+    Side ref = run_side(*ref_model, tokens, *a);
+    ref.plan_name = "all-softmax";
+    auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+    std::printf("bench-infer: context %lld (decode timed at %lld..%lld), %lld+%lld prefills, %lld+%lld decode steps\n",
+                static_cast<long long>(N), static_cast<long long>(N - a->decode_runs),
+                static_cast<long long>(N - 1), static_cast<long long>(a->prefill_warmup),
+                static_cast<long long>(a->prefill_runs), static_cast<long long>(a->decode_warmup),
+                static_cast<long long>(a->decode_runs));
+    std::printf("%-26s %16s %16s %8s\n", "", plan.plan_name.c_str(), "all-softmax", "ratio");
+    auto row = [&](const char* name, double x, double y, const char* fmt) {
+      char bx[64], by[64];
+      std::snprintf(bx, sizeof bx, fmt, x);
+      std::snprintf(by, sizeof by, fmt, y);
+      std::printf("%-26s %16s %16s %8.4f\n", name, bx, by, ratio(x, y));
+    };
+    row("prefill ms", plan.prefill_ms, ref.prefill_ms, "%.3f");
+    row("decode ms/token", plan.decode_ms, ref.decode_ms, "%.4f");
+    row("decode median ms/token", plan.decode_median_ms, ref.decode_median_ms, "%.4f");
+    row("KV-cache bytes", double(plan.kv_bytes), double(ref.kv_bytes), "%.0f");
+    row("decoder bytes", double(plan.decoder_bytes), double(ref.decoder_bytes), "%.0f");
+    row("peak RSS bytes", double(plan.peak_rss), double(ref.peak_rss), "%.0f");
+    std::printf("KV heads (%s): %d full, %d sink+ring, %d V-only, %d state-only, %d none\n", plan.plan_name.c_str(),
+                plan.n_full, plan.n_ring, plan.n_v_only, plan.n_state_only, plan.n_none);
+    nlohmann::json out = {{"context", N},
+                          {"plan_source", plan_name},
+                          {"plan", side_json(plan)},
+                          {"all_softmax", side_json(ref)},
+                          {"prefill_ratio", ratio(plan.prefill_ms, ref.prefill_ms)},
+                          {"decode_ratio", ratio(plan.decode_ms, ref.decode_ms)},
+                          {"decode_median_ratio", ratio(plan.decode_median_ms, ref.decode_median_ms)},
+                          {"kv_bytes_ratio", ratio(double(plan.kv_bytes), double(ref.kv_bytes))},
+                          {"decoder_bytes_ratio", ratio(double(plan.decoder_bytes), double(ref.decoder_bytes))},
+                          {"peak_rss_ratio", ratio(double(plan.peak_rss), double(ref.peak_rss))}};
+    std::printf("%s\n", out.dump().c_str());
+  });
+}
+
+}  // namespace hw::cli

@@ -1,0 +1,120 @@
+// headwise generate --checkpoint CKPT (--prompt TEXT | --prompt-tokens FILE) --max-new N
+//                   [--temperature T] [--top-k K] [--top-p P] [--seed S]
+// One prefill over the prompt, then token-by-token decode with the per-head KV cache of the
+// checkpoint's plan (infer/decoder.hpp); tokens are written to stdout as they are drawn (bytes
+// for a byte-level checkpoint, else token ids separated by spaces); a JSON summary goes to stderr.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cli/commands.hpp"
+#include "headwise/core/error.hpp"
+#include "headwise/data/tokenizer.hpp"
+#include "headwise/infer/generate.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
+
+namespace hw::cli {
+
+namespace {
+
+struct GenerateArgs {
+  std::string checkpoint, prompt, prompt_file;
+  int64_t max_new = 0;
+  infer::SamplingOptions sampling;
+};
+
+std::vector<int32_t> read_prompt_tokens(const std::string& path, int vocab) {
+  std::ifstream in(path);
+  check(in.is_open(), "--prompt-tokens " + path + ": cannot open the file");
+  std::vector<int32_t> out;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = -1;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    check(used == word.size(), "--prompt-tokens " + path + ": '" + word + "' is not a token id");
+    check(v >= 0 && v < vocab, "--prompt-tokens " + path + ": token " + word + " is outside the vocabulary of " +
+                                   std::to_string(vocab));
+    out.push_back(int32_t(v));
+  }
+  check(!in.bad(), "--prompt-tokens " + path + ": read error");
+  return out;
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  CLI::App* cmd = app.add_subcommand("generate", "Sample from a checkpoint: one prefill, then cached decoding");
+  cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint directory")->required();
+  auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text (byte-level checkpoints)");
+  auto* pf = cmd->add_option("--prompt-tokens", a->prompt_file, "File of whitespace-separated token ids");
+  p->excludes(pf);
+  cmd->add_option("--max-new", a->max_new, "Tokens to generate")->required();
+  cmd->add_option("--temperature", a->sampling.temperature, "Softmax temperature; 0 = greedy (default 1)");
+  cmd->add_option("--top-k", a->sampling.top_k, "Keep the K most likely tokens (0 = all)");
+  cmd->add_option("--top-p", a->sampling.top_p, "Keep the smallest set reaching probability P (1 = all)");
+  cmd->add_option("--seed", a->sampling.seed, "Sampling seed (default 1337)");
+  cmd->callback([a] {
+    check(!a->prompt.empty() || !a->prompt_file.empty(), "generate needs --prompt TEXT or --prompt-tokens FILE");
+    check(a->max_new >= 1, "--max-new must be >= 1, got " + std::to_string(a->max_new));
+    a->sampling.validate();
+    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
+    const ModelConfig& cfg = model->config();
+    const bool bytes = cfg.vocab_size == data::kByteVocab;
+    std::vector<int32_t> prompt;
+    if (!a->prompt_file.empty()) {
+      prompt = read_prompt_tokens(a->prompt_file, cfg.vocab_size);
+      check(!prompt.empty(), "--prompt-tokens " + a->prompt_file + ": no tokens");
+    } else {
+      check(bytes, "--prompt needs a byte-level checkpoint (vocab 256); this one has vocab " +
+                       std::to_string(cfg.vocab_size) + ": use --prompt-tokens");
+      for (uint16_t t : data::encode_bytes(a->prompt)) prompt.push_back(int32_t(t));
+    }
+    const int64_t ctx = cfg.block_size;
+    check(int64_t(prompt.size()) <= ctx, "the prompt has " + std::to_string(prompt.size()) +
+                                             " tokens, longer than the checkpoint's context of " + std::to_string(ctx));
+    check(int64_t(prompt.size()) + a->max_new - 1 <= ctx,
+          "the prompt (" + std::to_string(prompt.size()) + " tokens) and --max-new " + std::to_string(a->max_new) +
+              " need " + std::to_string(int64_t(prompt.size()) + a->max_new - 1) +
+              " positions, more than the checkpoint's context of " + std::to_string(ctx));
+    for (int l = 0; l < cfg.n_layer; ++l)
+      for (const auto& h : cfg.head_plan.layers[size_t(l)])
+        check(h.kind != attn::HeadKind::SinkWindow || h.sink + h.window <= ctx,
+              "layer " + std::to_string(l) + " has head " + h.str() + ": sink + window exceeds the context of " +
+                  std::to_string(ctx));
+    infer::Decoder dec(*model, ctx);
+    infer::Sampler sampler(a->sampling, cfg.vocab_size);
+    infer::GenerateTimes times;
+    bool first = true;
+    const auto out = infer::generate(
+        dec, sampler, prompt, a->max_new,
+        [&](int32_t t) {
+          if (bytes) std::fputc(t, stdout);
+          else std::fprintf(stdout, first ? "%d" : " %d", t);
+          first = false;
+          std::fflush(stdout);
+        },
+        &times);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    const double decode_steps = double(std::max<size_t>(out.size(), 1) - 1);
+    nlohmann::json summary = {{"prompt_tokens", prompt.size()},
+                              {"new_tokens", out.size()},
+                              {"prefill_ms", times.prefill_ms},
+                              {"decode_ms_per_token", decode_steps > 0 ? times.decode_ms / decode_steps : 0.0},
+                              {"kv_cache_bytes", dec.kv_bytes()},
+                              {"seed", a->sampling.seed},
+                              {"temperature", a->sampling.temperature}};
+    std::fprintf(stderr, "%s\n", summary.dump().c_str());
+  });
+}
+
+}  // namespace hw::cli

@@ -1,0 +1,478 @@
+// Cached decoding (decoder.hpp). The attention of n rows (positions c0 .. c0+n-1) reads the
+// cache as it was before the rows (positions < c0) and the rows' own K/V from the QKV buffer,
+// then the rows are written into the cache: a ring row overwritten by the chunk was never needed
+// by its rows (row i >= c0 needs (i - W, c0) of the cache, which the ring still holds at c0).
+#include "headwise/infer/decoder.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "attention/tile_ops.hpp"
+#include "headwise/core/error.hpp"
+
+namespace hw::infer {
+namespace {
+
+using attn::HeadKind;
+using attn::detail::exp_or_zero;
+using attn::detail::gemm_rm;
+
+constexpr int kMaxTasks = 1024;  // attention tasks of one layer: query heads + KV heads
+
+const float* find_f32(const Arena& a, const std::string& name, bool required, std::set<std::string>* read = nullptr) {
+  const Tensor* t = a.find(name);
+  check(t != nullptr || !required, "decoder: the model has no tensor " + name);
+  if (t && read) read->insert(name);
+  return t ? t->f32() : nullptr;
+}
+
+struct LayerW {
+  const float *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
+};
+
+struct StaticW {
+  const float *alpha = nullptr, *rho = nullptr, *log_z = nullptr;
+};
+
+// The query side of a linear head's kernel (LinearWs in src/attention/linear_head.cpp, same
+// float arithmetic): psi_0 = a0, psi_{1+r} = lin[r] q_r, psi_{1+D+k} = wp[k] q_r q_c (r <= c).
+struct LinearQ {
+  float a0 = 0.f;
+  std::vector<float> lin, wp;
+};
+
+LinearQ linear_query_side(const float* Lp, const int32_t* grp, int G, int D, double eps_d) {
+  const int G1 = G + 1;
+  std::vector<float> Ll(size_t(G1 * G1), 0.f), M(size_t(G1 * G1), 0.f);
+  for (int a = 0; a < G1; ++a)
+    for (int b = 0; b <= a; ++b) Ll[size_t(a * G1 + b)] = Lp[a * G1 + b];
+  for (int a = 0; a < G1; ++a)
+    for (int b = 0; b < G1; ++b) {
+      float m = 0.f;
+      for (int c = 0; c <= std::min(a, b); ++c) m += Ll[size_t(a * G1 + c)] * Ll[size_t(b * G1 + c)];
+      M[size_t(a * G1 + b)] = m;
+    }
+  const float rs = 1.f / std::sqrt(float(D)), inv_d = rs * rs;
+  LinearQ q;
+  q.a0 = float(eps_d) + M[0];
+  q.lin.resize(size_t(D));
+  for (int r = 0; r < D; ++r) q.lin[size_t(r)] = 2.f * M[size_t(grp[r])] * rs;
+  for (int r = 0; r < D; ++r)
+    for (int c = r; c < D; ++c)
+      q.wp.push_back((r == c ? 1.f : 2.f) * M[size_t(grp[r] * G1 + grp[c])] * inv_d);
+  return q;
+}
+
+}  // namespace
+
+struct Decoder::Impl {
+  int L = 0, H = 0, KV = 0, D = 0, C = 0, V = 0;
+  int64_t chunk = 0, max_cols = 0, Fw = 0;
+  bool rope = false;
+  double theta = 0, eps = 0;
+  const float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
+  std::vector<LayerW> layers;
+  std::vector<std::vector<StaticW>> statics;   // [l][h]
+  std::vector<std::vector<LinearQ>> linears;   // [l][h]
+  // chunk activations
+  std::vector<float> x, ln, qkv, att, r2, fch, fchg, r3, logits, last;
+  std::vector<int64_t> pos;
+  // per-thread attention scratch (for `threads` = omp_get_max_threads() at construction; the
+  // attention region runs with exactly that many): scores [chunk x max_cols], column positions,
+  // psi, acc, row sums
+  int threads = 1;
+  std::vector<float> scores, psi, acc, rowsum;
+  std::vector<int64_t> colpos;
+};
+
+Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
+    : model_(model),
+      cache_(model.config().head_plan, model.config().n_head, model.config().kv_heads(), model.config().head_dim(),
+             std::max<int64_t>(max_context, 1)) {
+  const ModelConfig& cfg = model.config();
+  check(model.ops().device() == Device::CPU,
+        std::string("decoder: cached decoding runs on the CPU backend only; the model is on backend '") +
+            model.ops().name() + "', which has no cached-attention (decode) kernels yet: load the checkpoint on the CPU");
+  check(max_context >= 1 && max_context <= cfg.block_size,
+        "decoder: max_context " + std::to_string(max_context) + " must be in 1..block_size (" +
+            std::to_string(cfg.block_size) + ")");
+  check(chunk >= 1, "decoder: chunk must be >= 1");
+  check(!cfg.lora.enabled(), "decoder: the model has LoRA adapters (model.lora), which cached decoding does not "
+                             "apply: merge them into the weights first (Model::merge_adapters, headwise merge)");
+  check(cfg.n_head + cfg.kv_heads() <= kMaxTasks, "decoder: more than " + std::to_string(kMaxTasks) +
+                                                      " query + KV heads in a layer");
+  auto I = std::make_unique<Impl>();
+  Impl& m = *I;
+  m.L = cfg.n_layer;
+  m.H = cfg.n_head;
+  m.KV = cfg.kv_heads();
+  m.D = cfg.head_dim();
+  m.C = cfg.n_embd;
+  m.V = cfg.vocab_size;
+  m.chunk = std::min(chunk, max_context);
+  m.rope = cfg.rope();
+  m.theta = cfg.rope_theta;
+  m.eps = cfg.layer_norm_epsilon;
+  m.Fw = linear_features(m.D);
+  const Arena& P = model.params();
+  std::set<std::string> read;  // every parameter tensor the decoder reads
+  const Arena& B = model.buffers();
+  m.wte = find_f32(P, "wte.weight", true, &read);
+  m.wpe = m.rope ? nullptr : find_f32(P, "wpe.weight", true, &read);
+  m.lnf_w = find_f32(P, "ln_f.weight", true, &read);
+  m.lnf_b = find_f32(P, "ln_f.bias", true, &read);
+  int64_t max_qkv = 0, max_out = 0, max_slots = 0;
+  for (int l = 0; l < m.L; ++l) {
+    const std::string p = "h." + std::to_string(l) + ".";
+    m.layers.push_back({find_f32(P, p + "ln_1.weight", true, &read), find_f32(P, p + "ln_1.bias", true, &read),
+                        find_f32(P, p + "attn.c_attn.weight", true, &read), find_f32(P, p + "attn.c_attn.bias", cfg.bias, &read),
+                        find_f32(P, p + "attn.c_proj.weight", true, &read), find_f32(P, p + "attn.c_proj.bias", cfg.bias, &read),
+                        find_f32(P, p + "ln_2.weight", true, &read), find_f32(P, p + "ln_2.bias", true, &read),
+                        find_f32(P, p + "mlp.c_fc.weight", true, &read), find_f32(P, p + "mlp.c_fc.bias", cfg.bias, &read),
+                        find_f32(P, p + "mlp.c_proj.weight", true, &read), find_f32(P, p + "mlp.c_proj.bias", cfg.bias, &read)});
+    const auto& lay = model.layouts()[size_t(l)];
+    max_qkv = std::max(max_qkv, lay.qkv_width());
+    max_out = std::max(max_out, lay.out_width());
+    m.statics.emplace_back(size_t(m.H));
+    m.linears.emplace_back(size_t(m.H));
+    for (int h = 0; h < m.H; ++h) {
+      const auto& spec = cfg.head_plan.layers[size_t(l)][size_t(h)];
+      const std::string hp = p + "attn.";
+      if (spec.kind == HeadKind::Static) {
+        const std::string sp = hp + "static." + std::to_string(h) + ".";
+        m.statics[size_t(l)][size_t(h)] = {find_f32(B, sp + "alpha", true), find_f32(B, sp + "rho", true),
+                                           find_f32(B, sp + "log_z", true)};
+      } else if (spec.kind == HeadKind::Linear) {
+        const std::string lp = hp + "linear." + std::to_string(h) + ".";
+        const Tensor* Lt = P.find(lp + "L");
+        read.insert(lp + "L");
+        const Tensor* gt = B.find(lp + "groups");
+        check(Lt != nullptr && gt != nullptr, "decoder: the model has no tensor " + lp + "L or " + lp + "groups");
+        const int G = int(Lt->dim(0)) - 1;
+        m.linears[size_t(l)][size_t(h)] = linear_query_side(Lt->f32(), gt->i32(), G, m.D, cfg.linear_eps);
+      }
+    }
+    for (int g = 0; g < m.KV; ++g) max_slots = std::max(max_slots, cache_.policy(l, g).slots);
+  }
+  // A parameter the decoder does not read (an adapter, say) would change the training forward but
+  // not the decode: refuse instead of decoding a different model.
+  for (const auto& t : P.tensors())
+    check(read.count(t->name) > 0, "decoder: the model has parameter " + t->name +
+                                       ", which cached decoding does not read (merge adapters into the weights first)");
+  m.max_cols = max_slots + m.chunk;
+  const auto rows = size_t(m.chunk);
+  m.x.resize(rows * size_t(m.C));
+  m.ln.resize(rows * size_t(m.C));
+  m.qkv.resize(rows * size_t(std::max<int64_t>(max_qkv, 1)));
+  m.att.resize(rows * size_t(std::max<int64_t>(max_out, 1)));
+  m.r2.resize(rows * size_t(m.C));
+  m.fch.resize(rows * size_t(4 * m.C));
+  m.fchg.resize(rows * size_t(4 * m.C));
+  m.r3.resize(rows * size_t(m.C));
+  m.logits.resize(rows * size_t(m.V));
+  m.last.resize(size_t(m.V));
+  m.pos.resize(rows);
+  m.threads = std::max(1, omp_get_max_threads());
+  m.scores.resize(size_t(m.threads) * rows * size_t(m.max_cols));
+  m.colpos.resize(size_t(m.threads) * size_t(m.max_cols));
+  m.psi.resize(size_t(m.threads) * size_t(m.Fw));
+  m.acc.resize(size_t(m.threads) * size_t(m.D + 1));
+  m.rowsum.resize(size_t(m.threads) * rows);
+  impl_ = I.release();
+}
+
+Decoder::~Decoder() { delete impl_; }
+
+int Decoder::vocab_size() const { return impl_->V; }
+
+size_t Decoder::scratch_bytes() const {
+  const Impl& m = *impl_;
+  size_t f = 0;
+  for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.logits, &m.last, &m.scores,
+                        &m.psi, &m.acc, &m.rowsum})
+    f += v->size();
+  return f * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
+}
+
+const float* Decoder::prefill(const int32_t* tokens, int64_t n, float* all_logits) {
+  Impl& m = *impl_;
+  // (Messages are built only on failure: a decode step allocates nothing.)
+  if (n < 1) fail("decoder: nothing to feed (0 tokens)");
+  if (cache_.length() + n > cache_.max_context())
+    fail("decoder: " + std::to_string(cache_.length()) + " + " + std::to_string(n) +
+         " tokens exceed the cache's context of " + std::to_string(cache_.max_context()));
+  for (int64_t i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= m.V)
+      fail("decoder: token " + std::to_string(tokens[i]) + " at position " + std::to_string(cache_.length() + i) +
+           " is outside the vocabulary of " + std::to_string(m.V));
+  for (int64_t r0 = 0; r0 < n; r0 += m.chunk) {
+    const int64_t rows = std::min(m.chunk, n - r0);
+    run_rows(tokens + r0, rows, all_logits ? all_logits + r0 * m.V : nullptr);
+  }
+  return m.last.data();
+}
+
+void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
+  Impl& m = *impl_;
+  const Backend<float>& ops = model_.ops();
+  const int64_t C = m.C, c0 = cache_.length();
+  for (int64_t r = 0; r < n; ++r) {
+    m.pos[size_t(r)] = c0 + r;
+    const float* e = m.wte + int64_t(tokens[r]) * C;
+    float* y = m.x.data() + r * C;
+    if (m.wpe) {
+      const float* p = m.wpe + (c0 + r) * C;
+      for (int64_t c = 0; c < C; ++c) y[c] = e[c] + p[c];
+    } else {
+      std::copy(e, e + C, y);
+    }
+  }
+  float* x = m.x.data();
+  float* r3 = m.r3.data();
+  if (m.L > 0)
+    ops.layernorm_forward(m.ln.data(), nullptr, nullptr, x, m.layers[0].ln1_w, m.layers[0].ln1_b, n, C, m.eps);
+  else
+    ops.layernorm_forward(m.ln.data(), nullptr, nullptr, x, m.lnf_w, m.lnf_b, n, C, m.eps);
+  for (int l = 0; l < m.L; ++l) {
+    const LayerW& W = m.layers[size_t(l)];
+    const auto& lay = model_.layouts()[size_t(l)];
+    const int64_t ldx = lay.qkv_width();
+    ops.matmul_forward(m.qkv.data(), m.ln.data(), W.attn_w, W.attn_b, n, C, ldx);
+    if (m.rope) {  // rotate-half at each row's original position (kernels/cpu/rope.cpp's formula)
+      const int half = m.D / 2;
+      const int n_rot = lay.n_q + lay.n_k;
+      for (int64_t r = 0; r < n; ++r) {
+        float* row = m.qkv.data() + r * ldx;
+        for (int i = 0; i < half; ++i) {
+          const double inv_freq = std::pow(m.theta, -2.0 * double(i) / double(m.D));
+          const double angle = double(c0 + r) * inv_freq;
+          const float c = float(std::cos(angle)), s = float(std::sin(angle));
+          for (int b = 0; b < n_rot; ++b) {  // Q blocks then K blocks: contiguous from column 0
+            float* lo = row + int64_t(b) * m.D + i;
+            float* hi = lo + half;
+            const float x1 = *lo, x2 = *hi;
+            *lo = x1 * c - x2 * s;
+            *hi = x2 * c + x1 * s;
+          }
+        }
+      }
+    }
+    attention(l, n);
+    ops.matmul_forward(m.r2.data(), m.att.data(), W.proj_w, W.proj_b, n, lay.out_width(), C);
+    ops.residual_layernorm_forward(m.r2.data(), m.ln.data(), nullptr, nullptr, m.r2.data(), x, W.ln2_w, W.ln2_b, n,
+                                   C, m.eps);
+    ops.matmul_gelu_forward(m.fch.data(), m.fchg.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, 4 * C);
+    ops.matmul_forward(r3, m.fchg.data(), W.fcp_w, W.fcp_b, n, 4 * C, C);
+    const float* nw = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_w : m.lnf_w;
+    const float* nb = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_b : m.lnf_b;
+    ops.residual_layernorm_forward(r3, m.ln.data(), nullptr, nullptr, r3, m.r2.data(), nw, nb, n, C, m.eps);
+    std::swap(x, r3);
+  }
+  // LM head (tied with wte) on the final LayerNorm output.
+  if (all_logits) {
+    ops.matmul_forward(m.logits.data(), m.ln.data(), m.wte, nullptr, n, C, m.V, /*w_out_in=*/true);
+    std::copy(m.logits.data(), m.logits.data() + n * m.V, all_logits);
+    std::copy(m.logits.data() + (n - 1) * m.V, m.logits.data() + n * m.V, m.last.data());
+  } else {
+    ops.matmul_forward(m.last.data(), m.ln.data() + (n - 1) * C, m.wte, nullptr, 1, C, m.V, /*w_out_in=*/true);
+  }
+  cache_.advance(n);
+}
+
+void Decoder::attention(int l, int64_t n) {
+  Impl& m = *impl_;
+  const auto& lay = model_.layouts()[size_t(l)];
+  const auto& plan = model_.config().head_plan.layers[size_t(l)];
+  const int D = m.D, per = m.H / m.KV;
+  const int64_t ldx = lay.qkv_width(), ldo = lay.out_width(), c0 = cache_.length(), ldS = m.max_cols;
+  const float scale = 1.f / std::sqrt(float(D));
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const float* qkv = m.qkv.data();
+  float* att = m.att.data();
+  // Tasks: each softmax-family or static query head, and each KV head with a linear state (its
+  // linear query heads run row by row with the state). Fixed-size: no allocation per call.
+  int tasks[kMaxTasks];  // H + KV <= kMaxTasks (checked by the constructor)
+  int n_tasks = 0;
+  for (int h = 0; h < m.H; ++h)
+    if (plan[size_t(h)].softmax_family() || plan[size_t(h)].kind == HeadKind::Static) tasks[n_tasks++] = h;
+  for (int g = 0; g < m.KV; ++g)
+    if (cache_.policy(l, g).linear_state) tasks[n_tasks++] = -(g + 1);
+  int failed = 0;
+  {
+    const attn::detail::BlasSingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
+#pragma omp parallel for schedule(dynamic, 1) num_threads(m.threads) if (n_tasks > 1)
+    for (int t = 0; t < n_tasks; ++t) {
+      const int tid = omp_get_thread_num();
+      float* S = m.scores.data() + size_t(tid) * size_t(m.chunk) * size_t(ldS);
+      int64_t* cp = m.colpos.data() + size_t(tid) * size_t(ldS);
+      float* rowsum = m.rowsum.data() + size_t(tid) * size_t(m.chunk);
+      const int task = tasks[t];
+      if (task >= 0) {
+        const int h = task, g = h / per;
+        const attn::HeadSpec& spec = plan[size_t(h)];
+        const KvHeadPolicy& pol = cache_.policy(l, g);
+        const bool is_static = spec.kind == HeadKind::Static;
+        // Cache slots [lo, hi) this head may read: all valid ones, except a window head on an
+        // All store (slot = position), which reads only the sink and the window's reach.
+        int64_t seg[2][2];
+        int n_seg = 0;
+        auto add_seg = [&](int64_t lo, int64_t hi) {
+          if (hi > lo) seg[n_seg][0] = lo, seg[n_seg][1] = hi, ++n_seg;
+        };
+        if (pol.rows == Rows::SinkRing || is_static || spec.kind == HeadKind::Softmax) {
+          add_seg(0, cache_.valid_slots(l, g, c0));
+        } else {
+          const int64_t sink_hi = std::min<int64_t>(spec.kind == HeadKind::SinkWindow ? spec.sink : 0, c0);
+          const int64_t win_lo = std::max<int64_t>(0, c0 - spec.window + 1);
+          if (win_lo <= sink_hi) {
+            add_seg(0, c0);
+          } else {
+            add_seg(0, sink_hi);
+            add_seg(win_lo, c0);
+          }
+        }
+        int64_t ncols = 0;
+        for (int s = 0; s < n_seg; ++s)
+          for (int64_t sl = seg[s][0]; sl < seg[s][1]; ++sl) cp[ncols++] = cache_.position_of(l, g, sl, c0);
+        const int64_t cache_cols = ncols;
+        for (int64_t r = 0; r < n; ++r) cp[ncols++] = c0 + r;
+        float* out = att + lay.out_col(h);
+        if (is_static) {  // P(i,j) = exp(alpha_j + rho_{i-j} - log_z_i), already normalised
+          const StaticW& sw = m.statics[size_t(l)][size_t(h)];
+          for (int64_t r = 0; r < n; ++r) {
+            const int64_t i = c0 + r;
+            float* row = S + r * ldS;
+            for (int64_t c = 0; c < ncols; ++c) {
+              const int64_t j = cp[c];
+              row[c] = j <= i ? exp_or_zero(sw.alpha[j] + sw.rho[i - j] - sw.log_z[i]) : 0.f;
+            }
+            rowsum[r] = 1.f;
+          }
+        } else {
+          const float* q = qkv + lay.q_col(h);
+          int64_t off = 0;
+          for (int s = 0; s < n_seg; ++s) {
+            const int64_t len = seg[s][1] - seg[s][0];
+            gemm_rm(false, true, int(n), int(len), D, scale, q, ldx, cache_.k_row(l, g, seg[s][0]), D, 0.f, S + off,
+                    ldS);
+            off += len;
+          }
+          gemm_rm(false, true, int(n), int(n), D, scale, q, ldx, qkv + lay.k_col(g), ldx, 0.f, S + cache_cols, ldS);
+          const bool bounded = spec.kind != HeadKind::Softmax;
+          const int64_t sink = spec.kind == HeadKind::SinkWindow ? spec.sink : 0, window = spec.window;
+          for (int64_t r = 0; r < n; ++r) {
+            const int64_t i = c0 + r;
+            float* row = S + r * ldS;
+            float mx = neg_inf;
+            for (int64_t c = 0; c < ncols; ++c) {
+              const int64_t j = cp[c];
+              const bool vis = j <= i && (!bounded || j < sink || j > i - window);
+              if (vis) mx = std::max(mx, row[c]);
+              else row[c] = neg_inf;
+            }
+            float sum = 0.f;
+            for (int64_t c = 0; c < ncols; ++c) {
+              const float p = exp_or_zero(row[c] - mx);  // masked: -inf -> 0
+              row[c] = p;
+              sum += p;
+            }
+            rowsum[r] = sum;
+          }
+        }
+        // out = P V over the same columns: the cache segments, then the rows' own V.
+        int64_t off = 0;
+        float beta = 0.f;
+        for (int s = 0; s < n_seg; ++s) {
+          const int64_t len = seg[s][1] - seg[s][0];
+          gemm_rm(false, false, int(n), D, int(len), 1.f, S + off, ldS, cache_.v_row(l, g, seg[s][0]), D, beta, out,
+                  ldo);
+          off += len;
+          beta = 1.f;
+        }
+        gemm_rm(false, false, int(n), D, int(n), 1.f, S + cache_cols, ldS, qkv + lay.v_col(g), ldx, beta, out, ldo);
+        if (!is_static)
+          for (int64_t r = 0; r < n; ++r) {
+            const float inv = 1.f / rowsum[r];
+            float* o = out + r * ldo;
+            for (int d = 0; d < D; ++d) o[d] *= inv;
+          }
+      } else {  // linear heads of KV head g: add each row to the prefix state, then read it
+        const int g = -task - 1;
+        float* St = cache_.linear_state(l, g);
+        float* psi = m.psi.data() + size_t(tid) * size_t(m.Fw);
+        float* acc = m.acc.data() + size_t(tid) * size_t(D + 1);
+        const int D1 = D + 1;
+        const int64_t P = m.Fw - 1 - D;
+        for (int64_t r = 0; r < n; ++r) {
+          const float* k = qkv + r * ldx + lay.k_col(g);
+          const float* v = qkv + r * ldx + lay.v_col(g);
+          auto add_u = [&](float* Sf, float w) {
+            if (w == 0.f) return;
+            for (int d = 0; d < D; ++d) Sf[d] += w * v[d];
+            Sf[D] += w;
+          };
+          add_u(St, 1.f);
+          for (int a = 0; a < D; ++a) add_u(St + int64_t(1 + a) * D1, k[a]);
+          {
+            float* Sp = St + int64_t(1 + D) * D1;
+            int64_t e = 0;
+            for (int a = 0; a < D; ++a)
+              for (int b = a; b < D; ++b, ++e) add_u(Sp + e * D1, k[a] * k[b]);
+          }
+          for (int h = g * per; h < (g + 1) * per; ++h) {
+            if (plan[size_t(h)].kind != HeadKind::Linear) continue;
+            const LinearQ& lq = m.linears[size_t(l)][size_t(h)];
+            const float* q = qkv + r * ldx + lay.q_col(h);
+            psi[0] = lq.a0;
+            for (int a = 0; a < D; ++a) psi[1 + a] = lq.lin[size_t(a)] * q[a];
+            {
+              int64_t e = 0;
+              for (int a = 0; a < D; ++a)
+                for (int b = a; b < D; ++b, ++e) psi[1 + D + e] = lq.wp[size_t(e)] * q[a] * q[b];
+            }
+            (void)P;
+            std::fill(acc, acc + D1, 0.f);
+            for (int64_t f = 0; f < m.Fw; ++f) {
+              const float w = psi[f];
+              if (w == 0.f) continue;
+              const float* Sf = St + f * D1;
+              for (int d = 0; d < D1; ++d) acc[d] += w * Sf[d];
+            }
+            const float den = acc[D];
+            if (!(den > 0.f) || !std::isfinite(den)) {
+#pragma omp atomic write
+              failed = 1;
+              continue;
+            }
+            const float inv = 1.f / den;
+            float* o = att + r * ldo + lay.out_col(h);
+            for (int d = 0; d < D; ++d) o[d] = acc[d] * inv;
+          }
+        }
+      }
+    }
+  }
+  if (failed)
+    fail("decoder: a linear head of layer " + std::to_string(l) +
+         " has a non-positive or non-finite denominator (as the training forward would report)");
+  // The rows' K/V into the cache, at their original positions.
+  for (int g = 0; g < m.KV; ++g) {
+    const KvHeadPolicy& pol = cache_.policy(l, g);
+    if (!pol.has_k && !pol.has_v) continue;
+    for (int64_t r = 0; r < n; ++r) {
+      const int64_t slot = cache_.slot_of(l, g, c0 + r);
+      const float* row = qkv + r * ldx;
+      if (pol.has_k) std::copy(row + lay.k_col(g), row + lay.k_col(g) + D, cache_.k_row(l, g, slot));
+      if (pol.has_v) std::copy(row + lay.v_col(g), row + lay.v_col(g) + D, cache_.v_row(l, g, slot));
+    }
+  }
+}
+
+}  // namespace hw::infer

@@ -1,0 +1,103 @@
+#include "headwise/infer/kv_cache.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "headwise/core/error.hpp"
+
+namespace hw::infer {
+
+int64_t linear_features(int D) { return 1 + int64_t(D) + int64_t(D) * (D + 1) / 2; }
+
+std::vector<KvHeadPolicy> layer_policies(const attn::LayerPlan& plan, int n_head, int n_kv_head,
+                                         int64_t max_context) {
+  using attn::HeadKind;
+  check(n_kv_head >= 1 && n_head % n_kv_head == 0, "kv cache: n_kv_head must divide n_head");
+  check(int(plan.size()) == n_head, "kv cache: the layer plan has " + std::to_string(plan.size()) +
+                                        " heads, the model " + std::to_string(n_head));
+  const int per = n_head / n_kv_head;
+  std::vector<KvHeadPolicy> out(static_cast<size_t>(n_kv_head));
+  for (int g = 0; g < n_kv_head; ++g) {
+    KvHeadPolicy& p = out[size_t(g)];
+    bool all = false, ring = false;
+    for (int h = g * per; h < (g + 1) * per; ++h) {
+      const attn::HeadSpec& s = plan[size_t(h)];
+      if (s.softmax_family()) p.has_k = true;
+      if (s.kind == HeadKind::Softmax || s.kind == HeadKind::Static) all = true;
+      if (s.kind == HeadKind::Window || s.kind == HeadKind::SinkWindow) {
+        ring = true;
+        p.window = std::max<int64_t>(p.window, s.window);
+        if (s.kind == HeadKind::SinkWindow) p.sink = std::max<int64_t>(p.sink, s.sink);
+      }
+      if (s.kind == HeadKind::Linear) p.linear_state = true;
+    }
+    if (!all && ring && p.sink + p.window < max_context) {
+      p.rows = Rows::SinkRing;
+      p.slots = p.sink + p.window;
+    } else if (all || ring) {
+      p.rows = Rows::All;
+      p.slots = max_context;
+    }
+    if (p.rows != Rows::SinkRing) p.sink = p.window = 0;
+    p.has_v = p.rows != Rows::None;
+    if (p.rows == Rows::None) p.has_k = false;
+  }
+  return out;
+}
+
+KvCache::KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context)
+    : n_kv_head_(n_kv_head), D_(head_dim), max_context_(max_context) {
+  check(max_context >= 1, "kv cache: max_context must be >= 1");
+  check(head_dim >= 1, "kv cache: head_dim must be >= 1");
+  for (const auto& layer : plan.layers) policies_.push_back(layer_policies(layer, n_head, n_kv_head, max_context));
+  const int64_t lin = linear_features(D_) * (D_ + 1);
+  size_t total = 0;
+  for (const auto& layer : policies_)
+    for (const auto& p : layer)
+      total += size_t(p.slots) * size_t(D_) * (size_t(p.has_k) + size_t(p.has_v)) + (p.linear_state ? size_t(lin) : 0);
+  values_.assign(total, 0.f);
+  float* at = values_.data();
+  for (const auto& layer : policies_)
+    for (const auto& p : layer) {
+      float* k = nullptr;
+      float* v = nullptr;
+      float* s = nullptr;
+      if (p.has_k) k = std::exchange(at, at + p.slots * D_);
+      if (p.has_v) v = std::exchange(at, at + p.slots * D_);
+      if (p.linear_state) s = std::exchange(at, at + lin);
+      k_.push_back(k);
+      v_.push_back(v);
+      lin_.push_back(s);
+    }
+}
+
+void KvCache::reset() {
+  length_ = 0;
+  const int64_t lin = linear_features(D_) * (D_ + 1);
+  for (float* s : lin_)
+    if (s) std::fill(s, s + lin, 0.f);
+}
+
+int64_t KvCache::slot_of(int l, int g, int64_t p) const {
+  const KvHeadPolicy& pol = policy(l, g);
+  if (pol.rows == Rows::SinkRing && p >= pol.sink) return pol.sink + (p - pol.sink) % pol.window;
+  return p;
+}
+
+int64_t KvCache::position_of(int l, int g, int64_t slot, int64_t n) const {
+  const KvHeadPolicy& pol = policy(l, g);
+  if (pol.rows != Rows::SinkRing || slot < pol.sink) return slot;
+  const int64_t r = slot - pol.sink;  // the latest p < n with p >= S and (p - S) mod W == r
+  return pol.sink + r + pol.window * ((n - 1 - pol.sink - r) / pol.window);
+}
+
+int64_t KvCache::valid_slots(int l, int g, int64_t n) const { return std::min(n, policy(l, g).slots); }
+
+std::vector<int64_t> KvCache::held_positions(int l, int g) const {
+  std::vector<int64_t> out;
+  for (int64_t s = 0; s < valid_slots(l, g, length_); ++s) out.push_back(position_of(l, g, s, length_));
+  return out;
+}
+
+}  // namespace hw::infer

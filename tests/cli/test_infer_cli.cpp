@@ -1,0 +1,137 @@
+// End-to-end: `headwise generate` (cached decoding from a checkpoint) against the same greedy
+// generation in process, and `headwise bench-infer` (its KV bytes against the hand formula); bad
+// input is one error line.
+#include <catch2/catch.hpp>
+
+#include <sstream>
+
+#include "cli/cli_util.hpp"
+#include "headwise/infer/generate.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
+
+using namespace hw;
+
+namespace {
+
+std::string make_checkpoint(const std::string& dir, const std::string& name, int vocab, const std::string& plan) {
+  ModelConfig mc;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_kv_head = 2;
+  mc.n_embd = 32;
+  mc.block_size = 48;
+  mc.vocab_size = vocab;
+  mc.pos = "rope";
+  mc.head_plan = attn::HeadPlan::from_json(nlohmann::json::parse(plan));
+  mc.validate();
+  Model<float> m(mc, cpu_backend<float>());
+  m.init_weights(9);
+  const std::string path = dir + "/" + name;
+  save_model_files(m, path);
+  return path;
+}
+
+const char* kMixed = R"([["softmax","window:3","sink_window:2:6","static"],["linear","pruned","softmax","softmax"]])";
+const char* kSoftmax = R"([["softmax","softmax","softmax","softmax"],["softmax","softmax","softmax","softmax"]])";
+
+// The streamed text: everything before the JSON summary line.
+std::string text_part(const std::string& out) { return out.substr(0, out.rfind("\n{")); }
+
+void expect_one_error(const test::CmdResult& r, const std::string& needle) {
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(test::error_lines(r.out) == 1);
+  CHECK(r.out.find(needle) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_CASE("generate: greedy tokens equal the in-process decoder's, seeds reproduce, bytes stream", "[cli][infer]") {
+  const std::string dir = test::cli_temp_dir("generate");
+  const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
+  test::write_text(dir + "/prompt.txt", "3 1 4 1 5\n9 2 6");
+  const auto r = test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
+                                    "/prompt.txt --max-new 20 --temperature 0");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto model = load_model(ids, cpu_backend<float>());
+  infer::Decoder dec(*model, 48);
+  infer::SamplingOptions o;
+  o.temperature = 0;
+  infer::Sampler s(o, 32);
+  const auto want = infer::generate(dec, s, {3, 1, 4, 1, 5, 9, 2, 6}, 20);
+  std::ostringstream line;
+  for (size_t i = 0; i < want.size(); ++i) line << (i ? " " : "") << want[i];
+  CHECK(r.out.rfind(line.str() + "\n", 0) == 0);  // the first line: the tokens, as drawn
+  const auto summary = test::last_json_line(r.out);
+  CHECK(summary["new_tokens"] == 20);
+  CHECK(summary["prompt_tokens"] == 8);
+
+  const std::string bytes = make_checkpoint(dir, "bytes", 256, kMixed);
+  const std::string gen = "generate --checkpoint " + bytes + " --prompt 'In the' --max-new 16 --top-k 20 --top-p 0.9";
+  const auto a = test::run_headwise(gen + " --seed 5");
+  const auto b = test::run_headwise(gen + " --seed 5");
+  const auto c = test::run_headwise(gen + " --seed 6");
+  REQUIRE(a.code == 0);
+  CHECK(text_part(a.out) == text_part(b.out));  // same seed: same text (the summaries' timings differ)
+  CHECK(test::last_json_line(a.out)["new_tokens"] == 16);
+  CHECK(text_part(a.out) != text_part(c.out));
+}
+
+TEST_CASE("generate: bad input is one error line", "[cli][infer]") {
+  const std::string dir = test::cli_temp_dir("generate_bad");
+  const std::string bytes = make_checkpoint(dir, "bytes", 256, kMixed);
+  const std::string base = "generate --checkpoint " + bytes;
+  expect_one_error(test::run_headwise(base + " --prompt '" + std::string(49, 'a') + "' --max-new 1"),
+                   "longer than the checkpoint's context of 48");
+  expect_one_error(test::run_headwise(base + " --prompt abc --max-new 47"), "more than the checkpoint's context");
+  expect_one_error(test::run_headwise(base + " --prompt-tokens " + dir + "/missing.txt --max-new 2"),
+                   "cannot open");
+  test::write_text(dir + "/bad.txt", "1 2 x");
+  expect_one_error(test::run_headwise(base + " --prompt-tokens " + dir + "/bad.txt --max-new 2"), "not a token id");
+  test::write_text(dir + "/big.txt", "1 256");
+  expect_one_error(test::run_headwise(base + " --prompt-tokens " + dir + "/big.txt --max-new 2"),
+                   "outside the vocabulary");
+  expect_one_error(test::run_headwise(base + " --prompt a --max-new 2 --top-p 0"), "--top-p");
+  expect_one_error(test::run_headwise(base + " --prompt a --max-new 2 --temperature -1"), "--temperature");
+  expect_one_error(test::run_headwise(base + " --prompt a --max-new 2 --top-k -3"), "--top-k");
+  expect_one_error(test::run_headwise(base + " --prompt a --max-new 0"), "--max-new");
+  const std::string wide = make_checkpoint(
+      dir, "wide", 256, R"([["sink_window:30:20","softmax","softmax","softmax"],["softmax","softmax","softmax","softmax"]])");
+  expect_one_error(test::run_headwise("generate --checkpoint " + wide + " --prompt a --max-new 2"),
+                   "sink + window exceeds the context of 48");
+  const std::string ids = make_checkpoint(dir, "ids", 32, kSoftmax);
+  expect_one_error(test::run_headwise("generate --checkpoint " + ids + " --prompt a --max-new 2"), "--prompt-tokens");
+}
+
+TEST_CASE("bench-infer: an AoH plan against all-softmax, KV bytes by the formula", "[cli][infer]") {
+  const std::string dir = test::cli_temp_dir("bench_infer");
+  const std::string ckpt = make_checkpoint(dir, "soft", 32, kSoftmax);
+  const std::string quick = " --prefill-warmup 1 --prefill-runs 2 --decode-warmup 2 --decode-runs 3";
+  const auto r = test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --sparsity 0.5 --sink 2 --window 8" + quick);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = test::last_json_line(r.out);
+  // 2 layers x 2 KV heads, half of them streaming: 2 d_head 4 (2 T + 2 (S + W)) vs 2 d_head 4 (4 T)
+  const int64_t D = 8, T = 40;
+  CHECK(j["plan"]["kv_cache_bytes"] == 2 * D * 4 * (2 * T + 2 * (2 + 8)));
+  CHECK(j["all_softmax"]["kv_cache_bytes"] == 2 * D * 4 * (4 * T));
+  CHECK(j["kv_bytes_ratio"].get<double>() == Approx(100.0 / 160.0));
+  CHECK(j["plan"]["kv_heads"]["sink_ring"] == 2);
+  CHECK(j["decode_ratio"].get<double>() > 0);
+  CHECK(r.out.find("decode ms/token") != std::string::npos);
+
+  const std::string mixed = make_checkpoint(dir, "mixed", 32, kMixed);
+  const auto p = test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --plan-from " + mixed + quick);
+  INFO(p.out);
+  REQUIRE(p.code == 0);
+  CHECK(test::last_json_line(p.out)["plan_source"] == "plan-from");
+
+  expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --sparsity 1.5" + quick),
+                   "--sparsity");
+  expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt +
+                                      " --context 40 --sparsity 0.5 --sink 30 --window 20" + quick),
+                   "exceeds --context");
+  expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 49" + quick), "--context");
+}
