@@ -18,6 +18,9 @@ enum class Stream : uint64_t {
   SafRandomSelect = 6,   // SAF: the random-selection control
   MqarCalib = 7,         // MQAR: SAF's calibration examples
   MqarEval = 8,          // MQAR: evaluation examples, index = pair count
+  AahPolicy = 9,         // AAH: the seeded controller (index 0) and joint sibling scorer (1)
+  AahGrouping = 10,      // AAH: fixed_random_grouping's balanced split, index = layer
+  AahAblation = 11,      // AAH: random_uniform / shuffle_post_select draws, index = update
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.
