@@ -1,6 +1,7 @@
 // The shipped AAH configs load and carry the recipe.
 #include <catch2/catch.hpp>
 
+#include "headwise/methods/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 
 using namespace hw;
@@ -45,4 +46,19 @@ TEST_CASE("configs/aah_1b_4k.json follows the paper's recipe", "[aah][configs]")
   CHECK(m["control_every"] == 5);
   CHECK(m["feature_ema"] == 0.9);
   CHECK(m["resolution_ema"] == 0.15);
+}
+
+TEST_CASE("configs/experiment_aah_cpu.json: the five regimes from one trunk", "[aah][configs]") {
+  const ExperimentSetup s = load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/experiment_aah_cpu.json", {});
+  REQUIRE(s.spec.branches.size() == 5);
+  const char* names[5] = {"full", "grouping_off", "full_adaptive", "shallow_freeze", "deep_reuse"};
+  const int64_t first[5] = {-1, 20, 20, 20, 1};  // deep_reuse: level 0 from update 0's features
+  for (int i = 0; i < 5; ++i) {
+    INFO(names[i]);
+    CHECK(s.spec.branches[size_t(i)].name == names[i]);
+    const RunConfig c = branch_config(s, s.spec.branches[size_t(i)], 1337);
+    const auto p = make_planners(c);
+    CHECK(first_action_step(p, c.train.steps) == first[i]);
+    if (i > 0) CHECK(p.at(0)->config()["regime"] == names[i]);
+  }
 }

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "aah/aah_test_util.hpp"
+#include "data/seed_mix.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/methods/aah/planner.hpp"
@@ -123,7 +124,8 @@ TEST_CASE("aah: each regime rebuilds, freezes or reuses its hierarchy as specifi
   const Case cases[] = {{"full_adaptive", "none", 4, 4},   {"shallow_freeze", "none", 1, 1},
                         {"deep_reuse", "none", 1, 4},      {"grouping_off", "none", 0, 0},
                         {"full_adaptive", "freeze_after_warmup", 1, 1},
-                        {"full_adaptive", "fixed_random_grouping", 1, 4}};
+                        {"full_adaptive", "fixed_random_grouping", 1, 4},
+                        {"deep_reuse", "fixed_random_grouping", 1, 4}};
   for (const Case& c : cases) {
     INFO(c.regime << " / " << c.ablation);
     const std::string out = dir + "/" + c.regime + "_" + c.ablation;
@@ -139,6 +141,9 @@ TEST_CASE("aah: each regime rebuilds, freezes or reuses its hierarchy as specifi
       if (std::string(c.regime) == "grouping_off")
         CHECK(last["hierarchy"][l] == nlohmann::json::parse("[[[0], [1], [2], [3]]]"));
       if (std::string(c.regime) == "shallow_freeze") CHECK(last["hierarchy"][l].size() == 1);  // depth 1
+      if (std::string(c.ablation) == "fixed_random_grouping")  // the seeded split of layer l, not features
+        CHECK(last["hierarchy"][l][0] ==
+              nlohmann::json(aah::balanced_random_groups(4, data::derive_seed(3, data::Stream::AahGrouping, uint64_t(l)))));
     }
   }
 }

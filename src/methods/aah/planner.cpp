@@ -47,12 +47,17 @@ bool AahPlanner::acts_at(int64_t step) const {
   if (!cfg_.controls() || step >= steps_) return false;
   if (step >= cfg_.warmup_steps) return true;  // control, or the resolution EMA moving
   // Deep practical reuse: level 0 from the features of update 0, built at the top of update 1.
-  return cfg_.regime == Regime::DeepReuse && cfg_.needs_features() && step == 1;
+  return early_level0() && step == 1;
+}
+
+bool AahPlanner::early_level0() const {
+  return cfg_.regime == Regime::DeepReuse && cfg_.needs_features() && cfg_.ablation != Ablation::FixedRandomGrouping &&
+         cfg_.warmup_steps > 1;
 }
 
 bool AahPlanner::observes_at(int64_t step) const {
   if (!cfg_.needs_features()) return false;
-  return is_control(step + 1) || (cfg_.regime == Regime::DeepReuse && step == 0 && steps_ > 1);
+  return is_control(step + 1) || (early_level0() && step == 0 && steps_ > 1);
 }
 
 void AahPlanner::control_update(int64_t step) {
@@ -120,7 +125,7 @@ std::optional<PlanChange> AahPlanner::act(PlannerContext& ctx) {
   const int64_t step = ctx.step;
   if (features_.pending()) features_.fold(ctx.comm, cfg_.feature_beta());
   if (step < cfg_.warmup_steps) {  // deep_reuse: the level-0 partition of update 0's features
-    if (cfg_.regime == Regime::DeepReuse && level0_[0].empty()) {
+    if (early_level0() && level0_[0].empty()) {
       for (int l = 0; l < L_; ++l) level0_[size_t(l)] = aah::head_groups(features_.layer(l), cfg_.similarity);
       ++level0_builds_;
     }

@@ -58,6 +58,9 @@ class AahPlanner final : public Planner, public AttentionObserver {
 
  private:
   void control_update(int64_t step);
+  // Deep practical reuse builds level 0 from update 0's features at the top of update 1 (with a
+  // warm-up of 0 or 1 updates, at the first control update instead).
+  bool early_level0() const;
   attn::HeadPlan executed_plan(const attn::HeadPlan& current) const;
 
   aah::AahConfig cfg_;
