@@ -3,7 +3,15 @@
 #include "headwise/methods/aah/planner.hpp"
 #include "headwise/methods/method_registry.hpp"
 
+namespace CLI {
+class App;
+}
+
 namespace hw {
+
+namespace aah {
+void add_commands(CLI::App& app);  // headwise aah-table (cmd_table.cpp)
+}
 
 namespace {
 std::unique_ptr<Planner> make_aah(const nlohmann::json& spec, const std::string& where, const RunConfig& cfg) {
@@ -14,7 +22,7 @@ std::unique_ptr<Planner> make_aah(const nlohmann::json& spec, const std::string&
 MethodEntry method_entry_aah() {
   return {"aah",
           "Asymmetric Attention Heads: a seeded hierarchical controller sets every head's causal window during training",
-          &make_aah};
+          &make_aah, &aah::add_commands};
 }
 
 }  // namespace hw
