@@ -29,14 +29,17 @@ TEST_CASE("aah: Table 4 rows average val loss, ACR, tok/s and memory as worked b
   // 25 ms -> 2500 and 4000 tok/s, mean 3250.
   write(dir + "/seed_1/shallow_freeze/result.json",
         {{"val_loss", 1.9}, {"steps", 10}, {"tokens", 1000}, {"mean_update_ms", 40.0}, {"memory_bytes", 4e6},
-         {"peak_rss_bytes", 1.2e8},
-         {"interventions", {{{"planner", "aah"}, {"control_update", true}, {"acr", 0.5}},
-                            {{"planner", "aah"}, {"control_update", false}, {"acr", 0.9}},
-                            {{"planner", "aah"}, {"control_update", true}, {"acr", 0.3}}}}});
+         {"peak_rss_bytes", 1.2e8}});
+  const std::string iv1 = dir + "/seed_1/shallow_freeze/interventions/";
+  write(iv1 + "step_2.0.aah.json", {{"planner", "aah"}, {"control_update", true}, {"acr", 0.5}});
+  write(iv1 + "step_3.0.aah.json", {{"planner", "aah"}, {"control_update", false}, {"acr", 0.9}});
+  write(iv1 + "step_7.0.aah.json", {{"planner", "aah"}, {"control_update", true}, {"acr", 0.3}});
+  write(iv1 + "step_7.1.saf.json", {{"planner", "saf"}, {"acr", 0.0}});  // another planner's report
   write(dir + "/seed_2/shallow_freeze/result.json",
         {{"val_loss", 2.1}, {"steps", 10}, {"tokens", 1000}, {"mean_update_ms", 25.0}, {"memory_bytes", 4e6},
-         {"peak_rss_bytes", 1.0e8},
-         {"interventions", {{{"planner", "aah"}, {"control_update", true}, {"acr", 0.2}}}}});
+         {"peak_rss_bytes", 1.0e8}});
+  write(dir + "/seed_2/shallow_freeze/interventions/step_2.0.aah.json",
+        {{"planner", "aah"}, {"control_update", true}, {"acr", 0.2}});
   const nlohmann::json rows = aah::table4_rows(dir);
   REQUIRE(rows.size() == 2);
   CHECK(rows[0]["branch"] == "full");

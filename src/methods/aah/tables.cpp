@@ -33,11 +33,17 @@ nlohmann::json table4_rows(const std::string& dir) {
       check(std::filesystem::exists(path), path + ": not found");
       const nlohmann::json r = read_json_file(path);
       loss += number(r, "val_loss", path);
+      // The branch's own AAH reports (RUN/interventions/step_<N>.<k>.aah.json).
       double a = 0;
       int reports = 0;
-      for (const auto& rep : r.value("interventions", nlohmann::json::array()))
-        if (rep.value("planner", "") == "aah" && rep.value("control_update", false)) {
-          a += number(rep, "acr", path);
+      const std::string iv = dir + "/seed_" + seed.at("seed").dump() + "/" + branch + "/interventions";
+      if (std::filesystem::is_directory(iv))
+        for (const auto& e : std::filesystem::directory_iterator(iv)) {
+          const std::string name = e.path().filename().string();
+          if (name.size() < 9 || name.compare(name.size() - 9, 9, ".aah.json") != 0) continue;
+          const nlohmann::json rep = read_json_file(e.path().string());
+          if (!rep.value("control_update", false)) continue;
+          a += number(rep, "acr", e.path().string());
           ++reports;
         }
       acr += reports > 0 ? a / reports : 1.0;
