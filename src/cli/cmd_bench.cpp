@@ -7,14 +7,24 @@
 // mode, none (no planner), idle (a planner that observes no update) and every (a planner that
 // observes every update and computes head_forward_stats for every layer), timed in turn update
 // by update so that the machine's drift hits all of them alike; one JSON line per mode.
+//
+// --plan (repeatable) compares head plans on the config's model side by side: "softmax" (every
+// head softmax), a JSON file holding a head plan, or a run's intervention report (its
+// "head_plan", e.g. RUN/interventions/step_20.0.aah.json). One trainer per plan, updates
+// alternated; then each plan's attention alone (forward + backward of every layer's plan through
+// the layer entry point, batch micro_batch, summed over layers). One JSON line per plan: ms per
+// update, update speedup and attention-time ratio against the first plan, ACR and attention
+// multiply-adds relative to full attention (attn::plan_cost).
 #include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.hpp"
+#include "cli/layer_attention_bench.hpp"
 #include "cli/run_setup.hpp"
 #include <omp.h>
 #include "headwise/attention/cost.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_fields.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
 #include "headwise/methods/head_forward_stats.hpp"
@@ -45,6 +55,7 @@ struct BenchArgs {
   std::string config;
   std::vector<std::string> sets;
   std::vector<std::string> observers;
+  std::vector<std::string> plans;
   int64_t steps = 10, warmup = 2;
 };
 
@@ -108,6 +119,60 @@ void bench_observers(const RunConfig& cfg, const BenchArgs& a) {
                              .c_str());
   }
 }
+attn::HeadPlan plan_of(const std::string& arg, const ModelConfig& mc) {
+  if (arg == "softmax") return attn::HeadPlan::uniform(mc.n_layer, mc.n_head);
+  nlohmann::json j = read_json_file(arg);
+  if (j.is_object() && j.contains("head_plan")) j = j["head_plan"];
+  attn::HeadPlan p = attn::HeadPlan::from_json(j);
+  try {
+    p.validate(mc.n_layer, mc.n_head);
+  } catch (const Error& e) {
+    fail("--plan " + arg + ": " + e.what());
+  }
+  return p;
+}
+
+// --plan: the plans' trainers side by side, then their attention alone.
+void bench_plans(const RunConfig& cfg, const BenchArgs& a) {
+  dist::LocalComm comm;
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  std::vector<attn::HeadPlan> plans;
+  for (const auto& arg : a.plans) {
+    RunConfig c = cfg;
+    c.model.head_plan = plan_of(arg, cfg.model);
+    plans.push_back(c.model.head_plan);
+    trainers.push_back(std::make_unique<Trainer>(c, "", comm, Planners{}, /*synthetic_data=*/true));
+  }
+  for (int64_t i = 0; i < a.warmup; ++i)
+    for (auto& t : trainers) t->train_step();
+  std::vector<std::vector<double>> ms(trainers.size(), std::vector<double>(size_t(a.steps)));
+  for (int64_t i = 0; i < a.steps; ++i)
+    for (size_t k = 0; k < trainers.size(); ++k) trainers[k]->train_step(nullptr, &ms[k][size_t(i)]);
+  LayerBenchOptions lo;
+  lo.n_head = cfg.model.n_head;
+  lo.head_dim = cfg.model.head_dim();
+  lo.batch = cfg.train.micro_batch;
+  lo.repeats = int(std::max<int64_t>(3, a.steps));
+  const int64_t T = cfg.train.seq_len;
+  std::vector<double> attn_ms(plans.size(), 0.0);
+  for (size_t k = 0; k < plans.size(); ++k)
+    for (const auto& layer : plans[k].layers) attn_ms[k] += time_layer_plan(trainers[k]->ops(), layer, T, lo);
+  const double base = mean_of(ms.front());
+  for (size_t k = 0; k < trainers.size(); ++k) {
+    const double mean = mean_of(ms[k]);
+    const auto cost = attn::plan_cost(plans[k], T, cfg.model.head_dim());
+    std::printf("%s\n", nlohmann::json({{"plan", a.plans[k]},
+                                        {"T", T},
+                                        {"ms_per_step", mean},
+                                        {"update_speedup", base / mean},
+                                        {"attn_ms", attn_ms[k]},
+                                        {"attn_time_ratio", attn_ms[k] / attn_ms.front()},
+                                        {"acr", cost.acr},
+                                        {"attn_flops_relative", cost.relative()}})
+                             .dump()
+                             .c_str());
+  }
+}
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -120,12 +185,17 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--observer", a->observers,
                   "Compare observation modes side by side (repeatable): none, idle (a planner observing no "
                   "update), every (observing every update)");
+  cmd->add_option("--plan", a->plans,
+                  "Compare head plans side by side (repeatable): softmax, a head-plan JSON file or a run's "
+                  "intervention report; prints update speedup and attention-time ratio beside ACR");
   cmd->callback([a] {
     check(a->steps > 0 && a->warmup >= 0, "--steps must be positive and --warmup >= 0");
     RunConfig cfg = RunConfig::load(a->config, a->sets);
     cfg.train.steps = std::max<int64_t>(cfg.train.steps, a->steps + a->warmup);
     set_threads(cfg.train.threads);
+    check(a->observers.empty() || a->plans.empty(), "bench: --observer and --plan do not combine");
     if (!a->observers.empty()) return bench_observers(cfg, *a);
+    if (!a->plans.empty()) return bench_plans(cfg, *a);
     dist::LocalComm comm;
     Trainer trainer(cfg, "", comm, nullptr, /*synthetic_data=*/true);
     for (int64_t i = 0; i < a->warmup; ++i) trainer.train_step();

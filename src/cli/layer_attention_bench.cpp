@@ -130,6 +130,15 @@ const ComputeOps<bf16, float>& bf16_ops_of(const Backend<float>& ops) {
 
 }  // namespace
 
+double time_layer_plan(const Backend<float>& ops, const attn::LayerPlan& plan, int64_t T, const LayerBenchOptions& o,
+                       uint64_t seed) {
+  check(T >= 1 && o.head_dim >= 1 && o.batch >= 1 && o.repeats >= 1, "bench: T, head_dim, batch, repeats must be >= 1");
+  check(int(plan.size()) == o.n_head, "bench: the layer plan has " + std::to_string(plan.size()) + " heads, expected " +
+                                          std::to_string(o.n_head));
+  Rng rng(seed);
+  return o.bf16 ? time_plan<bf16>(ops, bf16_ops_of(ops), plan, T, o, rng) : time_plan<float>(ops, ops, plan, T, o, rng);
+}
+
 nlohmann::json bench_layer_attention(const Backend<float>& ops, const LayerBenchOptions& o) {
   check(!o.Ts.empty(), "bench-attention: no sequence lengths given");
   for (int64_t T : o.Ts) check(T >= 1, "bench-attention: sequence length " + std::to_string(T) + " must be >= 1");

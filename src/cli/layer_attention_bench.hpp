@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "headwise/attention/head_plan.hpp"
 #include "headwise/kernels/backend.hpp"
 
 namespace hw::cli {
@@ -25,6 +26,11 @@ struct LayerBenchOptions {
 // 25% window:T/8, the rest softmax). Rows {plan, T, ms_fwd_bwd, relative_to_softmax, acr}:
 // median over `repeats` passes after one warm-up, the backend synchronised around each pass.
 nlohmann::json bench_layer_attention(const Backend<float>& ops, const LayerBenchOptions& opt);
+
+// Forward+backward ms of one layer plan (o.n_head heads, MHA, o.head_dim wide, o.batch
+// sequences of T): the median of o.repeats passes after one warm-up, random q, k, v from `seed`.
+double time_layer_plan(const Backend<float>& ops, const attn::LayerPlan& plan, int64_t T, const LayerBenchOptions& o,
+                       uint64_t seed = 4321);
 
 std::string layer_bench_markdown(const nlohmann::json& rows);
 

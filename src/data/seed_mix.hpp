@@ -18,9 +18,12 @@ enum class Stream : uint64_t {
   SafRandomSelect = 6,   // SAF: the random-selection control
   MqarCalib = 7,         // MQAR: SAF's calibration examples
   MqarEval = 8,          // MQAR: evaluation examples, index = pair count
-  LoraInit = 9,          // Model: LoRA adapters' A matrices
-  LoraDropout = 10,      // Trainer: LoRA dropout masks, index = global micro-batch
-  Sampling = 11,          // generate: next-token draws (infer/sampler.hpp), index 0
+  AahPolicy = 9,         // AAH: the seeded controller (index 0) and joint sibling scorer (1)
+  AahGrouping = 10,      // AAH: fixed_random_grouping's balanced split, index = layer
+  AahAblation = 11,      // AAH: random_uniform / shuffle_post_select draws, index = update
+  LoraInit = 12,         // Model: LoRA adapters' A matrices
+  LoraDropout = 13,      // Trainer: LoRA dropout masks, index = global micro-batch
+  Sampling = 14,         // generate: next-token draws (infer/sampler.hpp), index 0
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.

@@ -78,7 +78,7 @@ TEST_CASE("sampling: bad options name the option", "[infer]") {
   CHECK_THROWS_WITH(o.validate(), Catch::Contains("--top-p"));
 }
 
-TEST_CASE("generate: a seed reproduces the tokens, another seed does not; greedy is the full forward's argmax",
+TEST_CASE("generate: a seed reproduces the tokens, another seed does not, greedy is the full forward's argmax",
           "[infer]") {
   for (const char* plan : {R"([["softmax","window:3","sink_window:2:5","static"],["linear","pruned","window:6","sink_window:1:3"]])",
                            R"([["softmax","softmax","softmax","softmax"],["softmax","softmax","softmax","softmax"]])"}) {

@@ -1,0 +1,64 @@
+// The shipped AAH configs load and carry the recipe.
+#include <catch2/catch.hpp>
+
+#include "headwise/methods/experiment.hpp"
+#include "headwise/methods/method_registry.hpp"
+
+using namespace hw;
+
+namespace {
+RunConfig load(const std::string& name) { return RunConfig::load(std::string(HEADWISE_SOURCE_DIR) + "/configs/" + name, {}); }
+}  // namespace
+
+TEST_CASE("configs/aah_cpu.json: context 512, windows {64, 128, 256, 512}", "[aah][configs]") {
+  const RunConfig c = load("aah_cpu.json");
+  CHECK(c.model.block_size == 512);
+  CHECK(c.train.seq_len == 512);
+  const auto p = make_planners(c);
+  REQUIRE(p.size() == 1);
+  CHECK(p[0]->name() == "aah");
+  CHECK(p[0]->config()["windows"] == nlohmann::json::parse("[64, 128, 256, 512]"));
+}
+
+TEST_CASE("configs/aah_1b_4k.json follows the paper's recipe", "[aah][configs]") {
+  const RunConfig c = load("aah_1b_4k.json");
+  CHECK(c.model.n_layer == 16);
+  CHECK(c.model.n_head == 12);
+  CHECK(c.model.n_embd == 1536);
+  CHECK(c.model.head_dim() == 128);
+  CHECK(c.model.block_size == 4096);
+  CHECK(c.model.pos == "learned");
+  CHECK(c.train.seq_len == 4096);
+  CHECK(c.train.micro_batch == 1);
+  CHECK(c.grad_accum(1) == 1);
+  CHECK(c.train.lr == 3e-4);
+  CHECK(c.train.min_lr == 0.0);
+  CHECK(c.train.weight_decay == 0.1);
+  CHECK(c.train.warmup_steps == 100);
+  CHECK(c.train.steps == 10000);
+  CHECK(c.train.grad_clip == 0.0);
+  CHECK(c.train.seed == 0);
+  const auto p = make_planners(c);
+  REQUIRE(p.size() == 1);
+  const nlohmann::json m = p[0]->config();
+  CHECK(m["windows"] == nlohmann::json::parse("[512, 1024, 2048, 4096]"));
+  CHECK(m["warmup_steps"] == 100);
+  CHECK(m["control_every"] == 5);
+  CHECK(m["feature_ema"] == 0.9);
+  CHECK(m["resolution_ema"] == 0.15);
+}
+
+TEST_CASE("configs/experiment_aah_cpu.json: the five regimes from one trunk", "[aah][configs]") {
+  const ExperimentSetup s = load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/experiment_aah_cpu.json", {});
+  REQUIRE(s.spec.branches.size() == 5);
+  const char* names[5] = {"full", "grouping_off", "full_adaptive", "shallow_freeze", "deep_reuse"};
+  const int64_t first[5] = {-1, 20, 20, 20, 1};  // deep_reuse: level 0 from update 0's features
+  for (int i = 0; i < 5; ++i) {
+    INFO(names[i]);
+    CHECK(s.spec.branches[size_t(i)].name == names[i]);
+    const RunConfig c = branch_config(s, s.spec.branches[size_t(i)], 1337);
+    const auto p = make_planners(c);
+    CHECK(first_action_step(p, c.train.steps) == first[i]);
+    if (i > 0) CHECK(p.at(0)->config()["regime"] == names[i]);
+  }
+}

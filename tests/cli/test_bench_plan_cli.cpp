@@ -1,0 +1,56 @@
+// `headwise bench --plan`: head plans timed side by side, each row with its update speedup and
+// attention-time ratio against the first plan beside ACR and the computed multiply-adds.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "cli/cli_util.hpp"
+
+using namespace hw::test;
+
+TEST_CASE("bench --plan prints one row per plan with ratios beside ACR", "[cli][bench]") {
+  const std::string dir = cli_temp_dir("bench_plan");
+  write_text(dir + "/cfg.json", R"({
+    "model": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 128, "vocab_size": 64},
+    "train": {"micro_batch": 1, "seq_len": 128, "steps": 4, "threads": 1},
+    "data": {}
+  })");
+  write_text(dir + "/w16.json", R"([["window:16", "window:16", "window:16", "window:16"],
+                                    ["window:16", "window:16", "window:16", "window:16"]])");
+  // An intervention report's head_plan is read too.
+  write_text(dir + "/report.json", R"({"head_plan": [["window:64", "softmax", "softmax", "softmax"],
+                                                      ["softmax", "softmax", "softmax", "softmax"]]})");
+  const CmdResult r = run_headwise("bench --config " + dir + "/cfg.json --steps 1 --warmup 0 --plan softmax --plan " +
+                                   dir + "/w16.json --plan " + dir + "/report.json");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  std::vector<nlohmann::json> rows;
+  std::istringstream in(r.out);
+  std::string line;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.is_object() && j.contains("plan")) rows.push_back(j);
+  }
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[0]["update_speedup"] == 1.0);
+  CHECK(rows[0]["attn_time_ratio"] == 1.0);
+  CHECK(rows[0]["acr"] == 1.0);
+  // ACR by hand: clamp(16, 64, 128) = 64 per head -> 64 / 128 = .5; band 16*17/2 + 112*16 = 1928
+  // of 128*129/2 = 8256 pairs.
+  CHECK(rows[1]["acr"].get<double>() == Approx(0.5));
+  CHECK(rows[1]["attn_flops_relative"].get<double>() == Approx(1928.0 / 8256.0));
+  // Layer 0: (64 + 3 x 128) / 512 = .875, layer 1: 1 -> .9375.
+  CHECK(rows[2]["acr"].get<double>() == Approx(0.9375));
+  for (const auto& row : rows) {
+    CHECK(row["T"] == 128);
+    CHECK(std::isfinite(row["update_speedup"].get<double>()));
+    CHECK(row["update_speedup"].get<double>() > 0);
+    CHECK(row["attn_ms"].get<double>() > 0);
+  }
+  write_text(dir + "/bad.json", R"([["window:16"]])");
+  const CmdResult bad = run_headwise("bench --config " + dir + "/cfg.json --steps 1 --plan " + dir + "/bad.json");
+  CHECK(bad.code == 1);
+  CHECK(bad.out.find("error: --plan " + dir + "/bad.json") != std::string::npos);
+}
