@@ -24,6 +24,7 @@ enum class Stream : uint64_t {
   LoraInit = 12,         // Model: LoRA adapters' A matrices
   LoraDropout = 13,      // Trainer: LoRA dropout masks, index = global micro-batch
   Sampling = 14,         // generate: next-token draws (infer/sampler.hpp), index 0
+  AohRandomSelect = 15,  // AoH: the random-selection control, index = group (0 global, or layer)
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.

@@ -51,8 +51,9 @@ TEST_CASE("AoH: method keys, defaults and schedule", "[aoh][config]") {
   REQUIRE(p.size() == 1);
   CHECK(p[0]->name() == "aoh");
   const nlohmann::json c = p[0]->config();
-  CHECK(c == nlohmann::json{{"name", "aoh"},      {"sparsity", 0.5},    {"sink", 4}, {"window", 8},
-                            {"per_layer", false}, {"at_fraction", 0.0}, {"at_step", -1}});
+  CHECK(c == nlohmann::json{{"name", "aoh"},       {"sparsity", 0.5}, {"sink", 4},          {"window", 8},
+                            {"per_layer", false},  {"selection", "spectrum"}, {"seed", 0},
+                            {"at_fraction", 0.0},  {"at_step", -1}});
   CHECK(aoh::AohConfig::from_json(c).to_json() == c);
   // Default schedule: before the first update; at_fraction and at_step as SAF's.
   for (int64_t s = 0; s <= 8; ++s) CHECK(p[0]->acts_at(s) == (s == 0));
@@ -85,6 +86,8 @@ TEST_CASE("AoH: bad method input is one error naming the key", "[aoh][config]") 
              Catch::Contains("method.at_step") && Catch::Contains("beyond the run's train.steps"));
   CHECK_THAT(err({{"name", "aoh"}, {"sink", 4}, {"window", 8}, {"per_layer", "yes"}}),
              Catch::Contains("method.per_layer"));
+  CHECK_THAT(err({{"name", "aoh"}, {"sink", 4}, {"window", 8}, {"selection", "best"}}),
+             Catch::Contains("method.selection must be \"spectrum\" or \"random\""));
   for (const auto& e : {sparsity, fit, unknown}) CHECK(e.find('\n') == std::string::npos);  // one line
 }
 

@@ -3,6 +3,7 @@
 // hand-made spectra, the KV-granularity split against hand-worked examples, and the scores read
 // from a model's compact weights against the checkpoint's stored (Hugging Face) weights.
 #include <catch2/catch.hpp>
+#include <map>
 #include <cmath>
 
 #include "headwise/core/rng.hpp"
@@ -185,6 +186,34 @@ TEST_CASE("AoH: the highest effective ranks stream, globally or per layer (hand-
   CHECK(aoh::classify(kvs, 1.0, true) == 5);
   CHECK(streaming_of(kvs) == Set{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}});
   CHECK_THROWS_WITH(aoh::classify(kvs, 1.5, false), Catch::Contains("sparsity must be in [0, 1]"));
+}
+
+TEST_CASE("AoH: the random control picks as many KV heads, uniformly, never a skipped one", "[aoh]") {
+  std::vector<aoh::KvScore> kvs = {kv(0, 0, 3.0), kv(0, 1, 1.5), kv(0, 2, 0.0, false),
+                                   kv(1, 0, 5.0), kv(1, 1, 4.0), kv(1, 2, 1.0)};
+  // 0.4 of 5 scored: 2 per draw, each scored KV head with probability 2/5 over many seeds.
+  std::map<std::pair<int, int>, int> chosen;
+  const int draws = 4000;
+  for (int seed = 0; seed < draws; ++seed) {
+    CHECK(aoh::classify(kvs, 0.4, false, uint64_t(seed)) == 2);
+    const auto s = streaming_of(kvs);
+    CHECK(s.size() == 2);
+    CHECK(s.count({0, 2}) == 0);
+    for (const auto& p : s) ++chosen[p];
+  }
+  // Binomial(4000, 0.4): sd 31; 5 sd = 155.
+  for (const auto& p : std::vector<std::pair<int, int>>{{0, 0}, {0, 1}, {1, 0}, {1, 1}, {1, 2}}) {
+    INFO(p.first << "," << p.second);
+    CHECK(std::abs(chosen[p] - 0.4 * draws) < 155);
+  }
+  // Per layer: 1 from layer 0's two, round(1.2) = 1 from layer 1's three; a seed reproduces its draw.
+  CHECK(aoh::classify(kvs, 0.4, true, 7) == 2);
+  const auto a = streaming_of(kvs);
+  CHECK(aoh::classify(kvs, 0.4, true, 7) == 2);
+  CHECK(streaming_of(kvs) == a);
+  int layer0 = 0;
+  for (const auto& p : a) layer0 += p.first == 0;
+  CHECK(layer0 == 1);
 }
 
 TEST_CASE("AoH: scores of a model's compact weights equal the stored weights' (GQA, mixed plan)", "[aoh]") {

@@ -18,12 +18,17 @@ AohConfig AohConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.get("sink", m.sink);
   f.get("window", m.window);
   f.get("per_layer", m.per_layer);
+  f.get("selection", m.selection);
+  f.get("seed", m.seed);
   f.get("at_fraction", m.at_fraction);
   f.get("at_step", m.at_step);
   f.finish("method \"aoh\"");
   const std::string w = where + ".";
   check(m.sparsity >= 0 && m.sparsity <= 1,
         w + "sparsity must be in [0, 1] (the fraction of KV heads that stream), got " + nlohmann::json(m.sparsity).dump());
+  check(m.selection == "spectrum" || m.selection == "random",
+        w + "selection must be \"spectrum\" or \"random\", got \"" + m.selection + "\"");
+  check(m.seed >= 0, w + "seed must be >= 0");
   check(m.sink >= 0, w + "sink must be >= 0, got " + std::to_string(m.sink));
   check(m.window >= 1, w + "window must be >= 1, got " + std::to_string(m.window));
   check(m.sink <= INT32_MAX && m.window <= INT32_MAX, w + "sink and " + w + "window must fit in 32 bits");
@@ -34,7 +39,8 @@ AohConfig AohConfig::from_json(const nlohmann::json& spec, const std::string& wh
 
 nlohmann::json AohConfig::to_json() const {
   return {{"name", "aoh"},         {"sparsity", sparsity},       {"sink", sink},       {"window", window},
-          {"per_layer", per_layer}, {"at_fraction", at_fraction}, {"at_step", at_step}};
+          {"per_layer", per_layer}, {"selection", selection},   {"seed", seed},
+          {"at_fraction", at_fraction}, {"at_step", at_step}};
 }
 
 int64_t AohConfig::fire_step(const RunConfig& run) const {

@@ -4,7 +4,9 @@
 #include <cmath>
 #include <numeric>
 
+#include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/rng.hpp"
 #include "headwise/methods/aoh/spectrum.hpp"
 #include "headwise/model/device_copy.hpp"
 
@@ -84,7 +86,7 @@ std::vector<KvScore> kv_scores(const std::vector<HeadScore>& heads, int n_layer,
   return kv;
 }
 
-int classify(std::vector<KvScore>& kv, double sparsity, bool per_layer) {
+int classify(std::vector<KvScore>& kv, double sparsity, bool per_layer, std::optional<uint64_t> random_seed) {
   check(sparsity >= 0.0 && sparsity <= 1.0, "AoH: sparsity must be in [0, 1]");
   for (auto& k : kv) k.streaming = false;
   // Groups ranked separately: all KV heads (global) or each layer's.
@@ -101,9 +103,15 @@ int classify(std::vector<KvScore>& kv, double sparsity, bool per_layer) {
       if (kv[i].scored) groups[0].push_back(i);
   }
   int n_stream = 0;
-  for (auto& g : groups) {
-    // Highest effective rank first; equal scores keep the (layer, kv head) order.
-    std::stable_sort(g.begin(), g.end(), [&](size_t a, size_t b) { return kv[a].score > kv[b].score; });
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    auto& g = groups[gi];
+    if (random_seed) {  // Fisher-Yates from the group's own stream
+      Rng rng(data::derive_seed(*random_seed, data::Stream::AohRandomSelect, gi));
+      for (size_t i = g.size(); i > 1; --i) std::swap(g[i - 1], g[size_t(rng.below(i))]);
+    } else {
+      // Highest effective rank first; equal scores keep the (layer, kv head) order.
+      std::stable_sort(g.begin(), g.end(), [&](size_t a, size_t b) { return kv[a].score > kv[b].score; });
+    }
     const auto k = size_t(std::llround(sparsity * double(g.size())));
     for (size_t i = 0; i < k && i < g.size(); ++i) kv[g[i]].streaming = true;
     n_stream += int(std::min(k, g.size()));

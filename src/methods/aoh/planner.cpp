@@ -20,7 +20,9 @@ std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
         cfg_.where + ".sink + " + cfg_.where + ".window (" + std::to_string(cfg_.sink + cfg_.window) +
             ") exceed the model's block size (" + std::to_string(mc.block_size) + ")");
   aoh::HeadScores scores = aoh::score_model(ctx.model);
-  const int n_stream = aoh::classify(scores.kv, cfg_.sparsity, cfg_.per_layer);
+  const int n_stream = aoh::classify(scores.kv, cfg_.sparsity, cfg_.per_layer,
+                                     cfg_.selection == "random" ? std::optional<uint64_t>(uint64_t(cfg_.seed))
+                                                                : std::nullopt);
   PlanChange change;
   change.plan = aoh::streaming_plan(mc.head_plan, scores, int(cfg_.sink), int(cfg_.window));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -37,6 +39,7 @@ std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
   change.report = {{"method", "aoh"},
                    {"sparsity", cfg_.sparsity},
                    {"per_layer", cfg_.per_layer},
+                   {"selection", cfg_.selection},
                    {"sink", cfg_.sink},
                    {"window", cfg_.window},
                    {"n_kv_heads_scored", n_scored},
@@ -45,7 +48,8 @@ std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
                    {"streaming_heads", std::move(head_pairs)},
                    {"scores", aoh::to_json(scores)},
                    {"score_seconds", seconds}};
-  spdlog::info("AoH: {} of {} KV heads stream (sink_window:{}:{}), scored in {:.3f} s", n_stream, n_scored, cfg_.sink,
+  spdlog::info("AoH: {} of {} KV heads stream ({} choice, sink_window:{}:{}), scored in {:.3f} s", n_stream, n_scored,
+               cfg_.selection, cfg_.sink,
                cfg_.window, seconds);
   return change;
 }

@@ -14,6 +14,10 @@ struct AohConfig {
   int64_t sink = 64;         // streaming heads: the first `sink` keys ...
   int64_t window = 256;      // ... and the last `window` keys (sink_window:sink:window)
   bool per_layer = false;    // false: one threshold over all layers; true: the fraction per layer
+  // "spectrum" (the method): the highest effective ranks stream; "random": the same number of
+  // KV heads drawn uniformly from `seed` (the control that shows whether the spectrum matters).
+  std::string selection = "spectrum";
+  int64_t seed = 0;
   double at_fraction = 0.0;  // acts at round(at_fraction * train.steps) (0: before the first update) ...
   int64_t at_step = -1;      // ... or at this update when >= 0
   std::string where = "method";

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <optional>
 #include <vector>
 
 #include "headwise/attention/head_plan.hpp"
@@ -57,7 +58,10 @@ std::vector<KvScore> kv_scores(const std::vector<HeadScore>& heads, int n_layer,
 // of all layers), one threshold over all layers, as DuoAttention does; per_layer: round(sparsity
 // x scored KV heads of the layer) in each layer. Ties go to the lower (layer, kv head) index.
 // Returns the number of streaming KV heads.
-int classify(std::vector<KvScore>& kv, double sparsity, bool per_layer);
+// random_seed: instead of the highest scores, round(sparsity x count) scored KV heads per group
+// drawn uniformly (a seeded shuffle of each group), the random-choice control.
+int classify(std::vector<KvScore>& kv, double sparsity, bool per_layer,
+             std::optional<uint64_t> random_seed = std::nullopt);
 
 // `plan` with every scored query head of a streaming KV head as sink_window:sink:window (the
 // layout is kept: softmax-family kinds share their parameters). Other heads are unchanged.
