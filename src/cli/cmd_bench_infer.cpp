@@ -1,26 +1,26 @@
-// headwise bench-infer --checkpoint CKPT --context N [--plan-from CKPT2 | --sparsity S [--sink S]
-//                      [--window W] [--per-layer]] [--prefill-warmup 3] [--prefill-runs 10]
+// headwise bench-infer --checkpoint CKPT --context N [--plan-from CKPT2 | --method NAME
+//                      [--set method.key=value]...] [--prefill-warmup 3] [--prefill-runs 10]
 //                      [--decode-warmup 50] [--decode-runs 100] [--seed S]
 // Cached inference of one plan against all-softmax on the same weights, in one run (DuoAttention's
 // protocol): prefill latency of N tokens (warm-up, then timed runs), decode latency per token at
 // context N (the cache prefilled with N - warmup - runs tokens, then warm-up and timed steps, so
 // the timed steps see contexts N - runs .. N - 1), KV-cache bytes, the decoder's bytes (weights,
 // cache, scratch) and the process's peak RSS during each side. The plan is the checkpoint's own,
-// CKPT2's (same shapes; weights stay CKPT's), or AoH's split at sparsity S (sink_window:S:W for
-// the streaming KV heads, src/methods/aoh/heads.cpp).
+// CKPT2's (same shapes; weights stay CKPT's), or the one a data-free method makes of CKPT
+// (data_free_method.hpp, as `convert` does: e.g. --method aoh --set method.sparsity=0.5).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/decoder.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/aoh/heads.hpp"
 #include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -29,11 +29,9 @@ namespace hw::cli {
 namespace {
 
 struct BenchInferArgs {
-  std::string checkpoint, plan_from;
+  std::string checkpoint, plan_from, method;
+  std::vector<std::string> sets;
   int64_t context = 0;
-  double sparsity = -1.0;
-  int64_t sink = 64, window = 256;
-  bool per_layer = false;
   int64_t prefill_warmup = 3, prefill_runs = 10, decode_warmup = 50, decode_runs = 100;
   uint64_t seed = 1337;
 };
@@ -129,11 +127,9 @@ void add_bench_infer_command(CLI::App& app) {
   cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint directory")->required();
   cmd->add_option("--context", a->context, "Context N: prefill length and decode position")->required();
   auto* pf = cmd->add_option("--plan-from", a->plan_from, "Take the head plan (and head values) of this checkpoint");
-  auto* sp = cmd->add_option("--sparsity", a->sparsity, "AoH: this fraction of KV heads stream (sink_window)");
-  pf->excludes(sp);
-  cmd->add_option("--sink", a->sink, "Streaming heads' sink keys with --sparsity (default 64)");
-  cmd->add_option("--window", a->window, "Streaming heads' window with --sparsity (default 256)");
-  cmd->add_flag("--per-layer", a->per_layer, "AoH: the fraction in every layer instead of one global threshold");
+  auto* me = cmd->add_option("--method", a->method, "Or the plan a data-free method makes of CKPT (as convert)");
+  pf->excludes(me);
+  cmd->add_option("--set", a->sets, "A key of --method: method.key=value (repeatable)");
   cmd->add_option("--prefill-warmup", a->prefill_warmup, "Untimed prefills (default 3)");
   cmd->add_option("--prefill-runs", a->prefill_runs, "Timed prefills (default 10)");
   cmd->add_option("--decode-warmup", a->decode_warmup, "Untimed decode steps (default 50)");
@@ -142,9 +138,7 @@ void add_bench_infer_command(CLI::App& app) {
   cmd->callback([a] {
     check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
           "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
-    if (a->sparsity != -1.0)
-      check(a->sparsity >= 0.0 && a->sparsity <= 1.0, "--sparsity must be in [0, 1], got " + std::to_string(a->sparsity));
-    check(a->sink >= 0 && a->window >= 1, "--sink must be >= 0 and --window >= 1");
+    check(a->sets.empty() || !a->method.empty(), "--set needs --method");
     auto model = load_model(a->checkpoint, cpu_backend<float>());
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig cfg = model->config();
@@ -164,13 +158,9 @@ void add_bench_infer_command(CLI::App& app) {
       io::SafetensorsReader st(a->plan_from + "/model.safetensors");
       model->install_plan(other.head_plan, read_head_extras(st, other));
       plan_name = "plan-from";
-    } else if (a->sparsity >= 0.0) {
-      check(a->sink + a->window <= N, "--sink + --window (" + std::to_string(a->sink + a->window) +
-                                          ") exceeds --context " + std::to_string(N));
-      aoh::HeadScores scores = aoh::score_model(*model);
-      aoh::classify(scores.kv, a->sparsity, a->per_layer);
-      model->install_plan(aoh::streaming_plan(cfg.head_plan, scores, int(a->sink), int(a->window)), model->head_extras());
-      plan_name = "aoh";
+    } else if (!a->method.empty()) {
+      apply_data_free_method(*model, a->method, a->sets, "bench-infer --method " + a->method);
+      plan_name = a->method;
     }
     for (int l = 0; l < cfg.n_layer; ++l)
       for (const auto& h : model->config().head_plan.layers[size_t(l)])

@@ -10,12 +10,10 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
-#include "headwise/core/json_fields.hpp"
-#include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/method_registry.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {
@@ -28,11 +26,6 @@ struct ConvertArgs {
   std::vector<std::string> sets;
 };
 
-std::string method_names() {
-  std::string names;
-  for (const auto& e : method_table()) names += (names.empty() ? "" : ", ") + e.name;
-  return names.empty() ? "none" : names;
-}
 }  // namespace
 
 void add_convert_command(CLI::App& app) {
@@ -45,47 +38,14 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable)");
   cmd->callback([a] {
     const std::string who = "convert --method " + a->method;
-    for (const auto& s : a->sets)
-      check(s.rfind("method.", 0) == 0, "--set takes method.<key>=value (convert reads no data and trains nothing), got '" +
-                                            s + "'");
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
     auto model = load_model(a->checkpoint, cpu_backend<float>());
     const ModelConfig before = model->config();
-
-    // The run the planner is built for: the checkpoint's model, no data, default schedule length.
-    nlohmann::json doc = {{"model", before.to_json()},
-                          {"train", {{"seq_len", before.block_size}, {"micro_batch", 1}}},
-                          {"method", {{"name", a->method}}}};
-    for (const auto& s : a->sets) apply_override(doc, s);
-    check(doc["method"]["name"] == a->method, "--set method.name is --method's job");
-    const RunConfig cfg = RunConfig::from_json(doc);
-    check(cfg.methods.size() == 1, who + ": not a method (available: " + method_names() + ")");
-
-    std::unique_ptr<Planner> planner;
-    int64_t step = -1;
-    std::optional<PlanChange> change;
-    dist::LocalComm comm;
-    try {
-      planner = find_method(a->method, "method").make(cfg.methods[0], "method", cfg);
-      for (int64_t s = 0; s <= cfg.train.steps && step < 0; ++s) {
-        check(!planner->observes_at(s), "the method observes training forwards (it needs data); convert runs none");
-        if (planner->acts_at(s)) step = s;
-      }
-      check(step >= 0, "the method never acts within train.steps = " + std::to_string(cfg.train.steps));
-      PlannerContext ctx{*model, cfg, comm, step};
-      change = planner->act(ctx);
-    } catch (const Error& e) {
-      fail(who + ": " + e.what());
-    }
-
-    bool kept = true;
-    if (change) kept = model->install_plan(change->plan, change->extras);
-    if (change && change->adapters) {  // fresh adapters (B = 0), drawn as a run's at this step would be
-      model->add_adapters(*change->adapters, adapter_init_seed(cfg.train.seed, step));
-      kept = false;
-    }
+    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who);
+    const std::optional<PlanChange>& change = applied.change;
+    const bool kept = applied.layout_kept;
     const ModelConfig& after = model->config();
     nlohmann::json changed = nlohmann::json::array();
     std::printf("%s: %s -> %s\n", who.c_str(), a->checkpoint.c_str(), a->out.c_str());
@@ -99,8 +59,8 @@ void add_convert_command(CLI::App& app) {
     std::printf("%zu heads changed%s\n", changed.size(), change ? (kept ? ", parameter layout kept" : ", layout moved")
                                                                 : " (the method kept the plan)");
     nlohmann::json record = {{"from", a->checkpoint},
-                             {"method", planner->config()},
-                             {"step", step},
+                             {"method", applied.method},
+                             {"step", applied.step},
                              {"changed", changed},
                              {"layout_kept", kept},
                              {"head_plan_before", before.head_plan.to_json()},

@@ -64,7 +64,6 @@ class CpuBackend final : public Backend<F> {
   void dropout(F* out, const F* in, int64_t n, double p, uint64_t seed) const override {
     cpu::dropout(out, in, n, p, seed);
   }
-  void scale_values(F* x, double s, int64_t n) const override { cpu::scale(x, F(s), n); }
   bool has_lora_ops() const override { return true; }
   double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
                                        int64_t V, double dloss) const override {

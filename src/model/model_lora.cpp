@@ -2,7 +2,7 @@
 // like the projection they adapt) and to its attention output projection, and the backward of
 // both. u = scaling * dropout(x) A^T is kept per adapter for B's gradient; the dropped-out input
 // is recomputed in backward from the same seed instead of being stored. Full precision only
-// (Model refuses adapters under bf16), so these run on the backend's own ComputeOps<F, F>.
+// (Model refuses adapters under bf16), so these run on the backend itself (ComputeOps<F, F>).
 #include <string>
 
 #include "data/seed_mix.hpp"
@@ -54,7 +54,7 @@ void Model<F>::lora_qkv_forward(int l) {
     if (!W.lora_a[size_t(t)]) continue;
     F* u = Ac.lora_u[size_t(t)];
     ops_.matmul_forward(u, x, W.lora_a[size_t(t)], nullptr, N, C, r, /*w_out_in=*/true);
-    ops_.scale_values(u, cfg_.lora.scaling(), N * r);
+    ops_.scale(u, F(cfg_.lora.scaling()), N * r);
     const QkvBlock b = qkv_block(lay, LoraTarget(t));
     ops_.matmul_forward(S.lora_out, u, W.lora_b[size_t(t)], nullptr, N, r, b.width, /*w_out_in=*/true);
     ops_.add_columns(Ac.qkv, lay.qkv_width(), b.col0, S.lora_out, N, b.width);
@@ -71,7 +71,7 @@ void Model<F>::lora_out_forward(int l) {
   const F* x = lora_input(Ac.atty, N * ow, l, 1);
   F* u = Ac.lora_u[o];
   ops_.matmul_forward(u, x, W.lora_a[o], nullptr, N, ow, r, /*w_out_in=*/true);
-  ops_.scale_values(u, cfg_.lora.scaling(), N * r);
+  ops_.scale(u, F(cfg_.lora.scaling()), N * r);
   ops_.matmul_forward(S.lora_out, u, W.lora_b[o], nullptr, N, r, C, /*w_out_in=*/true);
   ops_.accumulate(Ac.resid2, S.lora_out, N * C);
 }
@@ -88,7 +88,7 @@ void Model<F>::lora_adapter_backward(int l, int t, const F* dout, int64_t width,
   ops_.fill_zero(S.lora_du, N * r);
   ops_.matmul_backward(S.lora_du, G.lora_b[size_t(t)], nullptr, dout, S.layers[size_t(l)].lora_u[size_t(t)],
                        W.lora_b[size_t(t)], N, r, width, /*w_out_in=*/true);
-  ops_.scale_values(S.lora_du, cfg_.lora.scaling(), N * r);
+  ops_.scale(S.lora_du, F(cfg_.lora.scaling()), N * r);
   ops_.matmul_backward(dx, G.lora_a[size_t(t)], nullptr, S.lora_du, x, W.lora_a[size_t(t)], N, in, r,
                        /*w_out_in=*/true);
 }

@@ -109,7 +109,7 @@ TEST_CASE("bench-infer: an AoH plan against all-softmax, KV bytes by the formula
   const std::string dir = test::cli_temp_dir("bench_infer");
   const std::string ckpt = make_checkpoint(dir, "soft", 32, kSoftmax);
   const std::string quick = " --prefill-warmup 1 --prefill-runs 2 --decode-warmup 2 --decode-runs 3";
-  const auto r = test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --sparsity 0.5 --sink 2 --window 8" + quick);
+  const auto r = test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --method aoh --set method.sparsity=0.5 --set method.sink=2 --set method.window=8" + quick);
   INFO(r.out);
   REQUIRE(r.code == 0);
   const auto j = test::last_json_line(r.out);
@@ -128,10 +128,11 @@ TEST_CASE("bench-infer: an AoH plan against all-softmax, KV bytes by the formula
   REQUIRE(p.code == 0);
   CHECK(test::last_json_line(p.out)["plan_source"] == "plan-from");
 
-  expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --sparsity 1.5" + quick),
-                   "--sparsity");
   expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt +
-                                      " --context 40 --sparsity 0.5 --sink 30 --window 20" + quick),
+                                      " --context 40 --method aoh --set method.sparsity=1.5" + quick),
+                   "method.sparsity must be in [0, 1]");
+  expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt +
+                                      " --context 40 --method aoh --set method.sink=30 --set method.window=15" + quick),
                    "exceeds --context");
   expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 49" + quick), "--context");
 }

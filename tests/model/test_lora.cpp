@@ -18,22 +18,6 @@ using namespace hw;
 
 namespace {
 
-ModelConfig tiny(bool mixed) {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 16;
-  c.vocab_size = 11;
-  c.block_size = 12;
-  if (mixed) {
-    c.n_kv_head = 2;
-    c.pos = "rope";
-    c.head_plan = attn::HeadPlan::from_json(nlohmann::json::parse(
-        R"([["softmax", "window:3", "sink_window:1:2", "static"], ["linear", "pruned", "softmax", "window:5"]])"));
-  }
-  return c;
-}
-
 LoraConfig lora(int rank, std::vector<int> layers = {}, std::array<bool, 4> targets = {true, true, true, true},
                 bool freeze = false, double dropout = 0.0) {
   LoraConfig l;
@@ -118,27 +102,27 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }  // namespace
 
 TEST_CASE("LoRA gradients match finite differences on every target", "[model][lora][grad]") {
-  ModelConfig c = tiny(false);
+  ModelConfig c = test::gradcheck_config(false);
   c.lora = lora(3);
   check_gradients(c);
 }
 
 TEST_CASE("LoRA gradients match finite differences: mixed plan, GQA, RoPE, frozen base, some targets",
           "[model][lora][grad]") {
-  ModelConfig c = tiny(true);
+  ModelConfig c = test::gradcheck_config(true);
   c.lora = lora(2, {1, 0}, {true, false, true, true}, /*freeze=*/true);
   check_gradients(c);
 }
 
 TEST_CASE("LoRA gradients match finite differences through dropout", "[model][lora][grad]") {
-  ModelConfig c = tiny(true);
+  ModelConfig c = test::gradcheck_config(true);
   c.lora = lora(2, {0}, {true, true, true, true}, false, /*dropout=*/0.3);
   check_gradients(c);
 }
 
 TEST_CASE("frozen base weights are buffers (no gradient, nothing to optimize), adapters and L train",
           "[model][lora]") {
-  ModelConfig c = tiny(true);
+  ModelConfig c = test::gradcheck_config(true);
   c.lora = lora(2, {1}, {true, true, true, true}, /*freeze=*/true);
   Model<float> m(c, cpu_backend<float>());
   m.init_weights(1);
@@ -162,7 +146,7 @@ TEST_CASE("frozen base weights are buffers (no gradient, nothing to optimize), a
 }
 
 TEST_CASE("a fresh adapter leaves the logits and every base weight as without adapters", "[model][lora]") {
-  ModelConfig base = tiny(true), adapted = base;
+  ModelConfig base = test::gradcheck_config(true), adapted = base;
   adapted.lora = lora(4, {}, {true, true, true, true}, /*freeze=*/true);
   Model<float> a(base, cpu_backend<float>()), b(adapted, cpu_backend<float>());
   a.init_weights(8);
@@ -180,7 +164,7 @@ TEST_CASE("a fresh adapter leaves the logits and every base weight as without ad
 
 TEST_CASE("merged adapters give the unmerged model's logits and add_adapters changes nothing", "[model][lora]") {
   for (bool mixed : {false, true}) {
-    ModelConfig c = tiny(mixed);
+    ModelConfig c = test::gradcheck_config(mixed);
     c.lora = lora(3, {}, {true, true, true, true}, /*freeze=*/mixed);
     Model<float> m(c, cpu_backend<float>());
     m.init_weights(2);
@@ -287,7 +271,7 @@ TEST_CASE("LoRA config errors name the key", "[model][lora][config]") {
   CHECK_THAT(error_of(R"({"freeze_base": true})"), Contains("model.lora.freeze_base needs adapters"));
   CHECK_THAT(error_of(R"({"rank": 4, "rnak": 2})"), Contains("rnak"));
   CHECK(error_of(R"({"rank": 16, "targets": ["o"]})") == "no error");
-  ModelConfig c = tiny(false);
+  ModelConfig c = test::gradcheck_config(false);
   c.lora = lora(2);
   Model<float> m(c, cpu_backend<float>());
   CHECK_THROWS_WITH(m.set_precision(Precision::Bf16), Contains("model.lora: adapters need train.precision = fp32"));

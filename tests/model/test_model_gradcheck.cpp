@@ -6,26 +6,11 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/gpt.hpp"
+#include "model/model_test_util.hpp"
 
 using namespace hw;
 
 namespace {
-
-ModelConfig tiny_config(bool mixed) {
-  ModelConfig c;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 16;
-  c.vocab_size = 11;
-  c.block_size = 12;
-  if (mixed) {
-    c.n_kv_head = 2;
-    c.pos = "rope";
-    c.head_plan = attn::HeadPlan::from_json(nlohmann::json::parse(
-        R"([["softmax", "window:3", "sink_window:1:2", "static"], ["linear", "pruned", "softmax", "window:5"]])"));
-  }
-  return c;
-}
 
 void check_model_gradients(const ModelConfig& cfg) {
   HeadExtras extras;
@@ -77,8 +62,8 @@ void check_model_gradients(const ModelConfig& cfg) {
 
 }  // namespace
 
-TEST_CASE("GPT-2 gradients match finite differences", "[model][grad]") { check_model_gradients(tiny_config(false)); }
+TEST_CASE("GPT-2 gradients match finite differences", "[model][grad]") { check_model_gradients(test::gradcheck_config(false)); }
 
 TEST_CASE("mixed plan with RoPE and GQA: gradients match finite differences", "[model][grad]") {
-  check_model_gradients(tiny_config(true));
+  check_model_gradients(test::gradcheck_config(true));
 }

@@ -72,7 +72,6 @@ class ComputeOps {
   virtual void dropout(A* /*out*/, const A* /*in*/, int64_t /*n*/, double /*p*/, uint64_t /*seed*/) const {
     missing_op("dropout");
   }
-  virtual void scale_values(A* /*x*/, double /*s*/, int64_t /*n*/) const { missing_op("scale_values"); }
   // Whether the LoRA ops above are implemented.
   virtual bool has_lora_ops() const { return false; }
 

@@ -2,6 +2,7 @@
 // of) one column block of the fused q|k|v activations, and inverted dropout on the adapter input.
 #include <cstdint>
 
+#include "data/seed_mix.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "kernels/cpu/parallel.hpp"
 
@@ -22,14 +23,10 @@ void copy_columns(F* dst, const F* src, int64_t stride, int64_t col0, int64_t N,
 }
 
 bool dropout_keeps(uint64_t seed, int64_t i, double p) {
-  // A counter-based draw (splitmix64's finaliser of seed and index): any element's mask is a
-  // pure function of (seed, i), so backward regenerates it instead of storing it.
-  uint64_t z = seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(i) + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  const double u = double(z >> 11) * 0x1.0p-53;  // uniform in [0, 1)
-  return u >= p;
+  // A counter-based draw: any element's mask is a pure function of (seed, i), so backward
+  // regenerates it instead of storing it.
+  const uint64_t z = data::mix64(seed + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(i) + 1));
+  return double(z >> 11) * 0x1.0p-53 >= p;  // uniform in [0, 1) against p
 }
 
 template <class F>

@@ -1,0 +1,29 @@
+#pragma once
+// One registered method applied to a finished model with no data and no training (convert,
+// bench-infer --method): the method's planner is built through the registry for a run whose model
+// is the model's own and whose data section is empty, acts once (at the first update it would act
+// at), and its change (plan, head values, adapters) is installed in place. Methods that need data
+// (calibration, observed training forwards) stop with one error saying so.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "headwise/model/gpt.hpp"
+#include "headwise/train/planner.hpp"
+
+namespace hw::cli {
+
+struct DataFreeChange {
+  nlohmann::json method;            // the planner's whole configuration (defaults filled in)
+  int64_t step = -1;                // the update it acted at
+  std::optional<PlanChange> change;  // empty: it looked and kept the plan
+  bool layout_kept = true;
+};
+
+// `sets` are method.<key>=value overrides; errors are prefixed with `who` (e.g. "convert --method aoh").
+DataFreeChange apply_data_free_method(Model<float>& model, const std::string& method,
+                                      const std::vector<std::string>& sets, const std::string& who);
+
+}  // namespace hw::cli
