@@ -26,6 +26,15 @@ using attn::detail::gemm_rm;
 
 constexpr int kMaxTasks = 1024;  // attention tasks of one layer: query heads + KV heads
 
+// A decode step's task: one softmax-family head's virtual columns [lo, hi) (its cache segments,
+// then the row's own key), written as part `part` of the split buffers; or a whole head (static;
+// or softmax-family in a prefill, part = -1); or a KV head's linear state (h = -(g + 1)).
+struct AttnTask {
+  int h = 0;
+  int part = -1;
+  int64_t lo = 0, hi = 0;
+};
+
 const float* find_f32(const Arena& a, const std::string& name, bool required, std::set<std::string>* read = nullptr) {
   const Tensor* t = a.find(name);
   check(t != nullptr || !required, "decoder: the model has no tensor " + name);
@@ -90,9 +99,15 @@ struct Decoder::Impl {
   int threads = 1;
   std::vector<float> scores, psi, acc, rowsum;
   std::vector<int64_t> colpos;
+  // Decode (one row) splits each softmax-family head's columns into parts of split_cols, merged
+  // afterwards by their maxima and sums: per part D outputs, a max and a sum.
+  int64_t split_cols = 0;
+  std::vector<AttnTask> tasks;  // capacity fixed by the constructor (no allocation per call)
+  std::vector<float> part_out, part_max, part_sum;
+  std::vector<int> head_part0, head_parts;  // per query head: first part, number of parts
 };
 
-Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
+Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols)
     : model_(model),
       cache_(model.config().head_plan, model.config().n_head, model.config().kv_heads(), model.config().head_dim(),
              std::max<int64_t>(max_context, 1)) {
@@ -104,6 +119,7 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
         "decoder: max_context " + std::to_string(max_context) + " must be in 1..block_size (" +
             std::to_string(cfg.block_size) + ")");
   check(chunk >= 1, "decoder: chunk must be >= 1");
+  check(split_cols >= 1, "decoder: split_cols must be >= 1");
   check(!cfg.lora.enabled(), "decoder: the model has LoRA adapters (model.lora), which cached decoding does not "
                              "apply: merge them into the weights first (Model::merge_adapters, headwise merge)");
   check(cfg.n_head + cfg.kv_heads() <= kMaxTasks, "decoder: more than " + std::to_string(kMaxTasks) +
@@ -185,6 +201,14 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk)
   m.psi.resize(size_t(m.threads) * size_t(m.Fw));
   m.acc.resize(size_t(m.threads) * size_t(m.D + 1));
   m.rowsum.resize(size_t(m.threads) * rows);
+  m.split_cols = split_cols;
+  const int64_t max_parts = m.H * ((max_slots + 1 + split_cols - 1) / split_cols);
+  m.tasks.reserve(size_t(max_parts + m.H + m.KV));
+  m.part_out.resize(size_t(max_parts * m.D));
+  m.part_max.resize(size_t(max_parts));
+  m.part_sum.resize(size_t(max_parts));
+  m.head_part0.resize(size_t(m.H));
+  m.head_parts.resize(size_t(m.H));
   impl_ = I.release();
 }
 
@@ -196,7 +220,7 @@ size_t Decoder::scratch_bytes() const {
   const Impl& m = *impl_;
   size_t f = 0;
   for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.logits, &m.last, &m.scores,
-                        &m.psi, &m.acc, &m.rowsum})
+                        &m.psi, &m.acc, &m.rowsum, &m.part_out, &m.part_max, &m.part_sum})
     f += v->size();
   return f * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
 }
@@ -286,6 +310,109 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
   cache_.advance(n);
 }
 
+int Decoder::head_segments(int l, int h, int64_t c0, int64_t seg[2][2]) const {
+  const attn::HeadSpec& spec = model_.config().head_plan.layers[size_t(l)][size_t(h)];
+  const int g = h / (impl_->H / impl_->KV);
+  // All valid slots, except a window head on an All store (slot = position), which reads only
+  // the sink and the window's reach.
+  int n_seg = 0;
+  auto add_seg = [&](int64_t lo, int64_t hi) {
+    if (hi > lo) seg[n_seg][0] = lo, seg[n_seg][1] = hi, ++n_seg;
+  };
+  if (cache_.policy(l, g).rows == Rows::SinkRing || spec.kind == HeadKind::Static || spec.kind == HeadKind::Softmax) {
+    add_seg(0, cache_.valid_slots(l, g, c0));
+  } else {
+    const int64_t sink_hi = std::min<int64_t>(spec.kind == HeadKind::SinkWindow ? spec.sink : 0, c0);
+    const int64_t win_lo = std::max<int64_t>(0, c0 - spec.window + 1);
+    if (win_lo <= sink_hi) {
+      add_seg(0, c0);
+    } else {
+      add_seg(0, sink_hi);
+      add_seg(win_lo, c0);
+    }
+  }
+  return n_seg;
+}
+
+// One part of a decode step's softmax-family head: virtual columns [lo, hi) of its cache
+// segments followed by the row's own key. Writes the part's max, sum of e^(s - max) and
+// unnormalised output sum e^(s - max) v.
+void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float* S, int64_t* cp) {
+  Impl& m = *impl_;
+  const auto& lay = model_.layouts()[size_t(l)];
+  const attn::HeadSpec& spec = model_.config().head_plan.layers[size_t(l)][size_t(h)];
+  const int D = m.D, g = h / (m.H / m.KV);
+  const int64_t c0 = cache_.length(), len = hi - lo;
+  const float scale = 1.f / std::sqrt(float(D));
+  const float* q = m.qkv.data() + lay.q_col(h);
+  const bool bounded = spec.kind != HeadKind::Softmax;
+  int64_t seg[2][2];
+  const int n_seg = head_segments(l, h, c0, seg);
+  // Scores of the cached keys in [lo, hi), piece by piece (a part may straddle two segments).
+  int64_t voff = 0;
+  for (int s = 0; s < n_seg; ++s) {
+    const int64_t seg_len = seg[s][1] - seg[s][0];
+    const int64_t a = std::max(lo, voff), b = std::min(hi, voff + seg_len);
+    if (a < b) {
+      const int64_t slot0 = seg[s][0] + (a - voff);
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(b - a), D, scale, cache_.k_row(l, g, slot0), D, q, 1, 0.f,
+                  S + (a - lo), 1);
+      if (bounded)
+        for (int64_t c = a; c < b; ++c) cp[c - lo] = cache_.position_of(l, g, slot0 + (c - a), c0);
+    }
+    voff += seg_len;
+  }
+  const bool own = hi == voff + 1;  // the last column is the row's own key
+  if (own) {
+    const float* k = m.qkv.data() + lay.k_col(g);
+    float dot = 0.f;
+    for (int d = 0; d < D; ++d) dot += q[d] * k[d];
+    S[len - 1] = scale * dot;
+    cp[len - 1] = c0;
+  }
+  // Mask (a bounded head sees j < sink or j > c0 - window; every cached j < c0), max, e^(s - max).
+  float mx = -std::numeric_limits<float>::infinity();
+  if (bounded) {
+    const int64_t sink = spec.kind == HeadKind::SinkWindow ? spec.sink : 0;
+    for (int64_t c = 0; c < len; ++c) {
+      const int64_t j = cp[c];
+      if (j < sink || j > c0 - spec.window) mx = std::max(mx, S[c]);
+      else S[c] = -std::numeric_limits<float>::infinity();
+    }
+  } else {
+    for (int64_t c = 0; c < len; ++c) mx = std::max(mx, S[c]);
+  }
+  float* o = m.part_out.data() + size_t(part) * size_t(D);
+  m.part_max[size_t(part)] = mx;
+  if (mx == -std::numeric_limits<float>::infinity()) {  // nothing visible in this part
+    m.part_sum[size_t(part)] = 0.f;
+    return;
+  }
+  float sum = 0.f;
+  for (int64_t c = 0; c < len; ++c) {
+    const float p = exp_or_zero(S[c] - mx);
+    S[c] = p;
+    sum += p;
+  }
+  m.part_sum[size_t(part)] = sum;
+  // o = sum_c p_c v_c over the same pieces.
+  std::fill(o, o + D, 0.f);
+  voff = 0;
+  for (int s = 0; s < n_seg; ++s) {
+    const int64_t seg_len = seg[s][1] - seg[s][0];
+    const int64_t a = std::max(lo, voff), b = std::min(hi, voff + seg_len);
+    if (a < b)
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(b - a), D, 1.f, cache_.v_row(l, g, seg[s][0] + (a - voff)), D,
+                  S + (a - lo), 1, 1.f, o, 1);
+    voff += seg_len;
+  }
+  if (own) {
+    const float* v = m.qkv.data() + lay.v_col(g);
+    const float p = S[len - 1];
+    for (int d = 0; d < D; ++d) o[d] += p * v[d];
+  }
+}
+
 void Decoder::attention(int l, int64_t n) {
   Impl& m = *impl_;
   const auto& lay = model_.layouts()[size_t(l)];
@@ -296,48 +423,48 @@ void Decoder::attention(int l, int64_t n) {
   const float neg_inf = -std::numeric_limits<float>::infinity();
   const float* qkv = m.qkv.data();
   float* att = m.att.data();
-  // Tasks: each softmax-family or static query head, and each KV head with a linear state (its
-  // linear query heads run row by row with the state). Fixed-size: no allocation per call.
-  int tasks[kMaxTasks];  // H + KV <= kMaxTasks (checked by the constructor)
-  int n_tasks = 0;
-  for (int h = 0; h < m.H; ++h)
-    if (plan[size_t(h)].softmax_family() || plan[size_t(h)].kind == HeadKind::Static) tasks[n_tasks++] = h;
+  // Tasks: each static query head; each softmax-family query head, whole in a prefill and in
+  // parts of split_cols columns in a decode step; each KV head with a linear state (its linear
+  // query heads run row by row with the state). The task list's capacity is fixed.
+  const bool split = n == 1;
+  m.tasks.clear();
+  int n_parts = 0;
+  for (int h = 0; h < m.H; ++h) {
+    const attn::HeadSpec& spec = plan[size_t(h)];
+    if (split && spec.softmax_family()) {
+      int64_t seg[2][2];
+      const int n_seg = head_segments(l, h, c0, seg);
+      int64_t ncols = 1;  // the row's own key
+      for (int s = 0; s < n_seg; ++s) ncols += seg[s][1] - seg[s][0];
+      m.head_part0[size_t(h)] = n_parts;
+      m.head_parts[size_t(h)] = int((ncols + m.split_cols - 1) / m.split_cols);
+      for (int64_t lo = 0; lo < ncols; lo += m.split_cols)
+        m.tasks.push_back({h, n_parts++, lo, std::min(ncols, lo + m.split_cols)});
+    } else if (spec.softmax_family() || spec.kind == HeadKind::Static) {
+      m.tasks.push_back({h, -1, 0, 0});
+    }
+  }
   for (int g = 0; g < m.KV; ++g)
-    if (cache_.policy(l, g).linear_state) tasks[n_tasks++] = -(g + 1);
+    if (cache_.policy(l, g).linear_state) m.tasks.push_back({-(g + 1), -1, 0, 0});
+  const int n_tasks = int(m.tasks.size());
   int failed = 0;
   {
-    const attn::detail::BlasSingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
+    const attn::detail::BlasSingleThreaded blas_on_calling_thread;  // tasks are the parallel dimension
 #pragma omp parallel for schedule(dynamic, 1) num_threads(m.threads) if (n_tasks > 1)
     for (int t = 0; t < n_tasks; ++t) {
       const int tid = omp_get_thread_num();
       float* S = m.scores.data() + size_t(tid) * size_t(m.chunk) * size_t(ldS);
       int64_t* cp = m.colpos.data() + size_t(tid) * size_t(ldS);
       float* rowsum = m.rowsum.data() + size_t(tid) * size_t(m.chunk);
-      const int task = tasks[t];
-      if (task >= 0) {
-        const int h = task, g = h / per;
+      const AttnTask task = m.tasks[size_t(t)];
+      if (task.part >= 0) {
+        decode_part(l, task.h, task.part, task.lo, task.hi, S, cp);
+      } else if (task.h >= 0) {
+        const int h = task.h, g = h / per;
         const attn::HeadSpec& spec = plan[size_t(h)];
-        const KvHeadPolicy& pol = cache_.policy(l, g);
         const bool is_static = spec.kind == HeadKind::Static;
-        // Cache slots [lo, hi) this head may read: all valid ones, except a window head on an
-        // All store (slot = position), which reads only the sink and the window's reach.
         int64_t seg[2][2];
-        int n_seg = 0;
-        auto add_seg = [&](int64_t lo, int64_t hi) {
-          if (hi > lo) seg[n_seg][0] = lo, seg[n_seg][1] = hi, ++n_seg;
-        };
-        if (pol.rows == Rows::SinkRing || is_static || spec.kind == HeadKind::Softmax) {
-          add_seg(0, cache_.valid_slots(l, g, c0));
-        } else {
-          const int64_t sink_hi = std::min<int64_t>(spec.kind == HeadKind::SinkWindow ? spec.sink : 0, c0);
-          const int64_t win_lo = std::max<int64_t>(0, c0 - spec.window + 1);
-          if (win_lo <= sink_hi) {
-            add_seg(0, c0);
-          } else {
-            add_seg(0, sink_hi);
-            add_seg(win_lo, c0);
-          }
-        }
+        const int n_seg = head_segments(l, h, c0, seg);
         int64_t ncols = 0;
         for (int s = 0; s < n_seg; ++s)
           for (int64_t sl = seg[s][0]; sl < seg[s][1]; ++sl) cp[ncols++] = cache_.position_of(l, g, sl, c0);
@@ -404,7 +531,7 @@ void Decoder::attention(int l, int64_t n) {
             for (int d = 0; d < D; ++d) o[d] *= inv;
           }
       } else {  // linear heads of KV head g: add each row to the prefix state, then read it
-        const int g = -task - 1;
+        const int g = -task.h - 1;
         float* St = cache_.linear_state(l, g);
         float* psi = m.psi.data() + size_t(tid) * size_t(m.Fw);
         float* acc = m.acc.data() + size_t(tid) * size_t(D + 1);
@@ -459,6 +586,26 @@ void Decoder::attention(int l, int64_t n) {
       }
     }
   }
+  // Merge each split head's parts in part order: out = sum_p e^(m_p - M) o_p / sum_p e^(m_p - M) s_p.
+  if (split)
+    for (int h = 0; h < m.H; ++h) {
+      if (!plan[size_t(h)].softmax_family()) continue;
+      const int p0 = m.head_part0[size_t(h)], np = m.head_parts[size_t(h)];
+      float M = neg_inf;
+      for (int p = p0; p < p0 + np; ++p) M = std::max(M, m.part_max[size_t(p)]);
+      float* out = att + lay.out_col(h);
+      std::fill(out, out + D, 0.f);
+      float den = 0.f;
+      for (int p = p0; p < p0 + np; ++p) {
+        const float w = exp_or_zero(m.part_max[size_t(p)] - M);  // a part with no visible key: 0
+        if (w == 0.f) continue;
+        den += w * m.part_sum[size_t(p)];
+        const float* o = m.part_out.data() + size_t(p) * size_t(D);
+        for (int d = 0; d < D; ++d) out[d] += w * o[d];
+      }
+      const float inv = 1.f / den;  // den >= 1: the row's own key is always visible
+      for (int d = 0; d < D; ++d) out[d] *= inv;
+    }
   if (failed)
     fail("decoder: a linear head of layer " + std::to_string(l) +
          " has a non-positive or non-finite denominator (as the training forward would report)");

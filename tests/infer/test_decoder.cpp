@@ -36,12 +36,12 @@ const char* kPlans[][2] = {
 
 // Worst relative error of prefill(P tokens, chunk) + step-by-step decode of the rest against the
 // full forward, over every position's logits.
-double decode_error(const InferCase& c, int64_t T, int64_t P, int64_t chunk) {
+double decode_error(const InferCase& c, int64_t T, int64_t P, int64_t chunk, int64_t split_cols = 512) {
   const ModelConfig cfg = infer_config(c);
   auto model = infer_model(cfg);
   const auto tokens = random_tokens(T, cfg.vocab_size, 11);
   const std::vector<float> ref = full_forward_logits(*model, tokens);
-  infer::Decoder dec(*model, cfg.block_size, chunk);
+  infer::Decoder dec(*model, cfg.block_size, chunk, split_cols);
   const int64_t V = cfg.vocab_size;
   std::vector<float> got(size_t(T * V));
   const float* last = dec.prefill(tokens.data(), P, got.data());
@@ -65,6 +65,21 @@ TEST_CASE("decode: prefill + cached decode equals the full forward for every kin
         for (auto [P, chunk] : {std::pair<int64_t, int64_t>{13, 5}, {1, 64}, {40, 16}}) {
           const double err = decode_error(c, 40, P, chunk);
           INFO(c.name << " kv=" << kv << " " << pos << " prefill " << P << " chunk " << chunk << ": " << err);
+          CHECK(err <= 1e-5);
+        }
+      }
+}
+
+TEST_CASE("decode: steps split into parts of a few keys (merged by log-sum-exp) equal the full forward", "[infer]") {
+  // Parts of 3 and 7 keys: many parts per head, parts that straddle the sink and the ring, parts
+  // whose keys are all masked (a ring slot outside the window), the own key alone in a part.
+  for (const auto& p : kPlans)
+    for (int kv : {4, 2})
+      for (const char* pos : {"learned", "rope"}) {
+        const InferCase c{p[0], kv, pos, p[1]};
+        for (int64_t split : {1, 3, 7}) {
+          const double err = decode_error(c, 40, 1, 64, split);
+          INFO(c.name << " kv=" << kv << " " << pos << " split " << split << ": " << err);
           CHECK(err <= 1e-5);
         }
       }

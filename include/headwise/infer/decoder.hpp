@@ -25,8 +25,10 @@ namespace hw::infer {
 class Decoder {
  public:
   // max_context: positions the cache holds (<= the model's block_size); chunk: rows per prefill
-  // pass (>= 1).
-  Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64);
+  // pass (>= 1); split_cols: a decode step's softmax-family heads run as parts of this many
+  // keys (>= 1) spread over the threads and merged by log-sum-exp, so that long (full) and short
+  // (streaming) heads load the threads evenly.
+  Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -52,6 +54,10 @@ class Decoder {
   struct Impl;
   void run_rows(const int32_t* tokens, int64_t n, float* all_logits);
   void attention(int l, int64_t n);
+  // Cache slot segments [seg[s][0], seg[s][1]) query head h of layer l reads at length c0.
+  int head_segments(int l, int h, int64_t c0, int64_t seg[2][2]) const;
+  // One part of a decode step's softmax-family head (decoder.cpp); S, cp: the thread's scratch.
+  void decode_part(int l, int h, int part, int64_t lo, int64_t hi, float* S, int64_t* cp);
   const Model<float>& model_;
   KvCache cache_;
   Impl* impl_ = nullptr;
