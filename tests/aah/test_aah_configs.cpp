@@ -62,3 +62,31 @@ TEST_CASE("configs/experiment_aah_cpu.json: the five regimes from one trunk", "[
     if (i > 0) CHECK(p.at(0)->config()["regime"] == names[i]);
   }
 }
+
+TEST_CASE("configs/experiment_aah_ablations_cpu.json: the paper's Table 5 rows", "[aah][configs]") {
+  const ExperimentSetup s =
+      load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/experiment_aah_ablations_cpu.json", {});
+  // (branch, regime, ablation as the planner reports it); the baseline has no planner.
+  const char* rows[][3] = {{"pure_baseline", "", ""},
+                           {"shallow_control_interval_10", "shallow_freeze", "control_interval:10"},
+                           {"shallow_freeze", "shallow_freeze", "none"},
+                           {"fixed_random_grouping", "shallow_freeze", "fixed_random_grouping"},
+                           {"fixed_128", "shallow_freeze", "fixed_window:128"},
+                           {"shallow_shuffle_post_select", "shallow_freeze", "shuffle_post_select"},
+                           {"full_adaptive_shuffle_post_select", "full_adaptive", "shuffle_post_select"}};
+  REQUIRE(s.spec.branches.size() == 7);
+  for (size_t i = 0; i < 7; ++i) {
+    INFO(rows[i][0]);
+    CHECK(s.spec.branches[i].name == rows[i][0]);
+    const RunConfig c = branch_config(s, s.spec.branches[i], 1337);
+    CHECK(c.train.seq_len == 512);
+    const auto p = make_planners(c);
+    if (i == 0) {
+      CHECK(p.empty());
+      continue;
+    }
+    REQUIRE(p.size() == 1);
+    CHECK(p[0]->config()["regime"] == rows[i][1]);
+    CHECK(p[0]->config()["ablation"] == rows[i][2]);
+  }
+}

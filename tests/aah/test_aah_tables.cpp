@@ -1,9 +1,14 @@
 // The Table 4 layout from an experiment directory written here by hand.
 #include <catch2/catch.hpp>
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "headwise/methods/aah/tables.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
+#include "headwise/model/gpt.hpp"
 #include "train/train_test_util.hpp"
 
 using namespace hw;
@@ -54,4 +59,58 @@ TEST_CASE("aah: Table 4 rows average val loss, ACR, tok/s and memory as worked b
   const std::string md = aah::table4_markdown(rows);
   CHECK(md.find("| shallow_freeze | 2.0000 | 0.3000 | 3250 | 4.0 | 110.0 |") != std::string::npos);
   CHECK_THROWS_WITH(aah::table4_rows(dir + "/nowhere"), Catch::Contains("results.json: not found"));
+}
+
+TEST_CASE("aah: Table 5 rows average val loss over seeds and compare with the first row, as worked by hand",
+          "[aah][tables]") {
+  const std::string dir = test::temp_dir("aah_table5");
+  write(dir + "/results.json", nlohmann::json::parse(R"({"seeds": [{"seed": 1}, {"seed": 2}],
+    "summary": [{"branch": "pure"}, {"branch": "fixed_window:128"}]})"));
+  // pure: (3.0 + 3.2) / 2 = 3.1; fixed: (2.9 + 3.0) / 2 = 2.95, 0.15 below the first row.
+  const double losses[2][2] = {{3.0, 3.2}, {2.9, 3.0}};
+  const char* names[2] = {"pure", "fixed_window:128"};
+  for (int b = 0; b < 2; ++b)
+    for (int s : {1, 2})
+      write(dir + "/seed_" + std::to_string(s) + "/" + names[b] + "/result.json", {{"val_loss", losses[b][s - 1]}});
+  const nlohmann::json rows = aah::table5_rows(dir);
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["val_loss"].get<double>() == Approx(3.1));
+  CHECK(rows[0]["delta_vs_first"].get<double>() == 0.0);
+  CHECK(rows[1]["val_loss"].get<double>() == Approx(2.95));
+  CHECK(rows[1]["delta_vs_first"].get<double>() == Approx(-0.15));
+  const std::string md = aah::table5_markdown(rows);
+  CHECK(md.find("| Row | Val. loss | vs pure |") != std::string::npos);
+  CHECK(md.find("| fixed_window:128 | 2.9500 | -0.1500 |") != std::string::npos);
+  std::filesystem::remove(dir + "/seed_2/pure/result.json");
+  CHECK_THROWS_WITH(aah::table5_rows(dir), Catch::Contains("seed_2/pure/result.json: not found"));
+}
+
+TEST_CASE("aah: Table 6 evaluates each branch's final checkpoint: an all-zero model scores log V, ACR by hand",
+          "[aah][tables]") {
+  // Every weight zero: every LayerNorm outputs 0, so the (tied) logits are 0 and every
+  // prediction is uniform: val loss = log V and PPL = V exactly, whatever the plan. The final
+  // plan's ACR at T = 128: window:32 clamps to 64 -> (128 + 64) / (2 x 128) = 0.75 per layer.
+  const std::string dir = test::temp_dir("aah_table6");
+  const int V = 32;
+  test::write_text_like_shard(dir, "val_000.bin", 2000, 3, V);
+  write(dir + "/results.json", nlohmann::json::parse(R"({"seeds": [{"seed": 7}], "summary": [{"branch": "shallow"}]})"));
+  const std::string branch = dir + "/seed_7/shallow";
+  ModelConfig cfg = ModelConfig::from_json(nlohmann::json::parse(
+      R"({"n_layer": 2, "n_head": 2, "n_embd": 16, "block_size": 128, "vocab_size": 32,
+          "head_plan": [["softmax", "window:32"], ["window:32", "softmax"]]})"));
+  Model<float> model(cfg, cpu_backend<float>(), {});
+  for (const auto& t : model.params().tensors()) std::fill(t->f32(), t->f32() + t->numel(), 0.f);
+  save_model_files(model, branch + "/checkpoints/step_9");
+  save_model_files(model, branch + "/checkpoints/step_10");  // the final one (10 > 9)
+  write(branch + "/config.json", {{"data", {{"val", dir + "/val_*.bin"}}}, {"train", {{"seq_len", 128}}}});
+  const nlohmann::json rows = aah::table6_rows(dir, 2, 3);
+  REQUIRE(rows.size() == 1);
+  CHECK(rows[0]["val_loss"].get<double>() == Approx(std::log(double(V))).epsilon(1e-6));
+  CHECK(rows[0]["val_ppl"].get<double>() == Approx(double(V)).epsilon(1e-5));
+  CHECK(rows[0]["acr"].get<double>() == Approx(0.75));
+  CHECK(rows[0]["tok_per_s"].get<double>() > 0);
+  CHECK(aah::table6_markdown(rows).find("| shallow | 3.4657 | 32.00 | 0.7500 |") != std::string::npos);
+  CHECK_THROWS_WITH(aah::table6_rows(dir, 100, 3), Catch::Contains("exceeds the"));
+  std::filesystem::remove_all(branch + "/checkpoints");
+  CHECK_THROWS_WITH(aah::table6_rows(dir, 2, 3), Catch::Contains("checkpoints: not found"));
 }

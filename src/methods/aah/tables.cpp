@@ -1,11 +1,18 @@
 #include "headwise/methods/aah/tables.hpp"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/data/loader.hpp"
+#include "headwise/dist/local_comm.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/methods/aah/report.hpp"
+#include "headwise/model/checkpoint.hpp"
+#include "headwise/train/trainer.hpp"
 
 namespace hw::aah {
 
@@ -16,7 +23,125 @@ double number(const nlohmann::json& j, const char* key, const std::string& where
   return j[key].get<double>();
 }
 
+const nlohmann::json& experiment_results(const std::string& dir, nlohmann::json& holder) {
+  const std::string results_path = dir + "/results.json";
+  check(std::filesystem::exists(results_path), results_path + ": not found (a finished `headwise experiment` directory)");
+  holder = read_json_file(results_path);
+  check(holder.contains("summary") && holder.contains("seeds"), results_path + ": missing 'summary' or 'seeds'");
+  check(!holder["summary"].empty() && !holder["seeds"].empty(), results_path + ": no branches or no seeds");
+  return holder;
+}
+
+// The branch's last checkpoint directory (the highest step_<N>).
+std::string final_checkpoint(const std::string& branch_dir) {
+  const std::string dir = branch_dir + "/checkpoints";
+  check(std::filesystem::is_directory(dir), dir + ": not found (the branch wrote no checkpoint)");
+  int64_t best = -1;
+  std::string path;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("step_", 0) != 0) continue;
+    const std::string digits = name.substr(5);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int64_t step = std::stoll(digits);
+    if (step > best) best = step, path = e.path().string();
+  }
+  check(best >= 0, dir + ": no step_<N> checkpoint");
+  return path;
+}
+
 }  // namespace
+
+nlohmann::json table5_rows(const std::string& dir) {
+  nlohmann::json holder;
+  const nlohmann::json& results = experiment_results(dir, holder);
+  nlohmann::json rows = nlohmann::json::array();
+  double first = 0;
+  for (const auto& s : results["summary"]) {
+    const std::string branch = s.at("branch").get<std::string>();
+    double loss = 0;
+    int n = 0;
+    for (const auto& seed : results["seeds"]) {
+      const std::string path = dir + "/seed_" + seed.at("seed").dump() + "/" + branch + "/result.json";
+      check(std::filesystem::exists(path), path + ": not found");
+      loss += number(read_json_file(path), "val_loss", path);
+      ++n;
+    }
+    loss /= n;
+    if (rows.empty()) first = loss;
+    rows.push_back({{"branch", branch}, {"val_loss", loss}, {"delta_vs_first", loss - first}, {"seeds", n}});
+  }
+  return rows;
+}
+
+std::string table5_markdown(const nlohmann::json& rows) {
+  std::ostringstream o;
+  o << "| Row | Val. loss | vs " << (rows.empty() ? "" : rows[0]["branch"].get<std::string>())
+    << " |\n|---|---|---|\n";
+  char buf[256];
+  for (const auto& r : rows) {
+    std::snprintf(buf, sizeof buf, "| %s | %.4f | %+.4f |\n", r["branch"].get<std::string>().c_str(),
+                  r["val_loss"].get<double>(), r["delta_vs_first"].get<double>());
+    o << buf;
+  }
+  return o.str();
+}
+
+nlohmann::json table6_rows(const std::string& dir, int64_t batches, int64_t micro_batch) {
+  check(batches >= 1 && micro_batch >= 1, "Table 6: --batches and --micro-batch must be >= 1");
+  nlohmann::json holder;
+  const nlohmann::json& results = experiment_results(dir, holder);
+  nlohmann::json rows = nlohmann::json::array();
+  dist::LocalComm comm;
+  for (const auto& s : results["summary"]) {
+    const std::string branch = s.at("branch").get<std::string>();
+    double loss = 0, ppl = 0, acr = 0, tps = 0;
+    int n = 0;
+    for (const auto& seed : results["seeds"]) {
+      const std::string branch_dir = dir + "/seed_" + seed.at("seed").dump() + "/" + branch;
+      const std::string cfg_path = branch_dir + "/config.json";
+      check(std::filesystem::exists(cfg_path), cfg_path + ": not found");
+      const nlohmann::json cfg = read_json_file(cfg_path);
+      check(cfg.contains("data") && cfg["data"].contains("val") && cfg["data"]["val"].is_string(),
+            cfg_path + ": missing data.val");
+      check(cfg.contains("train") && cfg["train"].contains("seq_len"), cfg_path + ": missing train.seq_len");
+      const std::string val = cfg["data"]["val"].get<std::string>();
+      const int64_t T = cfg["train"]["seq_len"].get<int64_t>();
+      auto model = load_model(final_checkpoint(branch_dir), cpu_backend<float>());
+      data::TokenLoader loader(val, micro_batch, T, false, 0);
+      check(batches <= loader.batches_per_epoch(), "Table 6: --batches " + std::to_string(batches) + " exceeds the " +
+                                                       std::to_string(loader.batches_per_epoch()) + " batches in " + val);
+      const auto t0 = std::chrono::steady_clock::now();
+      const EvalResult r = evaluate(*model, loader, batches, micro_batch, T, comm);
+      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      loss += r.loss;
+      ppl += r.ppl;
+      tps += double(r.tokens) / std::max(sec, 1e-9);
+      acr += plan_report(model->config().head_plan, T, model->config().head_dim(), {})["acr"].get<double>();
+      ++n;
+    }
+    rows.push_back({{"branch", branch},
+                    {"val_loss", loss / n},
+                    {"val_ppl", ppl / n},
+                    {"acr", acr / n},
+                    {"tok_per_s", tps / n},
+                    {"seeds", n}});
+  }
+  return rows;
+}
+
+std::string table6_markdown(const nlohmann::json& rows) {
+  std::ostringstream o;
+  o << "| Method | Val. loss | Val. ppl | ACR | Token/s |\n|---|---|---|---|---|\n";
+  char buf[256];
+  for (const auto& r : rows) {
+    std::snprintf(buf, sizeof buf, "| %s | %.4f | %.2f | %.4f | %.0f |\n", r["branch"].get<std::string>().c_str(),
+                  r["val_loss"].get<double>(), r["val_ppl"].get<double>(), r["acr"].get<double>(),
+                  r["tok_per_s"].get<double>());
+    o << buf;
+  }
+  return o.str();
+}
 
 nlohmann::json table4_rows(const std::string& dir) {
   const std::string results_path = dir + "/results.json";
