@@ -8,20 +8,26 @@
 #   CKPT: a learned-position checkpoint with block_size >= PROMPT + NEW (default: train
 #   configs/default_cpu.json at block_size 1024 for 100 updates on the embedded corpus, ~2 min).
 # Environment: HEADWISE_BIN (default build/headwise), THREADS (default 1), ROUNDS (default 3,
-#   alternating headwise and transformers), PYTHON. Installs torch + transformers from PyPI
-#   (pip --user) when they are missing.
+#   alternating headwise and transformers), BENCH_VENV (default ~/.cache/headwise/bench-venv):
+#   torch + transformers from PyPI go into that virtual environment (created when missing), so
+#   they never shadow the system Python's packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/bench_generate}
 CKPT=${2:-}
 HW=${HEADWISE_BIN:-build/headwise}
-PY=${PYTHON:-python3}
+VENV=${BENCH_VENV:-$HOME/.cache/headwise/bench-venv}
+PY="$VENV/bin/python"
 THREADS=${THREADS:-1}
 ROUNDS=${ROUNDS:-3}
 PROMPT=${PROMPT:-512}
 NEW=${NEW:-256}
 [ -x "$HW" ] || bash scripts/setup.sh build
-"$PY" -c "import torch, transformers" 2>/dev/null || "$PY" -m pip install --user --quiet torch transformers safetensors
+if ! "$PY" -c "import torch, transformers" 2>/dev/null; then
+  echo "bench: installing torch + transformers into $VENV ..." >&2
+  python3 -m venv "$VENV"
+  "$PY" -m pip install --quiet torch transformers safetensors
+fi
 mkdir -p "$OUT"
 if [ -z "$CKPT" ]; then
   [ -e data/kjv/train_000000.bin ] || bash scripts/prepare_default_corpus.sh "$HW" data/kjv
