@@ -40,6 +40,7 @@ class BpeTokenizer {
   // vocabulary. decode(encode(x)) == x for every byte string x.
   std::string decode(const std::vector<uint32_t>& ids) const;
   void append_token_bytes(uint32_t id, std::string& out) const;
+  bool has_token(uint32_t id) const;  // an assigned id (the id space may have holes)
 
   int vocab_size() const;  // largest id + 1 (added tokens included)
   std::optional<uint32_t> added_token_id(const std::string& content) const;

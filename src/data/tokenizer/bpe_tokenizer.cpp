@@ -107,6 +107,8 @@ std::string BpeTokenizer::decode(const std::vector<uint32_t>& ids) const {
   return out;
 }
 
+bool BpeTokenizer::has_token(uint32_t id) const { return id < impl_->id_known.size() && impl_->id_known[id]; }
+
 int BpeTokenizer::vocab_size() const { return impl_->vocab_size; }
 
 std::optional<uint32_t> BpeTokenizer::added_token_id(const std::string& content) const {
