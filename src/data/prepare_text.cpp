@@ -97,7 +97,9 @@ class Progress {
     if (!on_) return;
     const double t = seconds();
     if (!last && t - shown_ < (tty_ ? 0.5 : 10.0)) return;
+    if (last && bytes == shown_bytes_ && !tty_) return;  // the final state is already on a line
     shown_ = t;
+    shown_bytes_ = bytes;
     const double mb = double(bytes) / 1e6, rate = t > 0 ? mb / t : 0.0;
     const double eta = rate > 0 ? (double(total_ - bytes) / 1e6) / rate : 0.0;
     std::fprintf(stderr, "%sprepare: %.1f of %.1f MB (%.0f%%), %.2f MB/s, %lld tokens, ETA %.0f s%s",
@@ -112,6 +114,7 @@ class Progress {
   int64_t total_;
   bool tty_;
   double shown_ = -1e9;
+  int64_t shown_bytes_ = -1;
   std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 };
 
