@@ -1,15 +1,21 @@
 // headwise generate --checkpoint CKPT (--prompt TEXT | --prompt-tokens FILE) --max-new N
 //                   [--temperature T] [--top-k K] [--top-p P] [--seed S]
 // One prefill over the prompt, then token-by-token decode with the per-head KV cache of the
-// checkpoint's plan (infer/decoder.hpp); tokens are written to stdout as they are drawn (bytes
-// for a byte-level checkpoint, else token ids separated by spaces); a JSON summary goes to stderr.
+// checkpoint's plan (infer/decoder.hpp); tokens are written to stdout as they are drawn: text
+// through the checkpoint's tokenizer.json when it has one (UTF-8 characters split across tokens
+// are held until complete; an id past the tokenizer's vocabulary, i.e. padding, prints U+FFFD),
+// bytes for a byte-level checkpoint, else token ids separated by spaces; a JSON summary goes to
+// stderr.
 #include <algorithm>
+#include <filesystem>
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "cli/commands.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/data/tokenizer.hpp"
 #include "headwise/infer/generate.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -53,7 +59,7 @@ void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   CLI::App* cmd = app.add_subcommand("generate", "Sample from a checkpoint: one prefill, then cached decoding");
   cmd->add_option("--checkpoint", a->checkpoint, "Checkpoint directory")->required();
-  auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text (byte-level checkpoints)");
+  auto* p = cmd->add_option("--prompt", a->prompt, "Prompt text (encoded with the checkpoint's tokenizer.json, or as bytes)");
   auto* pf = cmd->add_option("--prompt-tokens", a->prompt_file, "File of whitespace-separated token ids");
   p->excludes(pf);
   cmd->add_option("--max-new", a->max_new, "Tokens to generate")->required();
@@ -68,14 +74,26 @@ void add_generate_command(CLI::App& app) {
     auto model = load_model(a->checkpoint, cpu_backend<float>());
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig& cfg = model->config();
-    const bool bytes = cfg.vocab_size == data::kByteVocab;
+    std::optional<data::BpeTokenizer> tok;
+    const std::string tok_path = (std::filesystem::path(a->checkpoint) / "tokenizer.json").string();
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(tok_path, ec)) {
+      tok = data::BpeTokenizer::load(tok_path);
+      check(tok->vocab_size() <= cfg.vocab_size, tok_path + " has " + std::to_string(tok->vocab_size()) +
+                                                     " tokens, more than the model's vocab_size " +
+                                                     std::to_string(cfg.vocab_size));
+    }
+    const bool bytes = !tok && cfg.vocab_size == data::kByteVocab;
     std::vector<int32_t> prompt;
     if (!a->prompt_file.empty()) {
       prompt = read_prompt_tokens(a->prompt_file, cfg.vocab_size);
       check(!prompt.empty(), "--prompt-tokens " + a->prompt_file + ": no tokens");
+    } else if (tok) {
+      for (uint32_t t : tok->encode(a->prompt)) prompt.push_back(int32_t(t));
+      check(!prompt.empty(), "--prompt is empty");
     } else {
-      check(bytes, "--prompt needs a byte-level checkpoint (vocab 256); this one has vocab " +
-                       std::to_string(cfg.vocab_size) + ": use --prompt-tokens");
+      check(bytes, "--prompt needs a tokenizer.json in the checkpoint or a byte-level checkpoint (vocab 256); "
+                   "this one has vocab " + std::to_string(cfg.vocab_size) + " and no tokenizer.json: use --prompt-tokens");
       for (uint16_t t : data::encode_bytes(a->prompt)) prompt.push_back(int32_t(t));
     }
     const int64_t ctx = cfg.block_size;
@@ -94,15 +112,25 @@ void add_generate_command(CLI::App& app) {
     infer::Sampler sampler(a->sampling, cfg.vocab_size);
     infer::GenerateTimes times;
     bool first = true;
+    data::Utf8Holdback held;
+    std::string piece;
     const auto out = infer::generate(
         dec, sampler, prompt, a->max_new,
         [&](int32_t t) {
-          if (bytes) std::fputc(t, stdout);
+          if (tok) {
+            piece.clear();
+            if (tok->has_token(uint32_t(t))) tok->append_token_bytes(uint32_t(t), piece);
+            else piece = "\xEF\xBF\xBD";  // a padding id (past the tokenizer): no text
+            const std::string ready = held.push(piece);
+            std::fwrite(ready.data(), 1, ready.size(), stdout);
+          } else if (bytes) std::fputc(t, stdout);
           else std::fprintf(stdout, first ? "%d" : " %d", t);
           first = false;
           std::fflush(stdout);
         },
         &times);
+    const std::string rest = held.flush();
+    std::fwrite(rest.data(), 1, rest.size(), stdout);
     std::fputc('\n', stdout);
     std::fflush(stdout);
     const double decode_steps = double(std::max<size_t>(out.size(), 1) - 1);

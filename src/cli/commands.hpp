@@ -19,5 +19,6 @@ void add_convert_command(CLI::App& app);     // a data-free method on a checkpoi
 void add_merge_command(CLI::App& app);       // fold LoRA adapters into the weights (cmd_merge.cpp)
 void add_generate_command(CLI::App& app);    // cached decoding from a checkpoint (cmd_generate.cpp)
 void add_bench_infer_command(CLI::App& app); // prefill/decode latency and KV bytes vs all-softmax (cmd_bench_infer.cpp)
+void add_tokenize_command(CLI::App& app);    // ids of a text with a tokenizer.json (cmd_tokenize.cpp)
 
 }  // namespace hw::cli

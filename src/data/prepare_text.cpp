@@ -1,13 +1,24 @@
+// `headwise prepare` (prepare.hpp): inputs -> chunks -> ids (parallel, in order) -> a spool
+// file of all ids -> train/val shards, all under a temp directory moved into place at the end.
+#include <omp.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <limits>
+#include <memory>
+#include <optional>
 #include <sstream>
 
+#include "data/text_chunks.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/data/bpe_tokenizer.hpp"
+#include "headwise/data/prepare.hpp"
 #include "headwise/data/shards.hpp"
 #include "headwise/data/tokenizer.hpp"
 
@@ -17,14 +28,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string read_text(const std::string& path) {
-  std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) fail("input file '" + path + "' does not exist or is not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail("cannot open input file '" + path + "'");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("cannot read input file '" + path + "'");
-  return text;
+struct FileCloser {
+  void operator()(std::FILE* f) const { std::fclose(f); }
+};
+using File = std::unique_ptr<std::FILE, FileCloser>;
+
+File open_file(const fs::path& p, const char* mode) {
+  File f(std::fopen(p.c_str(), mode));
+  if (!f) fail("prepare: cannot open '" + p.string() + "'");
+  return f;
+}
+
+void write_or_fail(std::FILE* f, const void* data, size_t bytes, const fs::path& p) {
+  if (bytes && std::fwrite(data, 1, bytes, f) != bytes) fail("prepare: write to '" + p.string() + "' failed (disk full?)");
 }
 
 std::string shard_name(const std::string& split, int64_t i) {
@@ -33,63 +49,218 @@ std::string shard_name(const std::string& split, int64_t i) {
   return split + buf;
 }
 
-// Writes tokens[begin, end) as consecutive shards of at most shard_tokens; returns the count.
-int64_t write_split(const fs::path& dir, const std::string& split, const std::vector<uint16_t>& tokens,
-                    size_t begin, size_t end, int64_t shard_tokens) {
+// Removes the temp directory unless the run got to the end.
+// Removes the temp directory, and the output directory when this run created it and it is
+// left empty (a failed run leaves nothing behind).
+struct TempDirGuard {
+  fs::path dir, out;
+  bool created_out = false;
+  ~TempDirGuard() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (created_out && fs::is_empty(out, ec)) fs::remove(out, ec);
+  }
+};
+
+// Shards of at most shard_tokens from the next `count` ids of the spool; returns the count.
+int64_t write_split(std::FILE* spool, const fs::path& spool_path, const fs::path& dir, const std::string& split,
+                    int64_t count, int64_t shard_tokens) {
   int64_t n = 0;
-  for (size_t lo = begin; lo < end; lo += static_cast<size_t>(shard_tokens), ++n) {
-    const size_t hi = std::min(end, lo + static_cast<size_t>(shard_tokens));
-    const std::vector<uint16_t> part(tokens.begin() + static_cast<std::ptrdiff_t>(lo),
-                                     tokens.begin() + static_cast<std::ptrdiff_t>(hi));
-    write_shard((dir / shard_name(split, n)).string(), part);
+  std::vector<uint16_t> buf(size_t(1) << 20);
+  for (int64_t done = 0; done < count; ++n) {
+    const int64_t ntok = std::min(shard_tokens, count - done);
+    const fs::path path = dir / shard_name(split, n);
+    File out = open_file(path, "wb");
+    std::array<int32_t, 256> header{};
+    header[0] = kShardMagic;
+    header[1] = kShardVersion;
+    header[2] = int32_t(ntok);
+    write_or_fail(out.get(), header.data(), sizeof header, path);
+    for (int64_t left = ntok; left > 0;) {
+      const size_t k = size_t(std::min<int64_t>(left, int64_t(buf.size())));
+      if (std::fread(buf.data(), sizeof(uint16_t), k, spool) != k)
+        fail("prepare: short read from the spool '" + spool_path.string() + "'");
+      write_or_fail(out.get(), buf.data(), k * sizeof(uint16_t), path);
+      left -= int64_t(k);
+    }
+    if (std::fflush(out.get()) != 0 || ::fsync(fileno(out.get())) != 0)
+      fail("prepare: write to '" + path.string() + "' failed (disk full?)");
+    done += ntok;
   }
   return n;
 }
 
+class Progress {
+ public:
+  Progress(bool on, int64_t total_bytes) : on_(on), total_(total_bytes), tty_(::isatty(2) == 1) {}
+  void update(int64_t bytes, int64_t tokens, bool last = false) {
+    if (!on_) return;
+    const double t = seconds();
+    if (!last && t - shown_ < (tty_ ? 0.5 : 10.0)) return;
+    if (last && bytes == shown_bytes_ && !tty_) return;  // the final state is already on a line
+    shown_ = t;
+    shown_bytes_ = bytes;
+    const double mb = double(bytes) / 1e6, rate = t > 0 ? mb / t : 0.0;
+    const double eta = rate > 0 ? (double(total_ - bytes) / 1e6) / rate : 0.0;
+    std::fprintf(stderr, "%sprepare: %.1f of %.1f MB (%.0f%%), %.2f MB/s, %lld tokens, ETA %.0f s%s",
+                 tty_ ? "\r" : "", mb, double(total_) / 1e6, total_ > 0 ? 100.0 * double(bytes) / double(total_) : 100.0,
+                 rate, static_cast<long long>(tokens), eta, tty_ && !last ? "" : "\n");
+    std::fflush(stderr);
+  }
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+ private:
+  bool on_;
+  int64_t total_;
+  bool tty_;
+  double shown_ = -1e9;
+  int64_t shown_bytes_ = -1;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
 }  // namespace
 
-std::string prepare_text_shards(const std::vector<std::string>& inputs, const std::string& out_dir,
-                                double val_fraction, int64_t shard_tokens) {
-  check(!inputs.empty(), "prepare: no input files");
-  check(!out_dir.empty(), "prepare: empty output directory");
-  check(val_fraction >= 0.0 && val_fraction < 1.0,
-        "prepare: --val-fraction must be in [0, 1), got " + std::to_string(val_fraction));
-  check(shard_tokens > 0 && shard_tokens <= std::numeric_limits<int32_t>::max(),
-        "prepare: --shard-tokens must be in [1, 2^31-1], got " + std::to_string(shard_tokens));
+std::string prepare_shards(const PrepareOptions& o) {
+  check(!o.inputs.empty(), "prepare: no input files");
+  check(!o.out_dir.empty(), "prepare: empty output directory");
+  check(o.val_fraction >= 0.0 && o.val_fraction < 1.0,
+        "prepare: --val-fraction must be in [0, 1), got " + std::to_string(o.val_fraction));
+  check(o.shard_tokens > 0 && o.shard_tokens <= std::numeric_limits<int32_t>::max(),
+        "prepare: --shard-tokens must be in [1, 2^31-1], got " + std::to_string(o.shard_tokens));
+  check(o.threads >= 1 && o.threads <= 1024, "prepare: --threads must be in [1, 1024], got " + std::to_string(o.threads));
+  check(o.chunk_bytes >= 1, "prepare: chunk size must be >= 1");
 
-  // Files are joined with one '\n' so the last line of one never runs into the next.
-  std::string text;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (i > 0) text += '\n';
-    text += read_text(inputs[i]);
+  // Everything that can be checked is checked before anything is written.
+  std::optional<BpeTokenizer> tok;
+  if (!o.tokenizer.empty()) {
+    tok = BpeTokenizer::load(o.tokenizer);
+    check(tok->vocab_size() <= 65536, "tokenizer '" + o.tokenizer + "' has a vocabulary of " +
+                                          std::to_string(tok->vocab_size()) +
+                                          " tokens; the llm.c uint16 shard format holds at most 65536");
   }
-  const std::vector<uint16_t> tokens = encode_bytes(text);
-  const auto n = static_cast<int64_t>(tokens.size());
-  int64_t n_val = static_cast<int64_t>(std::floor(static_cast<double>(n) * val_fraction));
-  if (val_fraction > 0.0) n_val = std::max<int64_t>(n_val, 1);
-  check(n - n_val > 0, "prepare: inputs hold " + std::to_string(n) + " bytes, too few for a train and a val split");
+  std::optional<uint32_t> eos;
+  if (o.append_eos) {
+    check(tok.has_value(), "prepare: --append-eos needs --tokenizer (the byte tokenizer has no end-of-text token)");
+    eos = tok->eos_id();
+    check(eos.has_value(), "tokenizer '" + o.tokenizer +
+                               "' has no end-of-text special token (<|endoftext|>, <|end_of_text|>, </s>, "
+                               "<|im_end|>, <eos>) for --append-eos");
+  }
+  int64_t total_bytes = 0;
+  for (const std::string& in : o.inputs) {
+    std::error_code ec;
+    if (!fs::is_regular_file(in, ec)) fail("input file '" + in + "' does not exist or is not a file");
+    std::ifstream probe(in, std::ios::binary);
+    if (!probe) fail("cannot open input file '" + in + "'");
+    total_bytes += int64_t(fs::file_size(in, ec));
+  }
 
   // Refuse to mix with an earlier run's shards: a leftover train_000007.bin would silently
   // join the glob of a smaller new dataset.
-  const fs::path dir(out_dir);
+  const fs::path dir(o.out_dir);
   std::error_code ec;
+  const bool existed = fs::exists(dir, ec);
+  TempDirGuard tmp{dir / (".prepare." + std::to_string(::getpid()) + ".tmp"), dir, false};
   fs::create_directories(dir, ec);
-  if (ec) fail("prepare: cannot create output directory '" + out_dir + "' (" + ec.message() + ")");
+  tmp.created_out = !existed;
+  if (ec) fail("prepare: cannot create output directory '" + o.out_dir + "' (" + ec.message() + ")");
   for (const auto& entry : fs::directory_iterator(dir)) {
     const std::string name = entry.path().filename().string();
-    if ((name.starts_with("train_") || name.starts_with("val_")) && name.ends_with(".bin"))
-      fail("prepare: output directory '" + out_dir + "' already holds shards (" + name + "); remove them first");
+    if (((name.starts_with("train_") || name.starts_with("val_")) && name.ends_with(".bin")) ||
+        name == "tokenizer.json")
+      fail("prepare: output directory '" + o.out_dir + "' already holds a prepared dataset (" + name +
+           "); remove it first");
+  }
+  fs::remove_all(tmp.dir, ec);
+  fs::create_directories(tmp.dir, ec);
+  if (ec) fail("prepare: cannot create '" + tmp.dir.string() + "' (" + ec.message() + ")");
+
+  // 1. Encode into the spool, chunks in file order, a batch of chunks at a time in parallel.
+  const fs::path spool_path = tmp.dir / "ids.spool";
+  File spool = open_file(spool_path, "w+b");
+  std::vector<BpeCache> caches(size_t(o.threads));
+  Progress progress(o.progress, total_bytes);
+  int64_t n = 0, bytes_done = 0;
+  std::vector<uint16_t> out16;
+  auto emit = [&](const std::vector<uint32_t>& ids) {
+    out16.assign(ids.begin(), ids.end());  // ids < 65536: checked above
+    write_or_fail(spool.get(), out16.data(), out16.size() * sizeof(uint16_t), spool_path);
+    n += int64_t(ids.size());
+  };
+  auto encode = [&](const std::string& text, std::vector<uint32_t>& ids, int thread) {
+    ids.clear();
+    if (tok) tok->encode(text, ids, &caches[size_t(thread)]);
+    else
+      for (char c : text) ids.push_back(static_cast<unsigned char>(c));
+  };
+  const size_t batch = size_t(o.threads) * 4;
+  std::vector<std::string> texts(batch);
+  std::vector<std::vector<uint32_t>> ids(batch);
+  for (size_t f = 0; f < o.inputs.size(); ++f) {
+    if (f > 0 && !eos) {  // documents joined by a newline
+      std::vector<uint32_t> nl;
+      encode("\n", nl, 0);
+      emit(nl);
+    }
+    TextChunks chunks(o.inputs[f], o.chunk_bytes, !tok || tok->cuttable_at_lines());
+    for (bool more = true; more;) {
+      size_t k = 0;
+      while (k < batch && (more = chunks.next(texts[k]))) ++k;
+#pragma omp parallel for num_threads(o.threads) schedule(dynamic, 1)
+      for (int64_t i = 0; i < int64_t(k); ++i) encode(texts[size_t(i)], ids[size_t(i)], omp_get_thread_num());
+      for (size_t i = 0; i < k; ++i) {
+        emit(ids[i]);
+        bytes_done += int64_t(texts[i].size());
+      }
+      progress.update(bytes_done, n);
+    }
+    if (eos) emit({*eos});
+  }
+  progress.update(bytes_done, n, true);
+
+  int64_t n_val = static_cast<int64_t>(std::floor(static_cast<double>(n) * o.val_fraction));
+  if (o.val_fraction > 0.0) n_val = std::max<int64_t>(n_val, 1);
+  check(n - n_val > 0, "prepare: inputs hold " + std::to_string(n) + " tokens, too few for a train and a val split");
+
+  // 2. The spool into shards.
+  if (std::fflush(spool.get()) != 0) fail("prepare: write to '" + spool_path.string() + "' failed (disk full?)");
+  std::rewind(spool.get());
+  const int64_t n_train = n - n_val;
+  const int64_t train_shards = write_split(spool.get(), spool_path, tmp.dir, "train", n_train, o.shard_tokens);
+  const int64_t val_shards = write_split(spool.get(), spool_path, tmp.dir, "val", n_val, o.shard_tokens);
+  spool.reset();
+  fs::remove(spool_path, ec);
+  if (tok) {
+    fs::copy_file(o.tokenizer, tmp.dir / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
+    if (ec) fail("prepare: cannot copy '" + o.tokenizer + "' into '" + tmp.dir.string() + "' (" + ec.message() + ")");
   }
 
-  const auto n_train = static_cast<size_t>(n - n_val);
-  const int64_t train_shards = write_split(dir, "train", tokens, 0, n_train, shard_tokens);
-  const int64_t val_shards = write_split(dir, "val", tokens, n_train, tokens.size(), shard_tokens);
+  // 3. Into place.
+  std::vector<fs::path> made;
+  for (const auto& entry : fs::directory_iterator(tmp.dir)) made.push_back(entry.path());
+  std::sort(made.begin(), made.end());
+  for (const fs::path& p : made) {
+    fs::rename(p, dir / p.filename(), ec);
+    if (ec) fail("prepare: cannot move '" + p.string() + "' into '" + o.out_dir + "' (" + ec.message() + ")");
+  }
+  tmp.created_out = false;
 
   std::ostringstream os;
-  os << "prepared " << n << " byte tokens from " << inputs.size() << " file(s) into '" << out_dir << "': train "
-     << n_train << " tokens in " << train_shards << " shard(s), val " << n_val << " tokens in " << val_shards
-     << " shard(s)";
+  os << "prepared " << n << " tokens (" << (tok ? tok->describe() : std::string("bytes")) << ") from "
+     << o.inputs.size() << " file(s) into '" << o.out_dir << "': train " << n_train << " tokens in " << train_shards
+     << " shard(s), val " << n_val << " tokens in " << val_shards << " shard(s); "
+     << (progress.seconds() > 0 ? double(bytes_done) / 1e6 / progress.seconds() : 0.0) << " MB/s";
   return os.str();
+}
+
+std::string prepare_text_shards(const std::vector<std::string>& inputs, const std::string& out_dir,
+                                double val_fraction, int64_t shard_tokens) {
+  PrepareOptions o;
+  o.inputs = inputs;
+  o.out_dir = out_dir;
+  o.val_fraction = val_fraction;
+  o.shard_tokens = shard_tokens;
+  return prepare_shards(o);
 }
 
 }  // namespace hw::data

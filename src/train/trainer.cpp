@@ -11,6 +11,7 @@
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
+#include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -134,6 +135,7 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, Pl
     check(!cfg_.data.train.empty(), "data.train is not set (a glob of token shards, e.g. data/kjv/train_*.bin)");
     train_loader_ = std::make_unique<data::TokenLoader>(cfg_.data.train, t.micro_batch, t.seq_len,
                                                         cfg_.data.shuffle, uint64_t(t.seed));
+    find_tokenizer();
   }
   if (!cfg_.data.val.empty())
     val_loader_ = std::make_unique<data::TokenLoader>(
@@ -146,6 +148,18 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, Pl
 }
 
 Trainer::~Trainer() = default;
+
+// A padded vocabulary (GPT-2's 50257 as 50304) is fine; a smaller one could not embed the ids.
+void Trainer::find_tokenizer() {
+  const fs::path path = fs::path(train_loader_->files().front()).parent_path() / "tokenizer.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return;
+  const data::BpeTokenizer tok = data::BpeTokenizer::load(path.string());
+  check(cfg_.model.vocab_size >= tok.vocab_size(),
+        "model.vocab_size = " + std::to_string(cfg_.model.vocab_size) + " is smaller than the vocabulary of " +
+            path.string() + " (" + std::to_string(tok.vocab_size()) + " tokens)");
+  tokenizer_json_ = path.string();
+}
 
 std::unique_ptr<Model<float>> Trainer::make_model(const ModelConfig& mc, const HeadExtras& extras) const {
   auto m = std::make_unique<Model<float>>(mc, *ops_, extras);
@@ -613,6 +627,11 @@ void Trainer::save_checkpoint(const std::string& dir) {
     tj["run_config"] = config().to_json();
     tj["planners"] = planner_states();
     io::write_file_atomic(tmp + "/trainer.json", tj.dump(2) + "\n");
+    if (!tokenizer_json_.empty()) {  // as save_pretrained does: generate and transformers find it
+      std::error_code ec;
+      fs::copy_file(tokenizer_json_, tmp + "/tokenizer.json", fs::copy_options::overwrite_existing, ec);
+      check(!ec, "cannot copy " + tokenizer_json_ + " into checkpoint " + dir + " (" + ec.message() + ")");
+    }
   }
   if (zero1_) save_optimizer_shard(shard_file(tmp, comm_.rank()));
   comm_.barrier();

@@ -109,6 +109,7 @@ class Trainer {
   // gradient all-reduce in per-layer buckets, started from backward's grad-ready hook on the
   // last micro-step.
   void make_buckets();
+  void find_tokenizer();  // sets tokenizer_json_, checks model.vocab_size against it
   void log_step(double loss, double grad_norm, double lr, double ms, double update_ms);
   void append_metrics(const nlohmann::json& line);
   void fetch_train(int64_t index);
@@ -137,6 +138,9 @@ class Trainer {
 
   RunConfig cfg_;  // as configured; the live head plan is model_'s (config() combines them)
   std::string out_dir_;
+  // The data's tokenizer.json (next to the first train shard, written by `prepare --tokenizer`),
+  // copied into every checkpoint; empty when the data has none (bytes).
+  std::string tokenizer_json_;
   dist::Comm& comm_;
   std::unique_ptr<TrainingBackend> backend_;  // train.device's backend (absent when one was given)
   const Backend<float>* ops_ = nullptr;       // what the model and AdamW compute on
