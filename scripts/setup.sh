@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
 pkgs=(build-essential cmake nlohmann-json3-dev libcli11-dev libspdlog-dev catch2 libopenblas-dev
-      libopenmpi-dev openmpi-bin bible-kjv python3-numpy)
+      libopenmpi-dev openmpi-bin bible-kjv python3-numpy python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

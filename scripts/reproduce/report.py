@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Writes a reproduction's tables (markdown + CSV) and REPORT.md from one spec JSON.
+
+Spec: {"paper": str, "title": str, "scale": str, "scale_note": str, "wall_s": float,
+       "machine": str, "commands": [str],
+       "tables": [{"name": str, "paper_ref": "Table 4", "columns": [str], "rows": [[...]],
+                   "reference": {"columns": [str], "rows": [[...]]} | null}],
+       "figures": [{"file": "x.png", "csv": "x.csv", "caption": str}],
+       "claims": [{"claim": str, "paper": str, "ours": str, "verdict": str}],
+       "rule": str}
+Verdicts are "holds", "does not hold" or "not measurable at this scale"; the paper script
+decides them by the rule it states in "rule".
+"""
+import csv
+import json
+import os
+import sys
+
+VERDICTS = ("holds", "does not hold", "not measurable at this scale")
+
+
+def fmt(v):
+    if isinstance(v, float):
+        return f"{v:.4f}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+def markdown(columns, rows):
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(fmt(v) for v in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def main():
+    spec_path, out_dir = sys.argv[1], sys.argv[2]
+    spec = json.load(open(spec_path))
+    report = [f"# {spec['title']}: reproduction report\n",
+              f"- scale: **{spec['scale']}** ({spec['scale_note']})",
+              f"- wall time: {spec['wall_s'] / 60:.1f} min",
+              f"- machine: {spec['machine']}",
+              "- commands:\n" + "\n".join(f"  - `{c}`" for c in spec["commands"]), ""]
+    for t in spec["tables"]:
+        base = os.path.join(out_dir, t["name"])
+        md = markdown(t["columns"], t["rows"])
+        open(base + ".md", "w").write(md)
+        with open(base + ".csv", "w", newline="") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(t["columns"])
+            w.writerows(t["rows"])
+        report += [f"## {t['paper_ref']} ({t['name']}.md, {t['name']}.csv)\n", "Ours:\n", md]
+        if t.get("reference"):
+            report += [f"Paper ({t['paper_ref']}, copied as reference values):\n",
+                       markdown(t["reference"]["columns"], t["reference"]["rows"])]
+    for fig in spec.get("figures", []):
+        report += [f"## {fig['caption']}\n", f"![{fig['caption']}]({fig['file']}) (data: {fig['csv']})\n"]
+    report += ["## Claims\n", f"Rule: {spec['rule']}\n",
+               markdown(["claim", "paper", "ours", "verdict"],
+                        [[c["claim"], c["paper"], c["ours"], c["verdict"]] for c in spec["claims"]])]
+    for c in spec["claims"]:
+        if c["verdict"] not in VERDICTS:
+            sys.exit(f"error: claim '{c['claim']}' has verdict '{c['verdict']}', not one of {VERDICTS}")
+    tmp = os.path.join(out_dir, "REPORT.md.tmp")
+    open(tmp, "w").write("\n".join(report))
+    os.replace(tmp, os.path.join(out_dir, "REPORT.md"))
+
+
+if __name__ == "__main__":
+    main()
