@@ -53,8 +53,8 @@ const std::string kSmall =
 TEST_CASE("convert --method oal calibrates on --calib and writes linear heads with adapters", "[cli][oal]") {
   const std::string dir = test::cli_temp_dir("oal_convert");
   const std::string ckpt = make_checkpoint(dir), out = dir + "/converted";
-  auto r = test::run_headwise("convert --checkpoint " + ckpt + " --out " + out + " --method oal --calib " + dir +
-                              "/val_*.bin --set method.layers=1" + kSmall);
+  auto r = test::run_headwise("convert --checkpoint " + ckpt + " --out " + out + " --method oal --calib '" + dir +
+                              "/val_*.bin' --set method.layers=1" + kSmall);
   INFO(r.out);
   REQUIRE(r.code == 0);
   CHECK(test::last_json_line(r.out)["changed_heads"] == 4);
