@@ -50,7 +50,7 @@ TEST_CASE("oal bootstrap grouping finds the known cuts of a hand-made vector", "
   CHECK(g.candidates[3]["natural"] == false);
 }
 
-TEST_CASE("oal bootstrap grouping: an unstable jump has low support; min_groups fills by priority", "[oal][grouping]") {
+TEST_CASE("oal bootstrap grouping: an unstable jump has low support and min_groups fills by priority", "[oal][grouping]") {
   // Bulk of 7 at 1.0 .. 1.06 and one dim that is 3.0 in half the prompts and 0.4 in the others
   // (mean 1.7: ratio 1.6 >= 1.5, but in a resample of 10 prompts its mean reaches 1.5 only
   // when >= 5 of the 10 are high: support ~0.62 < 0.9).
@@ -94,7 +94,7 @@ TEST_CASE("oal bootstrap grouping keeps at most max_groups groups, by priority",
   CHECK(g.sizes() == std::vector<int>{18, 1, 1, 1, 3});
 }
 
-TEST_CASE("oal fixed:G takes the G-1 largest adjacent ratios; random keeps the sizes", "[oal][grouping]") {
+TEST_CASE("oal fixed:G takes the G-1 largest adjacent ratios and random keeps the sizes", "[oal][grouping]") {
   const std::vector<double> chi = hand_chi();
   const oal::Grouping f2 = oal::fixed_grouping(chi, 2, 0.25);
   CHECK(f2.cuts == std::vector<int>{14});  // 2.38 beats 1.80

@@ -31,7 +31,7 @@ nlohmann::json oal_doc(const std::string& dir, const nlohmann::json& extra = nlo
 
 }  // namespace
 
-TEST_CASE("oal config: layers parse as ranges and lists; bad values name their key", "[oal][config]") {
+TEST_CASE("oal config: layers parse as ranges and lists and bad values name their key", "[oal][config]") {
   CHECK(oal::parse_layers("3-5", 8, "k") == std::vector<int>{3, 4, 5});
   CHECK(oal::parse_layers("1,4,2-3", 8, "k") == std::vector<int>{1, 2, 3, 4});
   CHECK(oal::parse_layers(nlohmann::json::array({5, 0}), 8, "k") == std::vector<int>{0, 5});
