@@ -1,11 +1,12 @@
-// headwise convert --checkpoint IN --out OUT --method NAME [--set method.key=value]...
-// Applies one registered method to a finished checkpoint, with no data and no training: loads
+// headwise convert --checkpoint IN --out OUT --method NAME [--set method.key=value]... [--calib GLOB]
+// Applies one registered method to a finished checkpoint, with no training: loads
 // the model, builds the method's planner through the registry (method_registry.hpp) for a run
-// whose model is the checkpoint's and whose data section is empty, lets it act once (at the
+// whose model is the checkpoint's and whose data section holds at most data.calib = --calib
+// (the calibration data of methods that calibrate), lets it act once (at the
 // first update it would act at), installs the plan change and writes OUT (model.safetensors and
 // config.json as the trainer writes them, plus convert.json: what changed and the planner's
-// report). OUT appears complete or not at all. Methods that need data (calibration, observed
-// training forwards) stop with one error line saying so.
+// report). OUT appears complete or not at all. Methods that calibrate stop with one error line
+// when --calib is missing; methods that observe training forwards always do.
 #include <cstdio>
 #include <filesystem>
 
@@ -22,7 +23,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ConvertArgs {
-  std::string checkpoint, out, method;
+  std::string checkpoint, out, method, calib;
   std::vector<std::string> sets;
 };
 
@@ -31,11 +32,12 @@ struct ConvertArgs {
 void add_convert_command(CLI::App& app) {
   auto a = std::make_shared<ConvertArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "convert", "Apply a data-free method to a finished checkpoint and write the converted checkpoint");
+      "convert", "Apply a method to a finished checkpoint (no training) and write the converted checkpoint");
   cmd->add_option("--checkpoint", a->checkpoint, "Input checkpoint directory")->required();
   cmd->add_option("--out", a->out, "Output checkpoint directory (written atomically)")->required();
   cmd->add_option("--method", a->method, "Method name (method.name); the data-free ones are listed in the README's Methods section")->required();
   cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable)");
+  cmd->add_option("--calib", a->calib, "Token shard glob a calibrating method reads (data.calib)");
   cmd->callback([a] {
     const std::string who = "convert --method " + a->method;
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
@@ -43,7 +45,7 @@ void add_convert_command(CLI::App& app) {
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
     auto model = load_model(a->checkpoint, cpu_backend<float>());
     const ModelConfig before = model->config();
-    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who);
+    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who, a->calib);
     const std::optional<PlanChange>& change = applied.change;
     const bool kept = applied.layout_kept;
     const ModelConfig& after = model->config();
@@ -59,6 +61,7 @@ void add_convert_command(CLI::App& app) {
     std::printf("%zu heads changed%s\n", changed.size(), change ? (kept ? ", parameter layout kept" : ", layout moved")
                                                                 : " (the method kept the plan)");
     nlohmann::json record = {{"from", a->checkpoint},
+                             {"calib", a->calib},
                              {"method", applied.method},
                              {"step", applied.step},
                              {"changed", changed},

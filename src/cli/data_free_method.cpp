@@ -16,7 +16,8 @@ std::string method_names() {
 }  // namespace
 
 DataFreeChange apply_data_free_method(Model<float>& model, const std::string& method,
-                                      const std::vector<std::string>& sets, const std::string& who) {
+                                      const std::vector<std::string>& sets, const std::string& who,
+                                      const std::string& calib_glob) {
   for (const auto& s : sets)
     check(s.rfind("method.", 0) == 0,
           "--set takes method.<key>=value (no data is read and nothing is trained), got '" + s + "'");
@@ -25,6 +26,7 @@ DataFreeChange apply_data_free_method(Model<float>& model, const std::string& me
   nlohmann::json doc = {{"model", mc.to_json()},
                         {"train", {{"seq_len", mc.block_size}, {"micro_batch", 1}}},
                         {"method", {{"name", method}}}};
+  if (!calib_glob.empty()) doc["data"] = {{"calib", calib_glob}};  // calibration only: nothing trains
   for (const auto& s : sets) apply_override(doc, s);
   check(doc["method"]["name"] == method, "--set method.name is --method's job");
   const RunConfig cfg = RunConfig::from_json(doc);

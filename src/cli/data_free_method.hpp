@@ -2,8 +2,9 @@
 // One registered method applied to a finished model with no data and no training (convert,
 // bench-infer --method): the method's planner is built through the registry for a run whose model
 // is the model's own and whose data section is empty, acts once (at the first update it would act
-// at), and its change (plan, head values, adapters) is installed in place. Methods that need data
-// (calibration, observed training forwards) stop with one error saying so.
+// at), and its change (plan, head values, adapters) is installed in place. A method that
+// calibrates on data reads it from `calib_glob` (the run's data.calib) when one is given; without
+// one, and for methods that observe training forwards, it stops with one error saying so.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -24,6 +25,7 @@ struct DataFreeChange {
 
 // `sets` are method.<key>=value overrides; errors are prefixed with `who` (e.g. "convert --method aoh").
 DataFreeChange apply_data_free_method(Model<float>& model, const std::string& method,
-                                      const std::vector<std::string>& sets, const std::string& who);
+                                      const std::vector<std::string>& sets, const std::string& who,
+                                      const std::string& calib_glob = "");
 
 }  // namespace hw::cli

@@ -28,6 +28,7 @@ TrainConfig parse_train(const nlohmann::json& j) {
   f.get("eval_every", t.eval_every);
   f.get("eval_batches", t.eval_batches);
   f.get("checkpoint_every", t.checkpoint_every);
+  f.get("keep_best", t.keep_best);
   f.get("log_every", t.log_every);
   f.get("device", t.device);
   f.get("tf32", t.tf32);
@@ -166,6 +167,7 @@ nlohmann::json RunConfig::to_json() const {
                 {"eval_every", train.eval_every},
                 {"eval_batches", train.eval_batches},
                 {"checkpoint_every", train.checkpoint_every},
+                {"keep_best", train.keep_best},
                 {"log_every", train.log_every},
                 {"device", train.device},
                 {"tf32", train.tf32},

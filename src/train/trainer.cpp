@@ -79,7 +79,9 @@ EvalResult evaluate(Model<float>& model, const data::TokenLoader& loader, int64_
 }
 
 nlohmann::json TrainerState::to_json() const {
-  return {{"step", step}, {"next_batch", next_batch}, {"tokens", tokens}};
+  nlohmann::json j = {{"step", step}, {"next_batch", next_batch}, {"tokens", tokens}};
+  if (best_step >= 0) j["best"] = {{"step", best_step}, {"val_loss", best_val_loss}};
+  return j;
 }
 
 TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string& path) {
@@ -89,6 +91,14 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   s.step = j["step"].get<int64_t>();
   s.next_batch = j["next_batch"].get<int64_t>();
   s.tokens = j["tokens"].get<int64_t>();
+  if (j.contains("best")) {  // train.keep_best: absent before the first evaluation
+    const nlohmann::json& b = j["best"];
+    check(b.is_object() && b.contains("step") && b["step"].is_number_integer() && b.contains("val_loss") &&
+              b["val_loss"].is_number(),
+          path + ": 'best' must hold an integer step and a number val_loss");
+    s.best_step = b["step"].get<int64_t>();
+    s.best_val_loss = b["val_loss"].get<double>();
+  }
   return s;
 }
 
@@ -750,6 +760,12 @@ nlohmann::json Trainer::run(int64_t stop_step) {
       have_eval = true;
       append_metrics({{"step", step}, {"val_loss", last_eval.loss}, {"val_ppl", last_eval.ppl}});
       if (main_rank) spdlog::info("step {:>5} | val loss {:.4f} | val ppl {:.3f}", step + 1, last_eval.loss, last_eval.ppl);
+      if (t.keep_best && !out_dir_.empty() && (state_.best_step < 0 || last_eval.loss < state_.best_val_loss)) {
+        state_.best_step = state_.step;
+        state_.best_val_loss = last_eval.loss;
+        save_checkpoint(out_dir_ + "/checkpoints/best");
+        if (main_rank) spdlog::info("step {:>5} | best so far: checkpoints/best", step + 1);
+      }
     }
     if (!out_dir_.empty() && ((t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0) || last))
       save_checkpoint(out_dir_ + "/checkpoints/step_" + std::to_string(state_.step));
@@ -767,6 +783,9 @@ nlohmann::json Trainer::run(int64_t stop_step) {
     summary["val_loss"] = last_eval.loss;
     summary["val_ppl"] = last_eval.ppl;
   }
+  if (state_.best_step >= 0)
+    summary["best"] = {{"step", state_.best_step}, {"val_loss", state_.best_val_loss},
+                       {"checkpoint", out_dir_ + "/checkpoints/best"}};
   if (!out_dir_.empty() && main_rank && state_.step == t.steps)
     io::write_file_atomic(out_dir_ + "/summary.json", summary.dump(2) + "\n");
   return summary;

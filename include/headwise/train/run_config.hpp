@@ -27,6 +27,9 @@ struct TrainConfig {
   int64_t eval_every = 50;  // 0 = only at the end
   int64_t eval_batches = 8;
   int64_t checkpoint_every = 0;  // 0 = only at the end
+  // train.keep_best: after every evaluation whose val loss beats all earlier ones, write the
+  // model to RUN/checkpoints/best (replacing the previous best); summary.json names its step.
+  bool keep_best = false;
   int64_t log_every = 1;
   // train.device: where the model, gradients, optimizer state and activations live and every op
   // runs. "cpu" (default): the CPU reference backend. "cuda": the CUDA backend on one GPU per

@@ -47,6 +47,9 @@ struct TrainerState {
   int64_t step = 0;        // updates completed
   int64_t next_batch = 0;  // global micro-batch index of the next update's first micro-batch
   int64_t tokens = 0;      // tokens trained on
+  // train.keep_best: the best val loss so far and the step of RUN/checkpoints/best (-1: none yet).
+  double best_val_loss = 0.0;
+  int64_t best_step = -1;
   nlohmann::json to_json() const;
   static TrainerState from_json(const nlohmann::json& j, const std::string& path);
 };

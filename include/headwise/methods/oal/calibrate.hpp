@@ -1,0 +1,70 @@
+#pragma once
+// Calibration of one head's L on frozen Q/K/V against the softmax outputs (paper Eq. (20),
+// App. B): Adam (lr 0.02) on the mean squared error of the normalised outputs, each update on
+// one fit sequence drawn at random with `positions` causal query positions drawn at random;
+// at most max_updates updates; the validation MSE (every position of the validation
+// sequences) is measured before the first update and every val_every updates, the fit stops
+// once `patience` updates passed without a better one, and the best L by validation MSE is
+// kept; the gradient norm is clipped to grad_clip. Every draw comes from the seed alone.
+//
+// calibrate_head runs the paper's candidate protocol: the learned global kernel (G = 1, from the
+// Taylor initialisation and from perturbed Taylor initialisations) and, for G > 1, three
+// initialisations of the grouped kernel (the embedded global kernel, the second-order Taylor
+// kernel, the embedded global kernel plus Gaussian noise), the best kept by validation MSE.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "headwise/methods/oal/kernel.hpp"
+
+namespace hw::oal {
+
+struct CalibOptions {
+  double lr = 0.02;
+  int max_updates = 1000;
+  int positions = 32;
+  int val_every = 100;
+  int patience = 400;
+  double grad_clip = 10.0;
+  double perturb_std = 0.05;  // the perturbed initialisations' noise on every lower-triangle entry
+  double eps = 1e-6;          // the kernel's epsilon (model.linear_eps)
+};
+
+// A head's calibration data: fit and validation sequences, and the softmax outputs of every
+// validation position (filled by prepare_targets).
+struct HeadSamples {
+  std::vector<HeadRows> fit, val;
+  std::vector<std::vector<double>> val_targets;  // [val seq][T * d]
+  void prepare_targets();
+};
+
+// Mean over validation sequences, positions and channels of the squared error.
+double validation_mse(const HeadSamples& s, const GroupedKernel& k);
+
+struct FitResult {
+  GroupedKernel kernel;  // the best by validation MSE (the initialisation if nothing beat it)
+  double init_val_mse = 0.0, val_mse = 0.0;
+  int updates = 0;       // updates made before stopping
+  int best_update = 0;   // the update count of the kept L (0: the initialisation)
+  nlohmann::json to_json() const;
+};
+
+FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed);
+
+struct HeadCalibration {
+  FitResult global;          // the learned global kernel (G = 1)
+  FitResult kernel;          // the chosen kernel for the head's grouping (== global when G = 1)
+  std::string chosen;        // which candidate won: taylor, perturbed_taylor_<n>, embedded_global, ...
+  double taylor_val_mse = 0.0;  // the G = 1 Taylor kernel, unfitted
+  nlohmann::json candidates = nlohmann::json::array();
+  nlohmann::json to_json() const;
+};
+
+// The global kernel of `s` alone (three candidates), reusable across groupings of the same head.
+HeadCalibration calibrate_global(const HeadSamples& s, const CalibOptions& opt, uint64_t seed);
+// The kernel of `groups` (G groups) from a head whose global kernel is already fitted.
+void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, int G, const std::vector<int32_t>& groups,
+                       const CalibOptions& opt, uint64_t seed);
+
+}  // namespace hw::oal

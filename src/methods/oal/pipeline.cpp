@@ -1,0 +1,115 @@
+#include "headwise/methods/oal/pipeline.hpp"
+
+#include <chrono>
+#include <exception>
+#include <numeric>
+
+#include "data/seed_mix.hpp"
+#include "headwise/core/error.hpp"
+
+namespace hw::oal {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+uint64_t bootstrap_seed(uint64_t seed, int flat) { return data::derive_seed(seed, data::Stream::OalBootstrap, uint64_t(flat)); }
+uint64_t random_grouping_seed(uint64_t seed, int flat) {
+  return data::derive_seed(seed, data::Stream::OalRandomGrouping, uint64_t(flat));
+}
+uint64_t calibration_seed(uint64_t seed, int flat) {
+  return data::derive_seed(seed, data::Stream::OalCalibration, 16 + uint64_t(flat));
+}
+
+Grouping group_head(const HeadContribution& c, const GroupingSpec& spec, const GroupingOptions& opt, uint64_t seed,
+                    int n_head) {
+  const int flat = c.layer * n_head + c.head;
+  switch (spec.kind) {
+    case GroupingKind::Bootstrap: return bootstrap_grouping(c.per_prompt, opt, bootstrap_seed(seed, flat));
+    case GroupingKind::Fixed: return fixed_grouping(c.chi(), spec.n_groups, opt.tail_fraction, opt.eps);
+    case GroupingKind::Random:
+      return random_grouping(bootstrap_grouping(c.per_prompt, opt, bootstrap_seed(seed, flat)),
+                             random_grouping_seed(seed, flat));
+  }
+  fail("OAL: unknown grouping");
+}
+
+HeadSamples head_samples(const Model<float>& model, const CapturedQkv& c, int slot, int h, int n_fit) {
+  HeadSamples s;
+  const int n = int(c.qkv[size_t(slot)].size());
+  check(n_fit >= 1 && n_fit < n, "OAL: needs fit and validation sequences");
+  for (int q = 0; q < n; ++q) (q < n_fit ? s.fit : s.val).push_back(head_rows(model, c, slot, q, h));
+  s.prepare_targets();
+  return s;
+}
+
+nlohmann::json PipelineResult::to_json() const {
+  nlohmann::json heads_j = nlohmann::json::array();
+  for (size_t i = 0; i < heads.size(); ++i) {
+    const HeadResult& r = heads[i];
+    nlohmann::json j = {{"layer", r.layer}, {"head", r.head}, {"grouping", r.grouping.to_json()},
+                        {"calibration", r.calibration.to_json()}};
+    if (i < contributions.size()) j["contribution"] = oal::to_json(contributions[i]);
+    heads_j.push_back(std::move(j));
+  }
+  return {{"layers", layers}, {"heads", heads_j}, {"stats_seconds", stats_seconds}, {"calib_seconds", calib_seconds}};
+}
+
+PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sources& src, uint64_t seed, int batch) {
+  const ModelConfig& mc = model.config();
+  PipelineResult out;
+  out.layers = cfg.layers(mc.n_layer);
+  const GroupingSpec spec = cfg.grouping_spec(mc.head_dim());
+  const int H = mc.n_head;
+  CalibOptions co = cfg.calib;
+  co.eps = mc.linear_eps;  // the kernel the model's linear heads will compute
+
+  auto t0 = std::chrono::steady_clock::now();
+  std::vector<int64_t> prompts(size_t(cfg.stats_prompts));
+  std::iota(prompts.begin(), prompts.end(), 0);
+  {
+    const CapturedQkv stats = capture_qkv(model, src.stats, prompts, int(src.stats_T), batch, out.layers);
+    out.contributions = contributions(model, stats);
+  }
+  out.heads.resize(out.contributions.size());
+  std::exception_ptr err;
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i) {
+    try {
+      const HeadContribution& c = out.contributions[size_t(i)];
+      out.heads[size_t(i)].layer = c.layer;
+      out.heads[size_t(i)].head = c.head;
+      out.heads[size_t(i)].grouping = group_head(c, spec, cfg.group, seed, H);
+    } catch (...) {
+#pragma omp critical
+      err = std::current_exception();
+    }
+  }
+  if (err) std::rethrow_exception(err);
+  out.stats_seconds = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  std::vector<int64_t> seqs(size_t(cfg.fit_seqs + cfg.val_seqs));
+  std::iota(seqs.begin(), seqs.end(), 0);
+  const CapturedQkv cap = capture_qkv(model, src.calib, seqs, int(src.calib_T), batch, out.layers);
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i) {
+    try {
+      HeadResult& r = out.heads[size_t(i)];
+      const HeadSamples s = head_samples(model, cap, cap.slot_of(r.layer), r.head, int(cfg.fit_seqs));
+      const uint64_t hs = calibration_seed(seed, r.layer * H + r.head);
+      r.calibration = calibrate_global(s, co, hs);
+      calibrate_grouped(r.calibration, s, r.grouping.n_groups, r.grouping.groups, co, hs);
+    } catch (...) {
+#pragma omp critical
+      err = std::current_exception();
+    }
+  }
+  if (err) std::rethrow_exception(err);
+  out.calib_seconds = seconds_since(t0);
+  return out;
+}
+
+}  // namespace hw::oal

@@ -1,0 +1,169 @@
+// The calibration's own per-head evaluation against independent references: the model's
+// linear and softmax heads (src/attention, prefix-state form) on the same activations, the
+// closed forms of the Taylor and embedded kernels, and finite differences of the loss.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "headwise/core/rng.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/methods/oal/kernel.hpp"
+#include "headwise/model/gpt.hpp"
+
+using namespace hw;
+
+namespace {
+
+struct RandomHead {
+  int T = 20, d = 8;
+  std::vector<float> q, k, v;
+  oal::HeadRows rows;
+  explicit RandomHead(uint64_t seed, double q_scale = 1.0) {
+    Rng rng(seed);
+    q.resize(size_t(T * d));
+    k.resize(q.size());
+    v.resize(q.size());
+    for (auto& x : q) x = float(q_scale * rng.normal());
+    for (auto& x : k) x = float(rng.normal());
+    for (auto& x : v) x = float(rng.normal());
+    rows = {q.data(), k.data(), v.data(), d, d, d, T, d};
+  }
+};
+
+oal::GroupedKernel random_kernel(int G, int d, uint64_t seed) {
+  Rng rng(seed);
+  oal::GroupedKernel k;
+  k.G = G;
+  k.L.assign(size_t((G + 1) * (G + 1)), 0.0);
+  for (int a = 0; a <= G; ++a)
+    for (int b = 0; b <= a; ++b) k.L[size_t(a * (G + 1) + b)] = 0.6 * rng.normal() + (a == b ? 0.5 : 0.0);
+  for (int r = 0; r < d; ++r) k.groups.push_back(int32_t(1 + (r * 7 + 3) % G));
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("oal kernel output equals the model's linear head forward (and softmax its softmax head)", "[oal][kernel]") {
+  ModelConfig c;
+  c.n_layer = 1;
+  c.n_head = 4;
+  c.n_kv_head = 2;  // GQA: heads 0, 1 read KV head 0
+  c.n_embd = 32;
+  c.vocab_size = 29;
+  c.block_size = 24;
+  c.pos = "rope";
+  c.head_plan = attn::HeadPlan::from_json(nlohmann::json::parse(R"([["softmax", "linear", "linear", "softmax"]])"));
+  HeadExtras extras;
+  const int d = c.head_dim();
+  for (int h : {1, 2}) {
+    const oal::GroupedKernel k = random_kernel(h == 1 ? 3 : 1, d, uint64_t(h));
+    LinearHeadValues v;
+    v.n_groups = k.G;
+    v.L.assign(k.L.begin(), k.L.end());
+    v.groups = k.groups;
+    extras.linears[{0, h}] = v;
+  }
+  Model<float> model(c, cpu_backend<float>(), extras);
+  model.init_weights(9);
+  const int64_t B = 2, T = 24;
+  std::vector<int32_t> x(size_t(B * T));
+  Rng rng(4);
+  for (auto& t : x) t = int32_t(rng.below(29));
+  model.forward(x.data(), nullptr, B, T);
+  std::vector<float> qkv, out;
+  model.read_layer_qkv(0, qkv);
+  model.read_layer_attn_out(0, out);
+  const auto& lay = model.layouts()[0];
+  const int64_t W = lay.qkv_width(), OW = lay.out_width();
+  double worst = 0.0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int h = 0; h < 4; ++h) {
+      const float* rows = qkv.data() + b * T * W;
+      const int g = lay.kv_head_of(h);
+      const oal::HeadRows hr{rows + lay.q_col(h), rows + lay.k_col(g), rows + lay.v_col(g), W, W, W, int(T), d};
+      oal::GroupedKernel k;
+      if (h == 1 || h == 2) {
+        const LinearHeadValues& v = extras.linears.at({0, h});
+        k.G = v.n_groups;
+        k.L.assign(v.L.begin(), v.L.end());
+        k.groups = v.groups;
+        k.eps = c.linear_eps;
+      }
+      std::vector<double> y(static_cast<size_t>(d));
+      for (int i = 0; i < T; ++i) {
+        if (h == 1 || h == 2)
+          oal::kernel_output(hr, k, i, y.data());
+        else
+          oal::softmax_output(hr, i, y.data());
+        for (int r = 0; r < d; ++r) {
+          const double m = out[size_t((b * T + i) * OW + lay.out_col(h) + r)];
+          worst = std::max(worst, std::fabs(m - y[size_t(r)]) / (1.0 + std::fabs(y[size_t(r)])));
+        }
+      }
+    }
+  CHECK(worst < 2e-5);  // float model vs double evaluation
+}
+
+TEST_CASE("oal taylor_L is 1 + s + s^2/2 and embed_global reproduces the global kernel", "[oal][kernel]") {
+  for (int G : {1, 2, 5}) {
+    RandomHead h(5, 0.7);
+    oal::GroupedKernel t;
+    t.G = G;
+    t.L = oal::taylor_L(G);
+    for (int r = 0; r < h.d; ++r) t.groups.push_back(int32_t(1 + r % G));
+    t.eps = 0.0;
+    // At query i, the kernel's weights are 1 + s + s^2/2 with s = q.k / sqrt(d).
+    const int i = 9;
+    std::vector<double> y(size_t(h.d)), ref(size_t(h.d), 0.0);
+    double den = 0.0, z = 0.0;
+    oal::kernel_output(h.rows, t, i, y.data(), &den);
+    for (int j = 0; j <= i; ++j) {
+      double s = 0.0;
+      for (int r = 0; r < h.d; ++r) s += double(h.q[size_t(i * h.d + r)]) * h.k[size_t(j * h.d + r)];
+      s /= std::sqrt(double(h.d));
+      const double w = 1.0 + s + 0.5 * s * s;
+      z += w;
+      for (int r = 0; r < h.d; ++r) ref[size_t(r)] += w * h.v[size_t(j * h.d + r)];
+    }
+    CHECK(den == Approx(z).epsilon(1e-12));
+    for (int r = 0; r < h.d; ++r) CHECK(y[size_t(r)] == Approx(ref[size_t(r)] / z).epsilon(1e-10));
+
+    // A global kernel [[a, 0], [b, c]] embedded in G groups: the same outputs as G = 1.
+    const std::vector<double> L1 = {0.8, 0.0, -0.3, 0.6};
+    oal::GroupedKernel g1{1, L1, std::vector<int32_t>(size_t(h.d), 1), 1e-6};
+    oal::GroupedKernel gG{G, oal::embed_global(L1, G), t.groups, 1e-6};
+    std::vector<double> y1(size_t(h.d)), yG(size_t(h.d));
+    oal::kernel_output(h.rows, g1, 13, y1.data());
+    oal::kernel_output(h.rows, gG, 13, yG.data());
+    for (int r = 0; r < h.d; ++r) CHECK(yG[size_t(r)] == Approx(y1[size_t(r)]).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("oal kernel loss gradient matches central finite differences", "[oal][kernel]") {
+  RandomHead h(8);
+  for (int G : {1, 3}) {
+    oal::GroupedKernel k = random_kernel(G, h.d, 21);
+    const std::vector<int> pos = {0, 4, 11, 19};
+    std::vector<double> targets(pos.size() * size_t(h.d));
+    for (size_t p = 0; p < pos.size(); ++p) oal::softmax_output(h.rows, pos[p], targets.data() + p * size_t(h.d));
+    std::vector<double> grad(k.L.size(), 0.0);
+    oal::kernel_loss(h.rows, k, pos.data(), int(pos.size()), targets.data(), grad.data());
+    const int G1 = G + 1;
+    for (int a = 0; a < G1; ++a)
+      for (int b = 0; b < G1; ++b) {
+        const size_t e = size_t(a * G1 + b);
+        if (b > a) {
+          CHECK(grad[e] == 0.0);  // the upper triangle is not a parameter
+          continue;
+        }
+        const double step = 1e-6, orig = k.L[e];
+        k.L[e] = orig + step;
+        const double up = oal::kernel_loss(h.rows, k, pos.data(), int(pos.size()), targets.data(), nullptr);
+        k.L[e] = orig - step;
+        const double dn = oal::kernel_loss(h.rows, k, pos.data(), int(pos.size()), targets.data(), nullptr);
+        k.L[e] = orig;
+        CHECK(grad[e] == Approx((up - dn) / (2 * step)).margin(1e-8).epsilon(1e-5));
+      }
+  }
+}
