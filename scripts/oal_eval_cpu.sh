@@ -10,7 +10,7 @@
 #   random-dimension draws, default 100), EXTRA_RUNS: more Table 3 rows as "label:--set k=v ..."
 #   entries separated by ';' (e.g. a baseline head kind once it exists), run like the OAL row.
 # Writes OUT/tables.md (all four), OUT/table3.csv, OUT/tables/*.csv, and OUT/fig2.png when
-# python3 has matplotlib.
+# Debian's python3-matplotlib is installed (scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-runs/oal_eval_cpu}
@@ -59,7 +59,8 @@ for e in "${ENTRIES[@]}"; do
   LABELS="$LABELS $label"
 done
 
-python3 - "$OUT" $LABELS <<'PY'
+# Debian's python (with python3-matplotlib, installed by scripts/setup.sh), without the user site.
+/usr/bin/python3 -s - "$OUT" $LABELS <<'PY'
 import json, math, sys
 out, labels = sys.argv[1], sys.argv[2:]
 rows = []
