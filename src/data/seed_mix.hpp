@@ -25,6 +25,7 @@ enum class Stream : uint64_t {
   LoraDropout = 13,      // Trainer: LoRA dropout masks, index = global micro-batch
   Sampling = 14,         // generate: next-token draws (infer/sampler.hpp), index 0
   AohRandomSelect = 15,  // AoH: the random-selection control, index = group (0 global, or layer)
+  PerformerFeatures = 16,  // Model: performer heads' random features, index = layer * 65536 + head
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.
