@@ -29,10 +29,10 @@ def main():
             kinds.append(r["kind"])
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
     for k in kinds:
-        pts = [(int(r["T"]), float(r["ms_fwd_bwd"]), int(r["total_bytes"]) / 2**30) for r in rows if r["kind"] == k]
+        pts = [(int(r["T"]), float(r["cpu_ms_fwd_bwd"]), int(r["total_bytes"]) / 2**30) for r in rows if r["kind"] == k]
         a.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k)
         b.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=k)
-    for ax, lab in ((a, "ms, forward + backward (1 head, 1 thread)"), (b, "GiB (inputs, outputs, gradients, workspace)")):
+    for ax, lab in ((a, "CPU ms, forward + backward (1 head, 1 thread)"), (b, "GiB (inputs, outputs, gradients, workspace)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length T")

@@ -22,7 +22,8 @@ std::string bench_attention_markdown(const nlohmann::json& rows);
 // The OAL paper's Fig. 3 with our kernels: for each T, one head (batch 1, head_dim wide, run on
 // the calling thread with single-threaded BLAS) of softmax, linear G = 1, linear G = 4 ("OAL"),
 // performer (250 features), dijiang and taylorshift, forward + backward, median of `repeats`
-// after a warm-up. Rows {kind, T, ms_fwd_bwd, relative_to_softmax, workspace_bytes (the entry
+// after a warm-up. Rows {kind, T, ms_fwd_bwd (wall), cpu_ms_fwd_bwd (the calling thread's CPU
+// time: robust on a shared machine), relative_to_softmax (of the CPU times), workspace_bytes (the entry
 // point's scratch), total_bytes (scratch + q/k/v, outputs, their gradients, row statistics and
 // parameters)}. Throws hw::Error on bad arguments.
 nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats);
