@@ -14,6 +14,10 @@
 //     Fw = 1 + D + D(D+1)/2 packed features, plus the exact pairs inside each chunk, 2 D for
 //     the group scores and 2 (D + 1) for the weighted [v, 1] (the O(G^2) kernel
 //     evaluation and the feature construction are left out: small and G is not known here);
+//   taylorshift: the linear kind's count (the same engine on unit-norm rows);
+//   performer (M features), dijiang (M = D): per token the feature projections of q and k,
+//     2 x D M, and the state read and update, 2 x 2 M (D + 1); per intra-chunk pair the
+//     kernel 2 M and the weighted [v, 1] 2 (D + 1);
 //   pruned: 0.
 #include "headwise/attention/cost.hpp"
 
@@ -45,6 +49,13 @@ double linear_flops(int64_t T, double D) {
   return double(T) * 4 * fw * (D + 1) + intra_pairs * (2 * D + 2 * (D + 1));
 }
 
+double feature_flops(int64_t T, double D, double M) {
+  const int64_t C = detail::kTile;
+  const int64_t full = T / C, rest = T % C;
+  const double intra_pairs = double(full) * double(C * (C + 1) / 2) + double(rest * (rest + 1) / 2);
+  return double(T) * (4 * D * M + 4 * M * (D + 1)) + intra_pairs * (2 * M + 2 * (D + 1));
+}
+
 double head_flops(const HeadSpec& s, int64_t T, double D) {
   const double band = double(T) * double(T + 1) / 2;
   switch (s.kind) {
@@ -52,7 +63,10 @@ double head_flops(const HeadSpec& s, int64_t T, double D) {
     case HeadKind::Window: return 4 * D * visible_pairs(T, 0, s.window);
     case HeadKind::SinkWindow: return 4 * D * visible_pairs(T, s.sink, s.window);
     case HeadKind::Static: return 2 * D * band;
-    case HeadKind::Linear: return linear_flops(T, D);
+    case HeadKind::Linear:
+    case HeadKind::TaylorShift: return linear_flops(T, D);
+    case HeadKind::Performer: return feature_flops(T, D, s.features);
+    case HeadKind::DiJiang: return feature_flops(T, D, D);
     case HeadKind::Pruned: return 0;
   }
   return 0;
@@ -64,7 +78,7 @@ double head_coverage(const HeadSpec& s, int64_t T) {
     case HeadKind::Softmax: w = T; break;
     case HeadKind::Window: w = s.window; break;
     case HeadKind::SinkWindow: w = std::min<int64_t>(int64_t(s.sink) + s.window, T); break;
-    default: return 0;  // static, linear, pruned: no scores computed
+    default: return 0;  // static, linear and the baselines, pruned: no scores computed
   }
   return double(std::min<int64_t>(std::max<int64_t>(w, 64), T));
 }

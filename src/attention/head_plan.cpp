@@ -11,7 +11,9 @@
 namespace hw::attn {
 namespace {
 
-constexpr const char* kExpected = "(expected softmax, window:W, sink_window:S:W, static, linear, pruned)";
+constexpr const char* kExpected =
+    "(expected softmax, window:W, sink_window:S:W, static, linear, pruned, performer, performer:M, dijiang, "
+    "taylorshift)";
 
 [[noreturn]] void bad_kind(const std::string& text) {
   fail("head plan: bad head kind '" + text + "' " + kExpected);
@@ -49,7 +51,17 @@ HeadSpec HeadSpec::parse(const std::string& text) {
     else if (name == "static") spec.kind = HeadKind::Static;
     else if (name == "linear") spec.kind = HeadKind::Linear;
     else if (name == "pruned") spec.kind = HeadKind::Pruned;
+    else if (name == "performer") spec.kind = HeadKind::Performer, spec.features = HeadSpec::kPerformerFeatures;
+    else if (name == "dijiang") spec.kind = HeadKind::DiJiang;
+    else if (name == "taylorshift") spec.kind = HeadKind::TaylorShift;
     else bad_kind(text);
+    return spec;
+  }
+  if (name == "performer" && parts.size() == 2) {
+    spec.kind = HeadKind::Performer;
+    if (!parse_int(parts[1], spec.features) || !spec.invalid_reason().empty())
+      fail("head plan: bad feature count in '" + text + "' (expected an integer in 1.." +
+           std::to_string(HeadSpec::kMaxPerformerFeatures) + ")");
     return spec;
   }
   if (name == "window" && parts.size() == 2) {
@@ -78,6 +90,10 @@ std::string HeadSpec::str() const {
     case HeadKind::Static: return "static";
     case HeadKind::Linear: return "linear";
     case HeadKind::Pruned: return "pruned";
+    case HeadKind::Performer:
+      return features == kPerformerFeatures ? "performer" : "performer:" + std::to_string(features);
+    case HeadKind::DiJiang: return "dijiang";
+    case HeadKind::TaylorShift: return "taylorshift";
   }
   return "?";
 }
@@ -86,6 +102,8 @@ std::string HeadSpec::invalid_reason() const {
   const bool windowed = kind == HeadKind::Window || kind == HeadKind::SinkWindow;
   if (windowed && window < 1) return "window " + std::to_string(window) + " must be >= 1";
   if (kind == HeadKind::SinkWindow && sink < 0) return "sink " + std::to_string(sink) + " must be >= 0";
+  if (kind == HeadKind::Performer && (features < 1 || features > kMaxPerformerFeatures))
+    return "performer features " + std::to_string(features) + " must be in 1.." + std::to_string(kMaxPerformerFeatures);
   return "";
 }
 
@@ -106,7 +124,7 @@ void HeadPlan::validate(int n_layer, int n_head) const {
     for (size_t h = 0; h < layers[l].size(); ++h) {
       const HeadSpec& s = layers[l][h];
       if (const std::string why = s.invalid_reason(); !why.empty())
-        fail("head plan: layer " + std::to_string(l) + " head " + std::to_string(h) + " has a bad window ('" +
+        fail("head plan: layer " + std::to_string(l) + " head " + std::to_string(h) + " is invalid ('" +
              s.str() + "': " + why + ")");
     }
   }

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "attention/head_kernels.hpp"
 #include "attention/tile_ops.hpp"
@@ -39,6 +40,15 @@ Sizes sizes(const LayerPlan& plan, const LayerLayout& layout, const AttnDims& di
     if (h.kind == HeadKind::Linear) {  // n_groups <= head_dim is enforced, so size for G = D
       s.per_thread = std::max(s.per_thread, detail::linear_scratch(D, D));
       s.partial_per_head = std::max(s.partial_per_head, int64_t(D + 1) * (D + 1));
+    }
+    if (h.kind == HeadKind::Performer) s.per_thread = std::max(s.per_thread, detail::performer_scratch(D, h.features));
+    if (h.kind == HeadKind::DiJiang) {
+      s.per_thread = std::max(s.per_thread, detail::dijiang_scratch(D));
+      s.partial_per_head = std::max(s.partial_per_head, int64_t(D));
+    }
+    if (h.kind == HeadKind::TaylorShift) {
+      s.per_thread = std::max(s.per_thread, detail::taylorshift_scratch(D));
+      s.partial_per_head = std::max(s.partial_per_head, int64_t(1));
     }
   }
   return s;
@@ -73,6 +83,22 @@ void check_inputs(const LayerPlan& plan, const LayerLayout& layout, const AttnDi
       check(params.linear_eps > 0 && std::isfinite(params.linear_eps),
             "attention: linear_eps must be positive and finite");
     }
+    if (s.kind == HeadKind::Performer) {
+      check(params.performers.size() > static_cast<size_t>(h) && params.performers[size_t(h)].W,
+            head_name(h) + " is a performer head but has no random features");
+      check(params.performers[size_t(h)].n_features == s.features,
+            head_name(h) + " is '" + s.str() + "' but its feature matrix has " +
+                std::to_string(params.performers[size_t(h)].n_features) + " rows");
+    }
+    if (s.kind == HeadKind::DiJiang)
+      check(params.dijiangs.size() > static_cast<size_t>(h) && params.dijiangs[size_t(h)].log_w,
+            head_name(h) + " is a dijiang head but has no weights");
+    if (s.kind == HeadKind::TaylorShift) {
+      check(params.taylorshifts.size() > static_cast<size_t>(h) && params.taylorshifts[size_t(h)].tau,
+            head_name(h) + " is a taylorshift head but has no temperature");
+      check(std::isfinite(double(*params.taylorshifts[size_t(h)].tau)),
+            head_name(h) + ": taylorshift temperature is not finite");
+    }
   }
 }
 
@@ -96,6 +122,7 @@ void layer_forward(const LayerPlan& plan, const LayerLayout& layout, const AttnD
   const int64_t T = dims.T, ldx = layout.qkv_width(), ldo = layout.out_width();
   F* scratch0 = workspace + dims.B * H * sz.partial_per_head;
   const int64_t n_tasks = dims.B * H;
+  std::vector<int64_t> bad(static_cast<size_t>(n_tasks), -1);  // first bad denominator per task
   const detail::BlasSingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
 #pragma omp parallel for schedule(static) if (n_tasks > 1)
   for (int64_t task = 0; task < n_tasks; ++task) {
@@ -124,21 +151,27 @@ void layer_forward(const LayerPlan& plan, const LayerLayout& layout, const AttnD
       case HeadKind::SinkWindow: detail::softmax_family_forward(detail::key_set(spec, T), a); break;
       case HeadKind::Static: detail::static_forward(params.statics[static_cast<size_t>(h)], a); break;
       case HeadKind::Linear:
-        detail::linear_forward(params.linears[static_cast<size_t>(h)], params.linear_eps, a);
+        bad[size_t(task)] = detail::linear_forward(params.linears[static_cast<size_t>(h)], params.linear_eps, a);
+        break;
+      case HeadKind::Performer:
+        bad[size_t(task)] = detail::performer_forward(params.performers[static_cast<size_t>(h)], a);
+        break;
+      case HeadKind::DiJiang: bad[size_t(task)] = detail::dijiang_forward(params.dijiangs[static_cast<size_t>(h)], a); break;
+      case HeadKind::TaylorShift:
+        bad[size_t(task)] = detail::taylorshift_forward(params.taylorshifts[static_cast<size_t>(h)], a);
         break;
       case HeadKind::Pruned: break;
     }
   }
-  // A linear head stops at its first bad denominator and leaves it in its row statistics.
-  for (int64_t task = 0; task < n_tasks; ++task) {
-    const int h = static_cast<int>(task % H);
-    if (plan[static_cast<size_t>(h)].kind != HeadKind::Linear) continue;
-    const F* stats = row_stats + task * T;
-    for (int64_t t = 0; t < T; ++t)
-      if (!(stats[t] > F(0)) || !std::isfinite(stats[t]))
-        fail("attention: linear head " + std::to_string(h) + " (sequence " + std::to_string(task / H) +
-             ") has a non-positive or non-finite denominator at position " + std::to_string(t));
-  }
+  // A kernel head stops at its first bad denominator and reports its position here (an
+  // exception must not leave the OpenMP region).
+  for (int64_t task = 0; task < n_tasks; ++task)
+    if (bad[size_t(task)] >= 0) {
+      const HeadSpec& spec = plan[static_cast<size_t>(task % H)];
+      fail("attention: " + std::string(spec.kind == HeadKind::Linear ? "linear" : spec.str()) + " head " +
+           std::to_string(task % H) + " (sequence " + std::to_string(task / H) +
+           ") has a non-positive or non-finite denominator at position " + std::to_string(bad[size_t(task)]));
+    }
 }
 
 template <class F>
@@ -202,6 +235,17 @@ void layer_backward(const LayerPlan& plan, const LayerLayout& layout, const Attn
         case HeadKind::Linear:
           detail::linear_backward(params.linears[static_cast<size_t>(h)], params.linear_eps, a, partial(b, h));
           break;
+        case HeadKind::Performer: detail::performer_backward(params.performers[static_cast<size_t>(h)], a); break;
+        case HeadKind::DiJiang: {
+          const auto& p = params.dijiangs[static_cast<size_t>(h)];
+          detail::dijiang_backward(p, a, p.dlog_w ? partial(b, h) : nullptr);
+          break;
+        }
+        case HeadKind::TaylorShift: {
+          const auto& p = params.taylorshifts[static_cast<size_t>(h)];
+          detail::taylorshift_backward(p, a, p.dtau ? partial(b, h) : nullptr);
+          break;
+        }
         case HeadKind::Pruned: break;
       }
     }
@@ -217,6 +261,15 @@ void layer_backward(const LayerPlan& plan, const LayerLayout& layout, const Attn
         if (p.drho)
           for (int64_t j = 0; j < T; ++j) p.drho[j] += partial(b, h)[T + j];
       }
+    } else if (spec.kind == HeadKind::DiJiang) {
+      const auto& p = params.dijiangs[static_cast<size_t>(h)];
+      if (p.dlog_w)
+        for (int64_t b = 0; b < dims.B; ++b)
+          for (int f = 0; f < D; ++f) p.dlog_w[f] += partial(b, h)[f];
+    } else if (spec.kind == HeadKind::TaylorShift) {
+      const auto& p = params.taylorshifts[static_cast<size_t>(h)];
+      if (p.dtau)
+        for (int64_t b = 0; b < dims.B; ++b) *p.dtau += partial(b, h)[0];
     } else if (spec.kind == HeadKind::Linear && dims.B > 0) {
       const auto& p = params.linears[static_cast<size_t>(h)];
       if (!p.dL) continue;

@@ -1,6 +1,7 @@
 // headwise bench-attention [--T 256,1024,4096] [--head-dim 64] [--batch 1] [--repeats 3]:
 // forward+backward time of one head of each kind on the CPU, as a markdown table and one JSON
-// line. With --layer: a whole layer (--heads heads) under several plan compositions, through
+// line. With --curve: latency and memory vs T of softmax, linear G=1, OAL (linear G=4) and the
+// baselines (the OAL paper's Fig. 3), one head on one thread, optionally written to --csv FILE. With --layer: a whole layer (--heads heads) under several plan compositions, through
 // the backend of --device (cpu or cuda), to compare kinds on the GPU kernels.
 #include <cstdio>
 #include <memory>
@@ -10,6 +11,7 @@
 #include "cli/layer_attention_bench.hpp"
 #include "headwise/attention/kind_bench.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/io/files.hpp"
 
 namespace hw::cli {
 
@@ -23,6 +25,8 @@ void add_bench_attention_command(CLI::App& app) {
     int heads = 12;
     std::string device = "cpu";
     std::string precision = "fp32";
+    bool curve = false;
+    std::string csv;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("bench-attention", "Time attention per head kind (CPU) or per layer plan (--layer)");
@@ -34,7 +38,20 @@ void add_bench_attention_command(CLI::App& app) {
   cmd->add_option("--heads", o->heads, "Heads per layer (with --layer)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda (with --layer)")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32 or bf16 activations (with --layer)")->capture_default_str();
+  cmd->add_flag("--curve", o->curve, "Latency and memory vs T: softmax, linear G=1, OAL G=4 and the baselines");
+  cmd->add_option("--csv", o->csv, "With --curve: also write the rows to this CSV file");
   cmd->callback([o] {
+    check(o->csv.empty() || o->curve, "bench-attention: --csv needs --curve");
+    if (o->curve) {
+      check(!o->layer, "bench-attention: --curve and --layer are exclusive");
+      check(o->device == "cpu", "bench-attention: --curve runs on the CPU only");
+      check(o->batch == 1, "bench-attention: --curve times batch 1");
+      const nlohmann::json rows = attn::bench_attention_curve(o->Ts, o->head_dim, o->repeats);
+      std::printf("%s", attn::bench_curve_markdown(rows).c_str());
+      std::printf("%s\n", rows.dump().c_str());
+      if (!o->csv.empty()) io::write_file_atomic(o->csv, attn::bench_curve_csv(rows));
+      return;
+    }
     if (!o->layer) {
       check(o->device == "cpu", "bench-attention: --device " + o->device + " needs --layer");
       const nlohmann::json rows = attn::bench_attention_kinds(o->Ts, o->head_dim, o->batch, o->repeats);

@@ -25,6 +25,7 @@ enum class Stream : uint64_t {
   LoraDropout = 13,      // Trainer: LoRA dropout masks, index = global micro-batch
   Sampling = 14,         // generate: next-token draws (infer/sampler.hpp), index 0
   AohRandomSelect = 15,  // AoH: the random-selection control, index = group (0 global, or layer)
+  PerformerFeatures = 16,  // Model: performer heads' random features, index = layer * 65536 + head
   OalBootstrap = 18,       // OAL: prompt resamples of the bootstrap grouping, index = layer * n_head + head
   OalRandomGrouping = 19,  // OAL: the random-grouping control, index = layer * n_head + head
   OalCalibration = 20,     // OAL: calibration windows (index 0 stats, 1 fit/val) and L fits (index 16 + flat head)

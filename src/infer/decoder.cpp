@@ -122,6 +122,15 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   check(split_cols >= 1, "decoder: split_cols must be >= 1");
   check(!cfg.lora.enabled(), "decoder: the model has LoRA adapters (model.lora), which cached decoding does not "
                              "apply: merge them into the weights first (Model::merge_adapters, headwise merge)");
+  // The linearization baselines have no cached (recurrent) decode path yet: refuse them by name
+  // instead of decoding without those heads.
+  for (int l = 0; l < cfg.n_layer; ++l)
+    for (int h = 0; h < cfg.n_head; ++h) {
+      const attn::HeadSpec& s = cfg.head_plan.layers[size_t(l)][size_t(h)];
+      check(!s.baseline_linear(), "decoder: layer " + std::to_string(l) + " head " + std::to_string(h) + " is '" +
+                                      s.str() + "', a head kind cached decoding does not run (softmax, window, "
+                                      "sink_window, static, linear and pruned heads only)");
+    }
   check(cfg.n_head + cfg.kv_heads() <= kMaxTasks, "decoder: more than " + std::to_string(kMaxTasks) +
                                                       " query + KV heads in a layer");
   auto I = std::make_unique<Impl>();

@@ -106,6 +106,22 @@ HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& 
         v.groups.resize(size_t(cfg.head_dim()));
         st.read(name_of(lp + "groups"), DType::I32, {cfg.head_dim()}, v.groups.data());
         ex.linears[{l, h}] = std::move(v);
+      } else if (kind == attn::HeadKind::Performer) {
+        PerformerHeadValues v;
+        v.n_features = cfg.head_plan.layers[size_t(l)][size_t(h)].features;
+        v.W.resize(size_t(v.n_features) * size_t(cfg.head_dim()));
+        st.read(name_of(p + "performer." + std::to_string(h) + ".W"), DType::F32, {v.n_features, cfg.head_dim()},
+                v.W.data());
+        ex.performers[{l, h}] = std::move(v);
+      } else if (kind == attn::HeadKind::DiJiang) {
+        DiJiangHeadValues v;
+        v.log_w.resize(size_t(cfg.head_dim()));
+        st.read(name_of(p + "dijiang." + std::to_string(h) + ".log_w"), DType::F32, {cfg.head_dim()}, v.log_w.data());
+        ex.dijiangs[{l, h}] = std::move(v);
+      } else if (kind == attn::HeadKind::TaylorShift) {
+        TaylorShiftHeadValues v;
+        st.read(name_of(p + "taylorshift." + std::to_string(h) + ".tau"), DType::F32, {1}, &v.tau);
+        ex.taylorshifts[{l, h}] = v;
       }
     }
   return ex;

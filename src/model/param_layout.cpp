@@ -77,6 +77,15 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
           add(hp + "static." + std::to_string(h) + "." + v, {cfg.block_size}, 0.f, 0.f, l);
           specs.back().role = ParamRole::Buffer;
         }
+      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::Performer) {
+        // fixed random features: a buffer (no gradient), saved with the model
+        add(hp + "performer." + std::to_string(h) + ".W", {plan[static_cast<size_t>(h)].features, hd}, 0.f, 0.f, l);
+        specs.back().role = ParamRole::Buffer;
+        specs.back().decay = false;
+      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::DiJiang) {
+        add(hp + "dijiang." + std::to_string(h) + ".log_w", {hd}, 0.f, 0.f, l);
+      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::TaylorShift) {
+        add(hp + "taylorshift." + std::to_string(h) + ".tau", {1}, 0.f, 1.f, l);
       }
     }
     if (cfg.lora.on_layer(l)) {  // after the layer's other tensors: a layer's tensors stay contiguous

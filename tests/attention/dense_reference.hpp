@@ -21,6 +21,9 @@ struct Layer {
   std::vector<std::vector<double>> alpha, rho, L;
   std::vector<std::vector<int32_t>> groups;
   std::vector<int> G;
+  std::vector<std::vector<double>> W;      // performer: features x D random projections
+  std::vector<std::vector<double>> log_w;  // dijiang: D log-weights
+  std::vector<double> tau;                 // taylorshift temperature
   double eps = 1e-6;
   // activations
   std::vector<std::vector<Mat>> q, k, v;  // q[b][h], k[b][g], v[b][g]
@@ -72,6 +75,56 @@ inline double oal_kernel(const Layer& l, int h, const double* q, const double* k
   return kap;
 }
 
+// The baselines' kernels straight from their definitions (README, head kinds).
+inline double performer_kernel(const Layer& l, int h, const double* q, const double* k) {
+  const auto& W = l.W[size_t(h)];
+  const int M = l.plan[size_t(h)].features, D = l.D;
+  const double sc = 1.0 / std::pow(double(D), 0.25);
+  double qq = 0, kk = 0;
+  for (int d = 0; d < D; ++d) qq += q[d] * q[d] * sc * sc, kk += k[d] * k[d] * sc * sc;
+  double kap = 0;
+  for (int m = 0; m < M; ++m) {
+    double wq = 0, wk = 0;
+    for (int d = 0; d < D; ++d) wq += W[size_t(m * D + d)] * q[d] * sc, wk += W[size_t(m * D + d)] * k[d] * sc;
+    kap += std::exp(wq - qq / 2) * std::exp(wk - kk / 2) / M;
+  }
+  return kap;
+}
+
+inline std::vector<double> dct_softmax(int D, const double* x) {
+  const double pi = std::acos(-1.0), sc = 1.0 / std::pow(double(D), 0.25);
+  std::vector<double> z(size_t(D), 0.0);
+  for (int f = 0; f < D; ++f)
+    for (int d = 0; d < D; ++d)
+      z[size_t(f)] += std::sqrt((f == 0 ? 1.0 : 2.0) / D) * std::cos(pi * (d + 0.5) * f / D) * x[d] * sc;
+  const double lse = logsumexp_row(z);
+  for (auto& e : z) e = std::exp(e - lse);
+  return z;
+}
+
+inline double dijiang_kernel(const Layer& l, int h, const double* q, const double* k) {
+  const auto a = dct_softmax(l.D, q), b = dct_softmax(l.D, k);
+  double kap = 0;
+  for (int f = 0; f < l.D; ++f) kap += std::exp(l.log_w[size_t(h)][size_t(f)]) * a[size_t(f)] * b[size_t(f)];
+  return kap;
+}
+
+inline double taylorshift_kernel(const Layer& l, int h, const double* q, const double* k) {
+  double qk = 0, qq = 0, kk = 0;
+  for (int d = 0; d < l.D; ++d) qk += q[d] * k[d], qq += q[d] * q[d], kk += k[d] * k[d];
+  const double s = l.tau[size_t(h)] * qk / std::sqrt(qq * kk);
+  return 1 + s + s * s / 2;
+}
+
+inline double baseline_kernel(const Layer& l, int h, const double* q, const double* k) {
+  using hw::attn::HeadKind;
+  switch (l.plan[size_t(h)].kind) {
+    case HeadKind::Performer: return performer_kernel(l, h, q, k);
+    case HeadKind::DiJiang: return dijiang_kernel(l, h, q, k);
+    default: return taylorshift_kernel(l, h, q, k);
+  }
+}
+
 // Explicit T x T weight matrix of head h for sequence b.
 inline Mat weights(const Layer& l, int64_t b, int h) {
   using hw::attn::HeadKind;
@@ -100,6 +153,11 @@ inline Mat weights(const Layer& l, int64_t b, int h) {
     } else if (spec.kind == HeadKind::Static) {
       double z = 0;
       for (int64_t j = 0; j <= i; ++j) z += (row[j] = std::exp(l.alpha[size_t(h)][size_t(j)] + l.rho[size_t(h)][size_t(i - j)]));
+      for (int64_t j = 0; j <= i; ++j) row[j] /= z;
+    } else if (spec.baseline_linear()) {
+      const double* qi = &l.q[size_t(b)][size_t(h)][size_t(i * l.D)];
+      double z = 0;
+      for (int64_t j = 0; j <= i; ++j) z += (row[j] = baseline_kernel(l, h, qi, &l.k[size_t(b)][size_t(g)][size_t(j * l.D)]));
       for (int64_t j = 0; j <= i; ++j) row[j] /= z;
     } else {  // Linear
       std::vector<double> s, t;
@@ -131,7 +189,8 @@ struct Grads {
   std::vector<std::vector<double>> dalpha, drho, dL;  // per query head
 };
 
-// Gradients of sum over b, h of <out[b][h], R[b][h]>.
+// Gradients of sum over b, h of <out[b][h], R[b][h]>. Baseline kinds (performer, dijiang,
+// taylorshift) are not differentiated here: their tests use finite differences.
 inline Grads backward(const Layer& l, const std::vector<std::vector<Mat>>& R) {
   using hw::attn::HeadKind;
   const int64_t T = l.T;
@@ -149,7 +208,7 @@ inline Grads backward(const Layer& l, const std::vector<std::vector<Mat>>& R) {
   for (int64_t b = 0; b < l.B; ++b)
     for (int h = 0; h < l.H; ++h) {
       const auto& spec = l.plan[size_t(h)];
-      if (spec.kind == HeadKind::Pruned) continue;
+      if (spec.kind == HeadKind::Pruned || spec.baseline_linear()) continue;
       const int g = l.kv_of(h);
       const Mat P = weights(l, b, h);
       const Mat& V = l.v[size_t(b)][size_t(g)];

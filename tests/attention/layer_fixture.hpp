@@ -62,6 +62,16 @@ inline ref::Layer make_layer(const std::vector<HeadSpec>& plan, int KV, int D, i
         l.L[size_t(h)].push_back(c > a ? 7.5 : (a == c ? 1.0 : 0.0) + 0.4 * nd(gen));
     for (int r = 0; r < D; ++r) l.groups[size_t(h)].push_back(1 + static_cast<int32_t>(gen() % unsigned(G)));
   }
+  // baselines: Gaussian projections (the exactness tests need no orthogonality), log-weights, tau
+  l.W.assign(size_t(l.H), {});
+  l.log_w.assign(size_t(l.H), {});
+  l.tau.assign(size_t(l.H), 0.0);
+  for (int h = 0; h < l.H; ++h) {
+    const int M = plan[size_t(h)].kind == HeadKind::Performer ? plan[size_t(h)].features : 0;
+    for (int e = 0; e < M * D; ++e) l.W[size_t(h)].push_back(nd(gen));
+    for (int f = 0; f < D; ++f) l.log_w[size_t(h)].push_back(0.5 * nd(gen));
+    l.tau[size_t(h)] = 1.5 + 0.5 * nd(gen);
+  }
   return l;
 }
 
@@ -73,6 +83,8 @@ struct Packed {
   std::vector<F> qkv, out, stats, ws, dqkv, dout;
   std::vector<std::vector<F>> alpha, rho, log_z, dalpha, drho, L, dL;
   std::vector<std::vector<int32_t>> groups;
+  std::vector<std::vector<F>> Wf, log_w, dlog_w;  // performer features, dijiang weights
+  std::vector<F> tau, dtau;
   hw::attn::LayerHeadParams<F> params;
 
   explicit Packed(const ref::Layer& l) {
@@ -109,12 +121,20 @@ struct Packed {
       L.push_back(cvt(l.L[size_t(h)]));
       dL.emplace_back(L.back().size(), F(0));
       groups.push_back(l.groups[size_t(h)]);
+      Wf.push_back(cvt(l.W[size_t(h)]));
+      log_w.push_back(cvt(l.log_w[size_t(h)]));
+      dlog_w.emplace_back(log_w.back().size(), F(0));
     }
+    tau.assign(l.tau.begin(), l.tau.end());
+    dtau.assign(tau.size(), F(0));
     params.linear_eps = l.eps;
     for (int h = 0; h < l.H; ++h) {
       params.statics.push_back({alpha[size_t(h)].data(), rho[size_t(h)].data(), log_z[size_t(h)].data(),
                                 dalpha[size_t(h)].data(), drho[size_t(h)].data()});
       params.linears.push_back({L[size_t(h)].data(), dL[size_t(h)].data(), groups[size_t(h)].data(), l.G[size_t(h)]});
+      params.performers.push_back({Wf[size_t(h)].data(), int(Wf[size_t(h)].size()) / l.D});
+      params.dijiangs.push_back({log_w[size_t(h)].data(), dlog_w[size_t(h)].data()});
+      params.taylorshifts.push_back({&tau[size_t(h)], &dtau[size_t(h)]});
     }
   }
 

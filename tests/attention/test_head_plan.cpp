@@ -27,7 +27,8 @@ TEST_CASE("HeadSpec rejects bad strings with one clear line") {
     FAIL("no error");
   } catch (const hw::Error& e) {
     CHECK(std::string(e.what()) ==
-          "head plan: bad head kind 'windw:64' (expected softmax, window:W, sink_window:S:W, static, linear, pruned)");
+          "head plan: bad head kind 'windw:64' (expected softmax, window:W, sink_window:S:W, static, linear, pruned, "
+          "performer, performer:M, dijiang, taylorshift)");
   }
   for (const char* s : {"", "Softmax", "softmax:1", "window", "window:", "window:0", "window:-1", "window:+5",
                         "window: 5", "window:5 ", "window:5:", "window:1e3", "window:2147483648",

@@ -43,3 +43,27 @@ TEST_CASE("bench_attention_kinds rejects bad arguments") {
   CHECK_THROWS_AS(hw::attn::bench_attention_kinds({16}, 8, 0, 1), hw::Error);
   CHECK_THROWS_AS(hw::attn::bench_attention_kinds({16}, 8, 1, 0), hw::Error);
 }
+
+TEST_CASE("bench_attention_curve: the Fig. 3 kinds per length, kernel workspaces independent of T") {
+  const nlohmann::json rows = hw::attn::bench_attention_curve({16, 200}, 8, 1);
+  const std::vector<std::string> kinds = {"softmax",   "linear G=1", "OAL (linear G=4)",
+                                          "performer", "dijiang",    "taylorshift"};
+  REQUIRE(rows.size() == 12);
+  for (size_t i = 0; i < 6; ++i) {
+    INFO(kinds[i]);
+    CHECK(rows[i]["kind"] == kinds[i]);
+    CHECK(rows[6 + i]["kind"] == kinds[i]);
+    CHECK(rows[6 + i]["T"] == 200);
+    CHECK(rows[i]["ms_fwd_bwd"].get<double>() > 0.0);
+    CHECK(rows[i]["cpu_ms_fwd_bwd"].get<double>() > 0.0);
+    // the attention's own scratch does not grow with T; inputs and outputs do
+    CHECK(rows[i]["workspace_bytes"] == rows[6 + i]["workspace_bytes"]);
+    CHECK(rows[6 + i]["total_bytes"].get<int64_t>() > rows[i]["total_bytes"].get<int64_t>());
+  }
+  const std::string csv = hw::attn::bench_curve_csv(rows);
+  CHECK(std::count(csv.begin(), csv.end(), '\n') == 13);
+  CHECK(csv.rfind("kind,T,ms_fwd_bwd,cpu_ms_fwd_bwd,relative_to_softmax,workspace_bytes,total_bytes\n", 0) == 0);
+  CHECK(csv.find("\nOAL (linear G=4),200,") != std::string::npos);
+  CHECK_THROWS_AS(hw::attn::bench_attention_curve({}, 8, 1), hw::Error);
+  CHECK_THROWS_AS(hw::attn::bench_attention_curve({16}, 8, 0), hw::Error);
+}

@@ -37,16 +37,46 @@ struct LinearHeadParams {
   int n_groups = 0;
 };
 
+// Parameters of one performer head (FAVOR+ positive random features): W is M x head_dim
+// row-major, the random projections (fixed: no gradient). phi(x) = exp(W x' - |x'|^2 / 2) /
+// sqrt(M) with x' = x / head_dim^(1/4), kernel phi(q) . phi(k).
+template <class F>
+struct PerformerHeadParams {
+  const F* W = nullptr;
+  int n_features = 0;
+};
+
+// Parameters of one DiJiang head: log_w[head_dim], the log of the positive feature weights
+// (kernel sum_m exp(log_w_m) a_m(q) a_m(k), a(x) = softmax(C x / head_dim^(1/4)), C the
+// orthonormal DCT-II). dlog_w may be null.
+template <class F>
+struct DiJiangHeadParams {
+  const F* log_w = nullptr;
+  F* dlog_w = nullptr;
+};
+
+// Parameters of one TaylorShift head: the temperature tau (one value): kernel 1 + s + s^2/2,
+// s = tau q.k / (|q| |k|). dtau may be null.
+template <class F>
+struct TaylorShiftHeadParams {
+  const F* tau = nullptr;
+  F* dtau = nullptr;
+};
+
 // Per-layer head parameters, indexed by query head (entries for other kinds are unused).
 template <class F>
 struct LayerHeadParams {
   std::vector<StaticHeadParams<F>> statics;
   std::vector<LinearHeadParams<F>> linears;
+  std::vector<PerformerHeadParams<F>> performers;
+  std::vector<DiJiangHeadParams<F>> dijiangs;
+  std::vector<TaylorShiftHeadParams<F>> taylorshifts;
   double linear_eps = 1e-6;
 };
 
 // What the forward saves for backward, per (b, query head, t) row: softmax-family heads save
-// the row's log-sum-exp, linear heads the row's denominator, static and pruned heads nothing.
+// the row's log-sum-exp, linear heads and the baselines (performer, dijiang, taylorshift) the
+// row's kernel denominator, static and pruned heads nothing.
 // `row_stats` has B * n_head * T elements, indexed [(b * n_head + h) * T + t].
 int64_t row_stats_size(const LayerLayout& layout, const AttnDims& dims);
 // Scratch the entry point may use, in elements of F, for `threads` OpenMP threads; owned by
@@ -62,7 +92,7 @@ void layer_forward(const LayerPlan& plan, const LayerLayout& layout, const AttnD
                    const LayerHeadParams<F>& params, const F* qkv, F* out, F* row_stats, F* workspace);
 
 // dqkv[N, qkv_width] is OVERWRITTEN (every column the layout has is written); parameter
-// gradients (dalpha, drho, dL) accumulate.
+// gradients (dalpha, drho, dL, dlog_w, dtau) accumulate.
 template <class F>
 void layer_backward(const LayerPlan& plan, const LayerLayout& layout, const AttnDims& dims,
                     const LayerHeadParams<F>& params, const F* qkv, const F* out, const F* row_stats,

@@ -7,7 +7,8 @@
 
 namespace hw::attn {
 
-enum class HeadKind : uint8_t { Softmax, Window, SinkWindow, Static, Linear, Pruned };
+// New kinds go at the end: device code tests `kind <= kSinkWindow` for the softmax family.
+enum class HeadKind : uint8_t { Softmax, Window, SinkWindow, Static, Linear, Pruned, Performer, DiJiang, TaylorShift };
 
 // The byte a kernel stores for a kind.
 constexpr uint8_t kind_byte(HeadKind k) { return static_cast<uint8_t>(k); }
@@ -21,6 +22,9 @@ constexpr uint8_t kSinkWindow = kind_byte(HeadKind::SinkWindow);
 constexpr uint8_t kStatic = kind_byte(HeadKind::Static);
 constexpr uint8_t kLinear = kind_byte(HeadKind::Linear);
 constexpr uint8_t kPruned = kind_byte(HeadKind::Pruned);
+constexpr uint8_t kPerformer = kind_byte(HeadKind::Performer);
+constexpr uint8_t kDiJiang = kind_byte(HeadKind::DiJiang);
+constexpr uint8_t kTaylorShift = kind_byte(HeadKind::TaylorShift);
 }  // namespace kind_bytes
 
 }  // namespace hw::attn

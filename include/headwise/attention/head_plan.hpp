@@ -13,11 +13,16 @@
 namespace hw::attn {
 
 // One query head's kind. Text form (config.json "head_plan"): "softmax", "window:W",
-// "sink_window:S:W", "static", "linear", "pruned".
+// "sink_window:S:W", "static", "linear", "pruned", "performer" (= "performer:250"),
+// "performer:M", "dijiang", "taylorshift".
 struct HeadSpec {
   HeadKind kind = HeadKind::Softmax;
-  int32_t window = 0;  // Window, SinkWindow: keys i-W < j <= i
-  int32_t sink = 0;    // SinkWindow: keys j < S
+  int32_t window = 0;    // Window, SinkWindow: keys i-W < j <= i
+  int32_t sink = 0;      // SinkWindow: keys j < S
+  int32_t features = 0;  // Performer: random features per head (M)
+
+  static constexpr int32_t kPerformerFeatures = 250;  // the OAL paper's Performer baseline
+  static constexpr int32_t kMaxPerformerFeatures = 8192;
 
   static HeadSpec parse(const std::string& text);  // throws hw::Error naming the text
   std::string str() const;
@@ -29,6 +34,12 @@ struct HeadSpec {
   bool softmax_family() const {
     return kind == HeadKind::Softmax || kind == HeadKind::Window || kind == HeadKind::SinkWindow;
   }
+  // The linearization baselines (OAL issue item 5): feature-map kernels with a causal prefix state.
+  bool baseline_linear() const {
+    return kind == HeadKind::Performer || kind == HeadKind::DiJiang || kind == HeadKind::TaylorShift;
+  }
+  // Kinds whose row statistic is a kernel denominator (must be positive and finite).
+  bool kernel_normalised() const { return kind == HeadKind::Linear || baseline_linear(); }
   bool operator==(const HeadSpec&) const = default;
 };
 

@@ -19,4 +19,15 @@ nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_di
 // The rows as a markdown table (one line per row, a header first).
 std::string bench_attention_markdown(const nlohmann::json& rows);
 
+// The OAL paper's Fig. 3 with our kernels: for each T, one head (batch 1, head_dim wide, run on
+// the calling thread with single-threaded BLAS) of softmax, linear G = 1, linear G = 4 ("OAL"),
+// performer (250 features), dijiang and taylorshift, forward + backward, median of `repeats`
+// after a warm-up. Rows {kind, T, ms_fwd_bwd (wall), cpu_ms_fwd_bwd (the calling thread's CPU
+// time: robust on a shared machine), relative_to_softmax (of the CPU times), workspace_bytes (the entry
+// point's scratch), total_bytes (scratch + q/k/v, outputs, their gradients, row statistics and
+// parameters)}. Throws hw::Error on bad arguments.
+nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats);
+std::string bench_curve_markdown(const nlohmann::json& rows);
+std::string bench_curve_csv(const nlohmann::json& rows);  // header line, then one line per row
+
 }  // namespace hw::attn

@@ -38,6 +38,10 @@ void check_shape(const attn::LayerPlan& plan, const attn::LayerLayout& layout, c
   for (int h = 0; h < layout.n_head; ++h) {
     const attn::HeadSpec& s = plan[static_cast<size_t>(h)];
     if (const std::string why = s.invalid_reason(); !why.empty()) fail(head_name(h) + ": " + why);
+    // Checked when the model sizes its workspace (startup), not at the first step.
+    if (s.baseline_linear())
+      fail(head_name(h) + " has kind '" + s.str() +
+           "', which has no CUDA kernel (the CPU backend runs it; no fallback)");
   }
 }
 
