@@ -15,8 +15,19 @@
 // the layer entry point, batch micro_batch, summed over layers). One JSON line per plan: ms per
 // update, update speedup and attention-time ratio against the first plan, ACR and attention
 // multiply-adds relative to full attention (attn::plan_cost).
+//
+// --abba A --abba B [--rounds N] [--abba-dir DIR]: the SAF paper's update-speed protocol
+// (methods/update_speed_abba.hpp): plans A (the baseline) and B timed in fresh processes of this
+// binary in the order A B B A per round (default 2 rounds), each 1 warm-up + 4 timed updates
+// (--warmup / --steps override); prints one JSON line whose "speedup" is the median over pairs
+// of t_A / t_B. A plan is "softmax", a head-plan JSON file, an intervention report, or a
+// checkpoint directory (its config.json's head plan). Each process is this command with
+// --time-plan PLAN --result FILE: one plan, its update times written to FILE.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.hpp"
 #include "cli/layer_attention_bench.hpp"
@@ -27,7 +38,10 @@
 #include "headwise/core/json_fields.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
+#include "headwise/io/files.hpp"
+#include "headwise/methods/experiment.hpp"
 #include "headwise/methods/head_forward_stats.hpp"
+#include "headwise/methods/update_speed_abba.hpp"
 #include "headwise/model/param_layout.hpp"
 #include "headwise/train/trainer.hpp"
 
@@ -51,11 +65,27 @@ double dense_flops_per_token(const ModelConfig& mc, int64_t T) {
   return 6.0 * params + 6.0 * double(mc.n_layer) * double(T) * double(mc.n_embd);
 }
 
+// The run config of FILE with its overrides; an experiment file's "experiment" section is left
+// out, so the paper configs (configs/saf_124m_*.json) time as they are.
+RunConfig bench_config(const std::string& path, const std::vector<std::string>& sets) {
+  nlohmann::json doc = read_json_file(path);
+  doc.erase("experiment");
+  for (const auto& o : sets) apply_override(doc, o);
+  try {
+    return RunConfig::from_json(doc);
+  } catch (const Error& e) {
+    fail(path + ": " + e.what());
+  }
+}
+
 struct BenchArgs {
   std::string config;
   std::vector<std::string> sets;
   std::vector<std::string> observers;
   std::vector<std::string> plans;
+  std::vector<std::string> abba;  // --abba A --abba B
+  std::string time_plan, result, abba_dir;
+  int rounds = 2;
   int64_t steps = 10, warmup = 2;
 };
 
@@ -119,17 +149,64 @@ void bench_observers(const RunConfig& cfg, const BenchArgs& a) {
                              .c_str());
   }
 }
-attn::HeadPlan plan_of(const std::string& arg, const ModelConfig& mc) {
+attn::HeadPlan plan_of(const std::string& arg, const ModelConfig& mc, const std::string& option = "--plan") {
   if (arg == "softmax") return attn::HeadPlan::uniform(mc.n_layer, mc.n_head);
-  nlohmann::json j = read_json_file(arg);
-  if (j.is_object() && j.contains("head_plan")) j = j["head_plan"];
-  attn::HeadPlan p = attn::HeadPlan::from_json(j);
+  attn::HeadPlan p;
   try {
+    if (std::filesystem::is_directory(arg)) {  // a checkpoint: the head plan its model was saved with
+      p = ModelConfig::from_hf_config(read_json_file(arg + "/config.json"), arg + "/config.json").head_plan;
+    } else {
+      nlohmann::json j = read_json_file(arg);
+      if (j.is_object() && j.contains("head_plan")) j = j["head_plan"];
+      p = attn::HeadPlan::from_json(j);
+    }
     p.validate(mc.n_layer, mc.n_head);
   } catch (const Error& e) {
-    fail("--plan " + arg + ": " + e.what());
+    fail(option + " " + arg + ": " + e.what());
   }
   return p;
+}
+
+// --time-plan: one process of the A-B-B-A protocol, one plan, its update times to --result.
+void bench_one_plan(const RunConfig& cfg, const BenchArgs& a) {
+  check(!a.result.empty(), "bench --time-plan needs --result FILE");
+  RunConfig c = cfg;
+  c.model.head_plan = plan_of(a.time_plan, cfg.model, "--time-plan");
+  dist::LocalComm comm;
+  Trainer trainer(c, "", comm, Planners{}, /*synthetic_data=*/true);
+  for (int64_t i = 0; i < a.warmup; ++i) trainer.train_step();
+  std::vector<double> ms(size_t(a.steps));
+  for (auto& m : ms) trainer.train_step(nullptr, &m);
+  const nlohmann::json out = {{"plan", a.time_plan},  {"pid", int64_t(getpid())}, {"warmup", a.warmup},
+                              {"update_ms", ms},      {"mean_ms", mean_of(ms)},   {"device", c.train.device},
+                              {"parameters", trainer.model().num_parameters()},
+                              {"static_heads", c.model.head_plan.count(attn::HeadKind::Static)},
+                              {"pruned_heads", c.model.head_plan.count(attn::HeadKind::Pruned)},
+                              // A fresh process: its peaks are this plan's alone.
+                              {"peak_rss_bytes", peak_rss_bytes()},
+                              {"arena_peak_bytes", arena_peak_bytes(trainer.ops().device())}};
+  io::write_file_atomic(a.result, out.dump() + "\n");
+  std::printf("%s\n", out.dump().c_str());
+}
+
+// --abba A --abba B: the plans in alternating fresh processes of this binary.
+void bench_abba(const RunConfig& cfg, const BenchArgs& a) {
+  check(a.abba.size() == 2, "bench --abba takes exactly two plans: --abba A --abba B (A is the baseline)");
+  check(a.rounds >= 1, "--rounds must be >= 1");
+  for (const auto& p : a.abba) plan_of(p, cfg.model, "--abba");  // bad input fails before any process starts
+  AbbaOptions o;
+  o.exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  o.config = a.config;
+  o.sets = a.sets;
+  o.rounds = a.rounds;
+  o.warmup = int(a.warmup);
+  o.steps = int(a.steps);
+  const bool keep = !a.abba_dir.empty();
+  o.work_dir = keep ? a.abba_dir
+                    : (std::filesystem::temp_directory_path() / ("headwise_abba_" + std::to_string(getpid()))).string();
+  const nlohmann::json r = run_abba(o, a.abba[0], a.abba[1]);
+  if (!keep) std::filesystem::remove_all(o.work_dir);
+  std::printf("%s\n", r.dump().c_str());
 }
 
 // --plan: the plans' trainers side by side, then their attention alone.
@@ -188,12 +265,30 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--plan", a->plans,
                   "Compare head plans side by side (repeatable): softmax, a head-plan JSON file or a run's "
                   "intervention report; prints update speedup and attention-time ratio beside ACR");
-  cmd->callback([a] {
+  cmd->add_option("--abba", a->abba,
+                  "The paper's update-speed protocol: --abba A --abba B times plan A (baseline) and B in fresh "
+                  "processes A B B A per round, 1 warm-up + 4 timed updates each; prints the median of per-pair "
+                  "ratios t_A / t_B. A plan: softmax, a head-plan JSON file, an intervention report or a checkpoint");
+  cmd->add_option("--rounds", a->rounds, "A B B A rounds for --abba (default 2: 8 processes, 4 pairs)");
+  cmd->add_option("--abba-dir", a->abba_dir, "Keep the --abba processes' logs and results here (default: a temp dir, removed)");
+  cmd->add_option("--time-plan", a->time_plan, "One process of --abba: time this plan alone, write to --result");
+  cmd->add_option("--result", a->result, "With --time-plan: the JSON file its update times go to");
+  cmd->callback([a, cmd] {
+    const bool abba_mode = !a->abba.empty() || !a->time_plan.empty();
+    if (abba_mode && cmd->count("--warmup") == 0) a->warmup = 1;  // the paper's protocol
+    if (abba_mode && cmd->count("--steps") == 0) a->steps = 4;
     check(a->steps > 0 && a->warmup >= 0, "--steps must be positive and --warmup >= 0");
-    RunConfig cfg = RunConfig::load(a->config, a->sets);
+    RunConfig cfg = bench_config(a->config, a->sets);
     cfg.train.steps = std::max<int64_t>(cfg.train.steps, a->steps + a->warmup);
+    // Random tokens in memory: no data is read, and nothing is evaluated.
+    cfg.data.val.clear();
+    cfg.data.calib.clear();
     set_threads(cfg.train.threads);
-    check(a->observers.empty() || a->plans.empty(), "bench: --observer and --plan do not combine");
+    const int modes = int(!a->observers.empty()) + int(!a->plans.empty()) + int(!a->abba.empty()) +
+                      int(!a->time_plan.empty());
+    check(modes <= 1, "bench: --observer, --plan, --abba and --time-plan do not combine");
+    if (!a->abba.empty()) return bench_abba(cfg, *a);
+    if (!a->time_plan.empty()) return bench_one_plan(cfg, *a);
     if (!a->observers.empty()) return bench_observers(cfg, *a);
     if (!a->plans.empty()) return bench_plans(cfg, *a);
     dist::LocalComm comm;

@@ -28,12 +28,14 @@ void add_experiment_command(CLI::App& app) {
       "Experiment: one trunk through every branch's intervention point, each branch's method from its own point, table");
   cmd->add_option("--config", args->config,
                   "JSON run config with an optional top-level \"experiment\" object (seeds, budget, ratios, "
-                  "controls, at_fractions, branches)")
+                  "controls, at_fractions, branches, speed_rounds)")
       ->required();
   cmd->add_option("--out", args->out, "Output directory (default: runs/<config name>)");
   cmd->add_option("--set", args->sets, "Override a key: section.key=value, also experiment.key=value (repeatable)");
   cmd->callback([args] {
-    const ExperimentSetup setup = load_experiment(args->config, args->sets);
+    ExperimentSetup setup = load_experiment(args->config, args->sets);
+    // The A-B-B-A speed phase runs this binary's `bench` in fresh processes.
+    setup.bench_exe = std::filesystem::read_symlink("/proc/self/exe").string();
     const std::string out =
         args->out.empty() ? "runs/" + std::filesystem::path(args->config).stem().string() : args->out;
     set_threads(setup.base.train.threads);

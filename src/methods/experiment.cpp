@@ -12,6 +12,7 @@
 #include "headwise/io/files.hpp"
 #include "headwise/methods/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
+#include "headwise/methods/update_speed_abba.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw {
@@ -122,6 +123,8 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   r["intervention_seconds"] = intervention_ms / 1000.0;
   r["memory_bytes"] = training_bytes(tr);
   r["static_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Static);
+  // The plan after the intervention, for the A-B-B-A speed phase.
+  if (main_rank) io::write_file_atomic(dir + "/head_plan.json", tr.model().config().head_plan.to_json().dump() + "\n");
   r["pruned_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Pruned);
 
   MetricsFile metrics(dir + "/metrics.jsonl", main_rank);
@@ -188,6 +191,42 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
 
 }  // namespace
 
+namespace {
+
+// The A-B-B-A phase (experiment.hpp): the reference's plan against every other branch's, in
+// fresh processes, on the first seed's reference config. {branch: run_abba result or null}.
+nlohmann::json speed_phase(const ExperimentSetup& setup, const std::string& out_dir) {
+  const ExperimentSpec& spec = setup.spec;
+  nlohmann::json speed = nlohmann::json::object();
+  if (spec.speed_rounds == 0 || setup.bench_exe.empty()) return speed;
+  const int64_t seed = spec.seeds.front();
+  const std::string seed_dir = out_dir + "/seed_" + std::to_string(seed), dir = out_dir + "/speed";
+  fs::create_directories(dir);
+  io::write_file_atomic(dir + "/config.json",
+                        branch_config(setup, spec.branches.front(), seed).to_json().dump(2) + "\n");
+  const std::string ref_plan = seed_dir + "/" + spec.branches.front().name + "/head_plan.json";
+  const std::string ref_text = io::read_file(ref_plan);
+  for (size_t b = 1; b < spec.branches.size(); ++b) {
+    const std::string& name = spec.branches[b].name;
+    const std::string plan = seed_dir + "/" + name + "/head_plan.json";
+    if (io::read_file(plan) == ref_text) {  // nothing changed: nothing to time
+      speed[name] = nullptr;
+      continue;
+    }
+    AbbaOptions o;
+    o.exe = setup.bench_exe;
+    o.config = dir + "/config.json";
+    o.rounds = int(spec.speed_rounds);
+    o.work_dir = dir + "/" + name;
+    spdlog::info("experiment: A-B-B-A update speed of branch {} ({} rounds)", name, o.rounds);
+    speed[name] = run_abba(o, ref_plan, plan);
+    spdlog::info("experiment branch {}: A-B-B-A update speedup {:.4f}x", name, speed[name]["speedup"].get<double>());
+  }
+  return speed;
+}
+
+}  // namespace
+
 int64_t current_rss_bytes() { return status_kb_line("VmRSS"); }
 int64_t peak_rss_bytes() { return status_kb_line("VmHWM"); }
 bool reset_peak_rss() {
@@ -248,13 +287,23 @@ nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& o
     }
     per_seed.push_back({{"seed", seed}, {"branches", rows}});
   }
+  const nlohmann::json speed = main_rank ? speed_phase(setup, out_dir) : nlohmann::json::object();
+  nlohmann::json summary = summarize_experiment(per_seed, spec.branches);
+  for (auto& row : summary) {
+    const std::string name = row["branch"].get<std::string>();
+    row["abba_update_speedup"] = nullptr;
+    if (speed.contains(name) && !speed[name].is_null())
+      row["abba_update_speedup"] = {{"mean", speed[name]["speedup"]}, {"std", nullptr},
+                                    {"pair_ratios", speed[name]["pair_ratios"]}};
+  }
   nlohmann::json results = {{"fire_step", *fire_steps.begin()},
                             {"fire_steps", fire_steps},
                             {"budget", spec.budget},
                             {"spec", spec.to_json()},
                             {"config", setup.base.to_json()},
                             {"seeds", per_seed},
-                            {"summary", summarize_experiment(per_seed, spec.branches)}};
+                            {"speed", speed},
+                            {"summary", summary}};
   if (main_rank) {
     io::write_file_atomic(out_dir + "/results.json", results.dump(2) + "\n");
     io::write_file_atomic(out_dir + "/table.md", experiment_table_markdown(results));

@@ -67,6 +67,7 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   f.get("budget", s.budget);
   f.get("eval_batches", s.eval_batches);
   f.get("save_final", s.save_final);
+  f.get("speed_rounds", s.speed_rounds);
   if (const auto* v = f.raw("seeds"))
     for (double x : number_list(*v, "seeds")) {
       check(x == std::floor(x) && x >= 0, "config key experiment.seeds: seeds must be non-negative integers");
@@ -93,6 +94,7 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   check(s.budget == "tokens" || s.budget == "time",
         "config key experiment.budget: expected \"tokens\" or \"time\", got \"" + s.budget + "\"");
   check(s.eval_batches >= 0, "config key experiment.eval_batches must be >= 0");
+  check(s.speed_rounds >= 0, "config key experiment.speed_rounds must be >= 0 (0: no A-B-B-A speed phase)");
   for (double r : ratios) check(r > 0 && r <= 1, "config key experiment.ratios: ratios must be in (0, 1]");
   check(control_ratio > 0 && control_ratio <= 1, "config key experiment.control_ratio must be in (0, 1]");
   for (double x : fractions)
@@ -135,7 +137,7 @@ nlohmann::json ExperimentSpec::to_json() const {
   nlohmann::json b = nlohmann::json::array();
   for (const auto& br : branches) b.push_back({{"name", br.name}, {"method", br.method}});
   return {{"seeds", seeds},         {"budget", budget},         {"eval_batches", eval_batches},
-          {"save_final", save_final}, {"branches", b}};
+          {"save_final", save_final}, {"speed_rounds", speed_rounds}, {"branches", b}};
 }
 
 ExperimentSetup experiment_from_json(nlohmann::json doc) {

@@ -342,3 +342,128 @@ TEST_CASE("data.val_split: parsed, validated, and halves hold the evaluation out
   CHECK(ppl_whole != ppl_halves);
   CHECK(rep_whole["heads"][0]["scores"]["variance"].get<double>() != rep["heads"][0]["scores"]["variance"].get<double>());
 }
+
+namespace {
+
+// Layer 0's causal attention of every head for one sequence, in double from the weights alone:
+// x = wte[token] (RoPE models have no wpe), ln_1, c_attn, then q and k rotated by RoPE as
+// Hugging Face's rotate_half writes it (pair (e, e + d/2) turns by t * theta^(-2e/d)), then
+// the causal softmax of q.k / sqrt(d). With rotate = false the rotation is left out.
+std::vector<std::vector<double>> rope_layer0_reference(Model<float>& m, const std::vector<int32_t>& tokens,
+                                                       bool rotate) {
+  const auto& c = m.config();
+  const int T = int(tokens.size()), C = c.n_embd, H = c.n_head, hd = c.head_dim();
+  const auto& lay = m.layouts()[0];
+  const int64_t W = lay.qkv_width();
+  const float* wte = m.params().get("wte.weight").as<float>();
+  const float* g = m.params().get("h.0.ln_1.weight").as<float>();
+  const Tensor* bt = m.params().find("h.0.ln_1.bias");
+  const float* wq = m.params().get("h.0.attn.c_attn.weight").as<float>();
+  const Tensor* qb = m.params().find("h.0.attn.c_attn.bias");
+  std::vector<double> qkv(size_t(T) * size_t(W), 0.0);
+  for (int t = 0; t < T; ++t) {
+    std::vector<double> x(static_cast<size_t>(C));
+    double mean = 0.0, var = 0.0;
+    for (int e = 0; e < C; ++e) mean += (x[size_t(e)] = double(wte[int64_t(tokens[size_t(t)]) * C + e])) / C;
+    for (int e = 0; e < C; ++e) var += (x[size_t(e)] - mean) * (x[size_t(e)] - mean) / C;
+    for (int e = 0; e < C; ++e)
+      x[size_t(e)] = (x[size_t(e)] - mean) / std::sqrt(var + c.layer_norm_epsilon) * double(g[e]) +
+                     (bt ? double(bt->as<float>()[e]) : 0.0);
+    for (int64_t o = 0; o < W; ++o) {
+      double acc = qb ? double(qb->as<float>()[o]) : 0.0;
+      for (int e = 0; e < C; ++e) acc += x[size_t(e)] * double(wq[int64_t(e) * W + o]);
+      qkv[size_t(t) * size_t(W) + size_t(o)] = acc;
+    }
+  }
+  auto rotated = [&](int t, int64_t col) {
+    std::vector<double> v(qkv.begin() + t * W + col, qkv.begin() + t * W + col + hd);
+    if (!rotate) return v;
+    std::vector<double> r(v.size());
+    for (int e = 0; e < hd / 2; ++e) {
+      const double angle = double(t) * std::pow(c.rope_theta, -2.0 * e / hd);
+      r[size_t(e)] = v[size_t(e)] * std::cos(angle) - v[size_t(e + hd / 2)] * std::sin(angle);
+      r[size_t(e + hd / 2)] = v[size_t(e + hd / 2)] * std::cos(angle) + v[size_t(e)] * std::sin(angle);
+    }
+    return r;
+  };
+  std::vector<std::vector<double>> out;
+  for (int h = 0; h < H; ++h) {
+    std::vector<double> P(size_t(T) * size_t(T), 0.0);
+    for (int i = 0; i < T; ++i) {
+      const auto q = rotated(i, lay.q_col(h));
+      std::vector<double> s(size_t(i + 1));
+      double mx = -1e300, z = 0.0;
+      for (int j = 0; j <= i; ++j) {
+        const auto k = rotated(j, lay.k_col(lay.kv_head_of(h)));
+        double d = 0.0;
+        for (int e = 0; e < hd; ++e) d += q[size_t(e)] * k[size_t(e)];
+        mx = std::max(mx, s[size_t(j)] = d / std::sqrt(double(hd)));
+      }
+      for (int j = 0; j <= i; ++j) z += std::exp(s[size_t(j)] - mx);
+      for (int j = 0; j <= i; ++j) P[size_t(i) * size_t(T) + size_t(j)] = std::exp(s[size_t(j)] - mx) / z;
+    }
+    out.push_back(std::move(P));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("RoPE models: captured statistics are those of the rotated q and k", "[saf][calib][rope]") {
+  // The capture reads the model's QKV activations, which RoPE rotates in place: the statistics
+  // must be those of the rotated q, k (what the heads attend with), checked against attention
+  // recomputed from the weights with the rotation written out here.
+  ModelConfig mc;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_embd = 32;
+  mc.block_size = 24;
+  mc.vocab_size = 32;
+  mc.pos = "rope";
+  mc.bias = false;  // the SAF recipe's model
+  mc.init_std = 0.25;
+  Model<float> m(mc, cpu_backend<float>());
+  m.init_weights(7);
+  const auto src = random_source(32, 15);
+  const int N = 4;
+  saf::StatsNeeds needs;
+  needs.kl = true;
+  dist::LocalComm comm;
+  const auto acc = saf::capture_layers(m, src, options(N, 2, needs), 0, 1, comm);
+  REQUIRE(acc.size() == 4);
+  std::vector<std::vector<std::vector<double>>> ref, plain;  // [seq][head] T x T
+  std::vector<int32_t> x(kT), y(kT);
+  for (int i = 0; i < N; ++i) {
+    src(i, x.data(), y.data());
+    ref.push_back(rope_layer0_reference(m, x, true));
+    plain.push_back(rope_layer0_reference(m, x, false));
+  }
+  double rotation_matters = 0.0;
+  for (size_t h = 0; h < 4; ++h) {
+    INFO("head " << h);
+    std::vector<double> mean(size_t(kT * kT), 0.0), mean_plain(mean.size(), 0.0);
+    for (int i = 0; i < N; ++i)
+      for (size_t c = 0; c < mean.size(); ++c) {
+        mean[c] += ref[size_t(i)][h][c] / N;
+        mean_plain[c] += plain[size_t(i)][h][c] / N;
+      }
+    double sq = 0.0, kl = 0.0;
+    for (int i = 0; i < N; ++i)
+      for (size_t c = 0; c < mean.size(); ++c) {
+        const double a = ref[size_t(i)][h][c];
+        sq += (a - mean[c]) * (a - mean[c]);
+        if (a > 0) kl += a * std::log(a / mean[c]);
+      }
+    std::vector<double> got(mean.size());
+    acc[h].mean_matrix(got.data());
+    // fp32 activations against a double forward: agreement to fp32 rounding of q and k.
+    for (size_t c = 0; c < mean.size(); ++c) {
+      REQUIRE(got[c] == Approx(mean[c]).margin(2e-5));
+      rotation_matters = std::max(rotation_matters, std::abs(mean[c] - mean_plain[c]));
+    }
+    CHECK(acc[h].variance_score() == Approx(sq / (double(N - 1) * kT * kT)).epsilon(1e-3));
+    CHECK(acc[h].kl_score() == Approx(kl / (double(N) * kT)).epsilon(1e-3).margin(1e-7));
+  }
+  // Without the rotation the patterns are far from these: the check above can tell them apart.
+  CHECK(rotation_matters > 1e-2);
+}

@@ -315,6 +315,11 @@ TEST_CASE("the intervention log records scores, selection, fit and timings", "[s
   CHECK(capture > 0.0);
   CHECK(fit > 0.0);
   CHECK(capture + fit < run_seconds);
+  // The capture's two parts: forwards and the host's attention recomputation, within it.
+  const double fwd = j["capture_forward_seconds"].get<double>(), host = j["capture_host_seconds"].get<double>();
+  CHECK(fwd > 0.0);
+  CHECK(host > 0.0);
+  CHECK(fwd + host <= capture);
   REQUIRE(j["heads"].size() == 8);
   // The kl selector took the two lowest forward-KL scores (max_kl 5: every fit passes), ties
   // by flat index.

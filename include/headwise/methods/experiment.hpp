@@ -35,8 +35,11 @@ struct ExperimentSpec {
   std::vector<ExperimentBranch> branches;  // the first one is the reference (ordinary attention)
   int64_t eval_batches = 0;         // validation batches for the final PPL; 0 = train.eval_batches
   bool save_final = true;           // a final checkpoint per branch (e.g. for `headwise mqar`)
+  // A-B-B-A rounds of the update-speed phase (update_speed_abba.hpp) after the quality runs;
+  // 0 = none (the in-run figures only).
+  int64_t speed_rounds = 2;
 
-  // Keys: seeds, budget, eval_batches, save_final, and either "branches" ([{name, method}]) or
+  // Keys: seeds, budget, eval_batches, save_final, speed_rounds, and either "branches" ([{name, method}]) or
   // "ratios" (SAF ratios, default [0.25, 0.5]) with "controls" (any of "prune", "random",
   // "gate_taylor"; default all three) at "control_ratio" (default: the first ratio). The
   // generated list is ordinary, saf_<pct>..., prune_<pct>, random_<pct>, gate_taylor_<pct>.
@@ -52,6 +55,9 @@ struct ExperimentSetup {
   RunConfig base;
   ExperimentSpec spec;
   nlohmann::json doc;  // the config document without "experiment" (branches are built from it)
+  // The headwise binary the update-speed phase runs its processes with (`headwise experiment`
+  // sets its own); empty: no speed phase (in-process callers, e.g. tests), its column is "-".
+  std::string bench_exe;
 };
 
 // A config document (overrides already applied) -> base run config + spec.
@@ -79,9 +85,19 @@ RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& br
 // and fit; updates past train.steps run at min_lr (the schedule's end). A branch at F =
 // train.steps makes no update under either budget: its final PPL is the trunk's model after the
 // change, and its speed columns are null ("-" in the table).
-// Update speed = mean update_ms (Trainer::train_step: accumulation, backward, all-reduce,
-// clipping, AdamW; no data loading) over the branch's updates after its intervention, the first
-// one excluded (the reference's over all its updates after the earliest F).
+// Two update-speed columns:
+//  - A-B-B-A (the paper's protocol; summary "abba_update_speedup", table "Update speedup
+//    (A-B-B-A)"): after every seed's branches ran, rank 0 times the reference branch's final
+//    head plan (OUT/seed_<first>/<reference>/head_plan.json) against each other branch's, on the
+//    reference's run config of the first seed (OUT/speed/config.json), in 4 x speed_rounds fresh
+//    processes of bench_exe (run_abba; logs and results in OUT/speed/<branch>/); the value is
+//    the median of per-pair ratios t_reference / t_branch, once per branch (the plan's speed
+//    does not depend on the seed's weights), and results.json "speed" holds every process's
+//    times. A branch whose plan equals the reference's gets null.
+//  - in-run (summary "update_speedup" and "update_speedup_median", table "In-run speedup"):
+//    mean update_ms (Trainer::train_step: accumulation, backward, all-reduce, clipping, AdamW;
+//    no data loading) over the branch's updates after its intervention, the first one excluded
+//    (the reference's over all its updates after the earliest F), reference over branch.
 // Two memory columns, both per branch:
 //  - arena: "memory_bytes" = parameter + gradient + buffer + activation + AdamW arena bytes
 //    right after the intervention (what the model's layout needs; summary

@@ -1,6 +1,7 @@
 #include "headwise/methods/saf/calibration.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -75,7 +76,8 @@ int layers_per_group(int n_layer, int n_head, int T, const StatsNeeds& needs, do
 }
 
 std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const CalibSource& source,
-                                                 const CaptureOptions& opt, int l0, int l1, dist::Comm& comm) {
+                                                 const CaptureOptions& opt, int l0, int l1, dist::Comm& comm,
+                                                 CaptureTimes* times) {
   const auto& cfg = model.config();
   check_options(model, opt);
   check(0 <= l0 && l0 < l1 && l1 <= cfg.n_layer, "SAF calibration: bad layer range [" + std::to_string(l0) + ", " +
@@ -103,7 +105,9 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
   for (size_t start = 0; start < mine.size(); start += size_t(B)) {
     const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
     fill_batch(source, mine, start, real, B, T, in, tg);
+    const auto t0 = std::chrono::steady_clock::now();
     model.forward(in.data(), nullptr, B, T);
+    const auto t1 = std::chrono::steady_clock::now();
     for (int l = l0; l < l1; ++l) {
       const auto& lay = model.layouts()[size_t(l)];
       const int64_t W = lay.qkv_width();
@@ -114,6 +118,11 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
           causal_attention(rows + lay.q_col(h), W, rows + lay.k_col(lay.kv_head_of(h)), W, T, hd, lg, probs.data());
           acc[size_t((l - l0) * H + h)].add_sample(probs.data(), lg);
         }
+    }
+    if (times) {
+      const auto t2 = std::chrono::steady_clock::now();
+      times->forward_seconds += std::chrono::duration<double>(t1 - t0).count();
+      times->host_seconds += std::chrono::duration<double>(t2 - t1).count();
     }
   }
   for (auto& a : acc) reduce_across_ranks(a, comm);

@@ -127,11 +127,12 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   std::vector<HeadSummary> summary(size_t(L * H));
   const int group = saf::layers_per_group(L, H, T, opt.needs, m.memory_budget_mb);
   int replays = 0;
+  saf::CaptureTimes capture_times;
   if (need_stats) {
     std::vector<double> dense(fitted ? size_t(T) * size_t(T) : 0);
     for (int l0 = 0; l0 < L; l0 += group) {
       const int l1 = std::min(L, l0 + group);
-      const auto acc = saf::capture_layers(model, source, opt, l0, l1, ctx.comm);
+      const auto acc = saf::capture_layers(model, source, opt, l0, l1, ctx.comm, &capture_times);
       ++replays;
       for (int l = l0; l < l1; ++l)
         for (int h = 0; h < H; ++h) {
@@ -252,6 +253,9 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   change.report["fits"] = fits.size();
   change.report["capture_seconds"] = capture_seconds;
   change.report["fit_seconds"] = fit_seconds;
+  // Of capture_seconds: the model's forwards, and the host's float64 attention and moments.
+  change.report["capture_forward_seconds"] = capture_times.forward_seconds;
+  change.report["capture_host_seconds"] = capture_times.host_seconds;
   if (!variance_selection.is_null()) change.report["variance_selection"] = variance_selection;
   if (sel.shortfall() > 0)
     spdlog::warn("SAF: only {} of {} heads passed the KL gate (max_kl {})", sel.heads.size(), sel.requested, m.max_kl);

@@ -35,11 +35,18 @@ int64_t head_stats_bytes(int T, const StatsNeeds& needs);
 // statistics of one group fit `budget_mb` (at least one layer; a single layer may exceed it).
 int layers_per_group(int n_layer, int n_head, int T, const StatsNeeds& needs, double budget_mb);
 
+// Where a capture's time goes (added to, so replays accumulate): the model's forwards and the
+// host's float64 recomputation of every head's T x T attention with its moment updates.
+struct CaptureTimes {
+  double forward_seconds = 0.0, host_seconds = 0.0;
+};
+
 // Statistics of every head of layers [l0, l1), index (l - l0) * n_head + h, over this rank's
 // calibration sequences, then combined over ranks (reduce_across_ranks). Every head in the
 // range must be a softmax head. Overwrites activations only.
 std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const CalibSource& source,
-                                                 const CaptureOptions& opt, int l0, int l1, dist::Comm& comm);
+                                                 const CaptureOptions& opt, int l0, int l1, dist::Comm& comm,
+                                                 CaptureTimes* times = nullptr);
 
 // Combine the ranks' accumulators in place so that every rank holds the statistics of the
 // union of their samples, without gathering: counts, n_r * mean_r and the plain sums are
