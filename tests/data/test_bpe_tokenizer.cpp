@@ -172,7 +172,12 @@ TEST_CASE("tokenizer.json files the encoder cannot honour are refused by name", 
   CHECK(with([](json& j) { j["model"] = {{"type", "Unigram"}, {"vocab", json::array()}}; }).find("Unigram") !=
         std::string::npos);
   CHECK(with([](json& j) { j["model"].erase("merges"); }).find("model.merges is missing") != std::string::npos);
-  CHECK(with([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }).find("normalizer 'NFC'") != std::string::npos);
+  CHECK(with([](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }).find("normalizer 'NFKC'") != std::string::npos);
+  CHECK(with([](json& j) {
+          j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Lowercase"}}}}};
+        }).find("normalizer.normalizers[1] 'Lowercase'") != std::string::npos);
+  CHECK(with([](json& j) { j["normalizer"] = {{"type", "NFC"}}; }).empty());  // Qwen 2's: supported
+  CHECK(with([](json& j) { j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}}; }).empty());
   CHECK(with([](json& j) { j["model"]["byte_fallback"] = true; }).find("byte_fallback") != std::string::npos);
   CHECK(with([](json& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }).find("add_prefix_space") !=
         std::string::npos);
