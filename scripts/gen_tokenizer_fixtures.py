@@ -5,8 +5,11 @@
   gpt2_style.json    GPT-2 pre-tokenizer (ByteLevel with its regex), merges as "a b" strings
   llama3_style.json  Llama 3 pre-tokenizer (Split(regex) + ByteLevel(use_regex=false)),
                      ignore_merges, merges as ["a", "b"] lists
+  qwen2_style.json   Qwen 2: its Split regex (\p{N} one digit at a time) + ByteLevel, and the
+                     NFC normalizer; also encodes the NFC hard strings of gen_nfc_tables.py
   expected_ids.json  for each: the ids of a corpus sample and of the hard strings
-                     (encode(text, add_special_tokens=False)), and of the invalid UTF-8 cases
+                     (encode(text, add_special_tokens=False)), and of the invalid UTF-8 cases;
+                     for qwen2 also each case's decoded text ("decoded": NFC changes the text)
 
 Both are trained on the embedded corpus (the KJV text of scripts/prepare_default_corpus.sh)
 plus the hard strings, so that some merges join the bytes of multi-byte characters.
@@ -17,12 +20,16 @@ import os
 import subprocess
 import sys
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from gen_nfc_tables import NFC_HARD
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "..", "tests", "fixtures", "tokenizers")
 LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 MERGES = 3000
 
 HARD = [
@@ -51,6 +58,17 @@ INVALID = [  # (bytes, parts): a part is text (encoded by `tokenizers`) or bytes
     (b"x \xc3(", ["x", b" \xc3("]),
     (b"\xe2\x82 end\xf4\x8f", [b"\xe2\x82", " end", b"\xf4\x8f"]),
 ]
+# Qwen 2's training text (more accented letters) merges " " with the byte 0xC3: a byte that never
+# starts valid UTF-8 takes its place, so that the byte tokens of the rule stay unmerged.
+INVALID_QWEN2 = [(b"x \xc0(", ["x", b" \xc0("]) if d == b"x \xc3(" else (d, p) for d, p in INVALID]
+
+
+# Qwen 2 only: NFC next to added tokens (normalized after they are split out), and decomposed text
+# that the corpus trains merges for once composed.
+QWEN2_EXTRA = NFC_HARD + [
+    "<|im_start|>user\nCafe\u0301?<|im_end|>\n", "<|im_end|>\u0301x e<|endoftext|>\u0301", "\u0301<|im_start|>",
+    "And God sai\u0308d, Let there be light: and there was light.", "the LORD\u0301 \u212bngel 12345",
+]
 
 
 def corpus_text(argv):
@@ -71,14 +89,18 @@ def train(text, style):
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
         specials = ["<|endoftext|>"]
     else:
+        regex = LLAMA3_REGEX if style == "llama3" else QWEN2_REGEX
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
         specials = ["<|begin_of_text|>", "<|end_of_text|>"]
+    if style == "qwen2":
+        tok.normalizer = normalizers.NFC()
+        specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(vocab_size=256 + MERGES + len(specials), special_tokens=specials,
                                   initial_alphabet=byte_chars(), show_progress=False)
-    lines = text.splitlines(keepends=True) + HARD * 50
+    lines = text.splitlines(keepends=True) + HARD * 50 + (QWEN2_EXTRA * 50 if style == "qwen2" else [])
     tok.train_from_iterator(lines, trainer=trainer)
     return tok
 
@@ -101,7 +123,7 @@ def main(argv):
     text = corpus_text(argv)
     sample = text[:20000] + text[2_000_000:2_010_000]
     expected = {}
-    for style in ("gpt2", "llama3"):
+    for style in ("gpt2", "llama3", "qwen2"):
         tok = train(text, style)
         path = os.path.join(OUT, f"{style}_style.json")
         tok.save(path)
@@ -114,9 +136,12 @@ def main(argv):
         merges = json.load(open(path, encoding="utf-8"))["model"]["merges"]
         merge_pairs = {tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in merges}
         enc = lambda s: tok.encode(s, add_special_tokens=False).ids
-        cases = [{"text": s, "ids": enc(s)} for s in HARD + [sample]]
+        cases = [{"text": s, "ids": enc(s)} for s in HARD + (QWEN2_EXTRA if style == "qwen2" else []) + [sample]]
+        if style == "qwen2":
+            for c in cases:
+                c["decoded"] = tok.decode(c["ids"], skip_special_tokens=False)
         invalid = []
-        for data, parts in INVALID:
+        for data, parts in (INVALID_QWEN2 if style == "qwen2" else INVALID):
             ids = []
             for p in parts:
                 if isinstance(p, str):

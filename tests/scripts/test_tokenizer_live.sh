@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The BPE tokenizer against the `tokenizers` package, live, on the whole embedded corpus (the
-# KJV text of scripts/prepare_default_corpus.sh) for both fixtures, through `headwise prepare`
+# KJV text of scripts/prepare_default_corpus.sh) for the three fixtures, through `headwise prepare`
 # with 2 threads. Installs `tokenizers` with pip when missing; exits 77 (ctest: skipped) when it
 # cannot, or when the corpus package (bible-kjv) is not installed.
 # Usage: test_tokenizer_live.sh path/to/headwise
@@ -15,7 +15,7 @@ command -v bible >/dev/null || { echo "SKIP: 'bible' (bible-kjv) not installed";
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 env -u COLUMNS bible -f Gen1:1-Rev22:21 >"$TMP/kjv.txt"
-for style in gpt2 llama3; do
+for style in gpt2 llama3 qwen2; do
   TOK="$SRC/tests/fixtures/tokenizers/${style}_style.json"
   "$HEADWISE" prepare --input "$TMP/kjv.txt" --output "$TMP/$style" --tokenizer "$TOK" --threads 2 \
     --val-fraction 0.01

@@ -58,6 +58,7 @@ struct BpeTokenizer::Impl {
   std::string name;  // the file, for messages
   PreTokenizer pre = PreTokenizer::Gpt2;
   bool ignore_merges = false;
+  bool nfc = false;  // "normalizer": NFC (alone or the only member of a Sequence)
   std::unordered_map<std::string, uint32_t> vocab;  // byte-level token string -> id
   std::array<uint32_t, 256> byte_id{};              // the token of each single byte
   MergeTable merges;

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "data/tokenizer/bpe_model.hpp"
+#include "data/tokenizer/nfc.hpp"
 #include "data/tokenizer/unicode_ranges.hpp"
 #include "headwise/core/error.hpp"
 
@@ -46,9 +47,16 @@ void encode_ordinary(const BpeTokenizer::Impl& m, std::string_view text, std::ve
 }
 
 // Splits text on the added tokens of [first, last) (leftmost match, the longest there), encoding
-// the text between matches with the next group (or as ordinary text when none is left).
+// the text between matches with the next group (or as ordinary text when none is left). As in
+// `tokenizers`, the normalizer runs on what the tokens that are not normalized leave: before the
+// normalized tokens are matched and the rest is pre-tokenized (`normalized` says it has run).
 void encode_split(const BpeTokenizer::Impl& m, size_t first, size_t last, std::string_view text,
-                  std::vector<uint32_t>& out, BpeCache* cache) {
+                  std::vector<uint32_t>& out, BpeCache* cache, bool normalized) {
+  if (m.nfc && !normalized && (first == last || m.added[first].normalized)) {
+    const std::string n = nfc(text);
+    encode_split(m, first, last, n, out, cache, true);
+    return;
+  }
   if (first == last) {
     encode_ordinary(m, text, out, cache);
     return;
@@ -74,18 +82,18 @@ void encode_split(const BpeTokenizer::Impl& m, size_t first, size_t last, std::s
       ++pos;
       continue;
     }
-    if (pos > start) encode_split(m, group_end, last, text.substr(start, pos - start), out, cache);
+    if (pos > start) encode_split(m, group_end, last, text.substr(start, pos - start), out, cache, normalized);
     out.push_back(best->id);
     pos += best->content.size();
     start = pos;
   }
-  if (start < text.size()) encode_split(m, group_end, last, text.substr(start), out, cache);
+  if (start < text.size()) encode_split(m, group_end, last, text.substr(start), out, cache, normalized);
 }
 
 }  // namespace
 
 void BpeTokenizer::encode(std::string_view text, std::vector<uint32_t>& out, BpeCache* cache) const {
-  encode_split(*impl_, 0, impl_->added.size(), text, out, cache);
+  encode_split(*impl_, 0, impl_->added.size(), text, out, cache, false);
 }
 
 std::vector<uint32_t> BpeTokenizer::encode(std::string_view text) const {
@@ -134,7 +142,7 @@ std::string BpeTokenizer::describe() const {
   const char* pre = impl_->pre == PreTokenizer::Gpt2 ? "GPT-2" : impl_->pre == PreTokenizer::Llama3 ? "Llama 3" : "Qwen 2";
   std::ostringstream os;
   os << "byte-level BPE, " << pre << " pre-tokenizer, vocabulary " << impl_->vocab_size << " (" << impl_->n_merges
-     << " merges, " << impl_->added.size() << " added tokens)";
+     << " merges, " << impl_->added.size() << " added tokens" << (impl_->nfc ? ", NFC normalizer" : "") << ")";
   return os.str();
 }
 

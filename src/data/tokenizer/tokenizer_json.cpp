@@ -65,6 +65,21 @@ struct Loader {
     bad("pre_tokenizer '" + type + "' is not supported (ByteLevel, or Sequence[Split(regex), ByteLevel])");
   }
 
+  // true for NFC (Qwen 2's files), alone or in a Sequence of NFCs only (an empty Sequence is
+  // none); any other normalizer is refused.
+  bool normalizer(const json& j) const {
+    const std::string type = type_of(j);
+    if (type == "NFC") return true;
+    if (type == "Sequence" && j.contains("normalizers") && j["normalizers"].is_array()) {
+      for (size_t i = 0; i < j["normalizers"].size(); ++i)
+        if (type_of(j["normalizers"][i]) != "NFC")
+          bad("normalizer.normalizers[" + std::to_string(i) + "] '" + type_of(j["normalizers"][i]) +
+              "' is not supported (only NFC)");
+      return !j["normalizers"].empty();
+    }
+    bad("normalizer '" + type + "' is not supported (only none or NFC)");
+  }
+
   uint32_t token_id(const BpeTokenizer::Impl& m, const std::string& tok, size_t merge_index) const {
     auto it = m.vocab.find(tok);
     if (it == m.vocab.end())
@@ -86,8 +101,7 @@ struct Loader {
     if (!is_empty_string(model, "continuing_subword_prefix")) bad("model.continuing_subword_prefix is not supported");
     if (!is_empty_string(model, "end_of_word_suffix")) bad("model.end_of_word_suffix is not supported");
     m.ignore_merges = !is_false(model, "ignore_merges");
-    if (root.contains("normalizer") && !root["normalizer"].is_null())
-      bad("normalizer '" + type_of(root["normalizer"]) + "' is not supported (only none)");
+    if (root.contains("normalizer") && !root["normalizer"].is_null()) m.nfc = normalizer(root["normalizer"]);
     m.pre = pre_tokenizer(root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json());
 
     int64_t max_id = -1;
