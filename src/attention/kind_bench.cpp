@@ -35,7 +35,7 @@ std::vector<KindCase> kinds_for(int64_t T) {
 std::vector<KindCase> curve_kinds() {
   return {{"softmax", {}},
           {"linear G=1", {HeadKind::Linear, 0, 0}, 1},
-          {"OAL (linear G=4)", {HeadKind::Linear, 0, 0}, 4},
+          {"linear G=4", {HeadKind::Linear, 0, 0}, 4},
           {"performer", HeadSpec::parse("performer")},
           {"dijiang", HeadSpec::parse("dijiang")},
           {"taylorshift", HeadSpec::parse("taylorshift")}};

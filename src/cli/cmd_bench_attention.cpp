@@ -1,7 +1,7 @@
 // headwise bench-attention [--T 256,1024,4096] [--head-dim 64] [--batch 1] [--repeats 3]:
 // forward+backward time of one head of each kind on the CPU, as a markdown table and one JSON
-// line. With --curve: latency and memory vs T of softmax, linear G=1, OAL (linear G=4) and the
-// baselines (the OAL paper's Fig. 3), one head on one thread, optionally written to --csv FILE. With --layer: a whole layer (--heads heads) under several plan compositions, through
+// line. With --curve: latency and memory vs T of softmax, linear G=1, linear G=4 and the
+// linearization baselines (a linearization paper's latency figure), one head on one thread, optionally written to --csv FILE. With --layer: a whole layer (--heads heads) under several plan compositions, through
 // the backend of --device (cpu or cuda), to compare kinds on the GPU kernels.
 #include <cstdio>
 #include <memory>
@@ -38,7 +38,7 @@ void add_bench_attention_command(CLI::App& app) {
   cmd->add_option("--heads", o->heads, "Heads per layer (with --layer)")->capture_default_str();
   cmd->add_option("--device", o->device, "cpu or cuda (with --layer)")->capture_default_str();
   cmd->add_option("--precision", o->precision, "fp32 or bf16 activations (with --layer)")->capture_default_str();
-  cmd->add_flag("--curve", o->curve, "Latency and memory vs T: softmax, linear G=1, OAL G=4 and the baselines");
+  cmd->add_flag("--curve", o->curve, "Latency and memory vs T: softmax, linear G=1, linear G=4 and the linearization baselines");
   cmd->add_option("--csv", o->csv, "With --curve: also write the rows to this CSV file");
   cmd->callback([o] {
     check(o->csv.empty() || o->curve, "bench-attention: --csv needs --curve");

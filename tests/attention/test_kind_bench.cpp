@@ -46,7 +46,7 @@ TEST_CASE("bench_attention_kinds rejects bad arguments") {
 
 TEST_CASE("bench_attention_curve: the Fig. 3 kinds per length, kernel workspaces independent of T") {
   const nlohmann::json rows = hw::attn::bench_attention_curve({16, 200}, 8, 1);
-  const std::vector<std::string> kinds = {"softmax",   "linear G=1", "OAL (linear G=4)",
+  const std::vector<std::string> kinds = {"softmax",   "linear G=1", "linear G=4",
                                           "performer", "dijiang",    "taylorshift"};
   REQUIRE(rows.size() == 12);
   for (size_t i = 0; i < 6; ++i) {
@@ -63,7 +63,7 @@ TEST_CASE("bench_attention_curve: the Fig. 3 kinds per length, kernel workspaces
   const std::string csv = hw::attn::bench_curve_csv(rows);
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 13);
   CHECK(csv.rfind("kind,T,ms_fwd_bwd,cpu_ms_fwd_bwd,relative_to_softmax,workspace_bytes,total_bytes\n", 0) == 0);
-  CHECK(csv.find("\nOAL (linear G=4),200,") != std::string::npos);
+  CHECK(csv.find("\nlinear G=4,200,") != std::string::npos);
   CHECK_THROWS_AS(hw::attn::bench_attention_curve({}, 8, 1), hw::Error);
   CHECK_THROWS_AS(hw::attn::bench_attention_curve({16}, 8, 0), hw::Error);
 }
