@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   hw::cli::add_generate_command(app);
   hw::cli::add_bench_infer_command(app);
   hw::cli::add_tokenize_command(app);
+  hw::cli::add_plot_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
