@@ -15,11 +15,13 @@
 # gpu, cluster: refused with one error line (what is missing is named there).
 # Writes OUT/table1.{md,csv}, table2.*, table3.*, fig2.{png,csv,md}, fig3.{png,csv,md} and OUT/REPORT.md.
 PAPER=oal
-source "$(dirname "$0")/common.sh" "$@"
-if [ "$SCALE" != cpu ]; then
-  echo "error: --scale $SCALE: OAL's Tables 1, 2 and Fig. 2 (headwise oal-tables) and Fig. 3 (bench-attention --curve) run on the CPU backend only, and its Table 3 converts a pretrained Qwen2.5-0.5B, of which headwise has no checkpoint (no Qwen weight import); use --scale cpu" >&2
+# Refused before common.sh, which would build the binary and prepare the corpus first.
+case " $* " in *" --scale gpu "*) REFUSE=gpu ;; *" --scale cluster "*) REFUSE=cluster ;; *) REFUSE="" ;; esac
+if [ -n "$REFUSE" ]; then
+  echo "error: --scale $REFUSE: OAL's Tables 1, 2 and Fig. 2 (headwise oal-tables) and Fig. 3 (bench-attention --curve) run on the CPU backend only, and its Table 3 converts a pretrained Qwen2.5-0.5B, which headwise cannot load (its GPT has LayerNorm and a GELU MLP, not RMSNorm and SwiGLU; no Qwen weight import); use --scale cpu" >&2
   exit 1
 fi
+source "$(dirname "$0")/common.sh" "$@"
 EVAL=(env BUILD="$(dirname "$HW")")
 LM_ARG=()
 if [ "$SMOKE" = 1 ]; then
