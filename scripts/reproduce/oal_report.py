@@ -310,6 +310,14 @@ fig.tight_layout(); fig.savefig(sys.argv[2], dpi=120)
 """
 
 
+def load_average():
+    """The machine's load when the report is written: times on a shared machine need it."""
+    try:
+        return "; load average (1, 5, 15 min) at the end: " + " ".join(open("/proc/loadavg").read().split()[:3])
+    except OSError:
+        return ""
+
+
 def main():
     OUT, SCALE, NOTE, WALL, MACHINE = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
     smoke = len(sys.argv) > 6 and sys.argv[6] == "1"
@@ -330,7 +338,7 @@ def main():
     spec = {
         "paper": "oal",
         "title": "OAL (Outlier-Aware Attention Linearization, arXiv 2610.13674)" + (" -- SMOKE RUN, numbers mean nothing" if smoke else ""),
-        "scale": SCALE + (" (smoke)" if smoke else ""), "scale_note": NOTE, "wall_s": WALL, "machine": MACHINE,
+        "scale": SCALE + (" (smoke)" if smoke else ""), "scale_note": NOTE, "wall_s": WALL, "machine": MACHINE + load_average(),
         "commands": open(os.path.join(OUT, "commands.txt")).read().split("\n")[:-1],
         "tables": [
             {"name": "table1", "paper_ref": "Table 1: error kept when only the top-contribution dimensions are approximated",
