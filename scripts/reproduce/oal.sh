@@ -7,7 +7,8 @@
 #   oal-tables` with DRAWS random-dimension draws (default 50; the script's default is 100),
 #   Table 3 from STEPS LoRA fine-tuning updates per row (default 60; configs/oal_cpu.json: 100),
 #   then Fig. 3 from `headwise bench-attention --curve` at CURVE_T (default 1024..16384, one head,
-#   head_dim 64, one thread, forward + backward). About 20-25 minutes on 2 cores.
+#   head_dim 64, one thread, forward + backward). 28 minutes on 2 cores at load average 14-18
+#   (the corpus model 15 of them, oal-tables 5, the three fine-tunes 6, the curve 1.5).
 #   EXTRA_RUNS (see scripts/oal_eval_cpu.sh) adds Table 3 rows; they appear in the report as-is.
 # --smoke: the same protocol on a 4 x 2 x 32 model at context 32 (10 updates), a few prompts,
 #   draws, positions and fine-tuning updates and a two-point curve at head_dim 16 (under 90 s):
