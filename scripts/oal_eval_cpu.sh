@@ -8,7 +8,10 @@
 #   LM_CKPT: an all-softmax checkpoint of configs/default_cpu.json's shape (default: train it, ~4 min).
 # Environment: BUILD (default build), STEPS (fine-tuning updates, default 100), DRAWS (Table 1's
 #   random-dimension draws, default 100), EXTRA_RUNS: more Table 3 rows as "label:--set k=v ..."
-#   entries separated by ';' (e.g. a baseline head kind once it exists), run like the OAL row.
+#   entries separated by ';' (e.g. a baseline head kind once it exists), run like the OAL row;
+#   TABLES_ARGS: more oal-tables options; FT_SETS: more --set arguments of every fine-tuning run;
+#   CONVERT_SETS: more --set arguments of the converting runs only (method.* keys). The
+#   reproduction harness (scripts/reproduce/oal.sh) shrinks the protocol through these.
 # Writes OUT/tables.md (all four), OUT/table3.csv, OUT/tables/*.csv, and OUT/fig2.png when
 # Debian's python3-matplotlib is installed (scripts/setup.sh).
 set -euo pipefail
@@ -36,7 +39,7 @@ fi
 
 say "Tables 1, 2 and Fig. 2 (oal-tables on $LM_CKPT)"
 "$HW" oal-tables --checkpoint "$LM_CKPT" --data "data/kjv/train_*.bin" --eval-data "data/kjv/val_*.bin" \
-  --out "$OUT/tables" --set method.layers=1-2 --random-draws "$DRAWS" >"$OUT/tables.log" 2>&1
+  --out "$OUT/tables" --set method.layers=1-2 --random-draws "$DRAWS" ${TABLES_ARGS:-} >"$OUT/tables.log" 2>&1
 
 # Table 3: conversion + fine-tuning runs; PPL = exp(best val loss) on the second half of data.val.
 RUNS="oal:;global:--set method.grouping=fixed:1${EXTRA_RUNS:+;$EXTRA_RUNS}"
@@ -46,7 +49,7 @@ finetune() {  # label config extra-args...
   say "Table 3: $label ($STEPS updates)"
   rm -rf "$OUT/ft_$label"
   "$HW" train --config "$cfg" --out "$OUT/ft_$label" --init-from "$LM_CKPT" --set train.steps="$STEPS" \
-    --set train.warmup_steps=$(( (STEPS * 5 + 99) / 100 )) "$@" >"$OUT/ft_$label.log" 2>&1
+    --set train.warmup_steps=$(( (STEPS * 5 + 99) / 100 )) ${FT_SETS:-} "$@" >"$OUT/ft_$label.log" 2>&1
 }
 finetune softmax_lora configs/oal_cpu_softmax_lora.json
 IFS=';' read -ra ENTRIES <<<"$RUNS"
@@ -55,7 +58,7 @@ for e in "${ENTRIES[@]}"; do
   label=${e%%:*}
   args=${e#*:}
   # shellcheck disable=SC2086
-  finetune "$label" configs/oal_cpu.json $args
+  finetune "$label" configs/oal_cpu.json ${CONVERT_SETS:-} $args
   LABELS="$LABELS $label"
 done
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Reproduce the OAL paper's (Outlier-Aware Attention Linearization) Tables 1-3, Fig. 2 (error vs
+# group count) and Fig. 3 (latency and memory vs length against our softmax kernel).
+#   bash scripts/reproduce/oal.sh [--scale cpu|gpu|cluster] [--out DIR] [--smoke]
+# cpu (default): scripts/oal_eval_cpu.sh on a configs/default_cpu.json corpus model (4 x 4 x 128,
+#   context 128, 300 updates; layers 1-2 converted): Tables 1, 2 and Fig. 2 from `headwise
+#   oal-tables` with DRAWS random-dimension draws (default 50; the script's default is 100),
+#   Table 3 from STEPS LoRA fine-tuning updates per row (default 60; configs/oal_cpu.json: 100),
+#   then Fig. 3 from `headwise bench-attention --curve` at CURVE_T (default 1024..16384, one head,
+#   head_dim 64, one thread, forward + backward). 28 minutes on 2 cores at load average 14-18
+#   (the corpus model 15 of them, oal-tables 5, the three fine-tunes 6, the curve 1.5).
+#   EXTRA_RUNS (see scripts/oal_eval_cpu.sh) adds Table 3 rows; they appear in the report as-is.
+# --smoke: the same protocol on a 4 x 2 x 32 model at context 32 (10 updates), a few prompts,
+#   draws, positions and fine-tuning updates and a two-point curve at head_dim 16 (under 90 s):
+#   every file and claim line is written, the numbers mean nothing.
+# gpu, cluster: refused with one error line (what is missing is named there).
+# Writes OUT/table1.{md,csv}, table2.*, table3.*, fig2.{png,csv,md}, fig3.{png,csv,md} and OUT/REPORT.md.
+PAPER=oal
+# Refused before common.sh, which would build the binary and prepare the corpus first.
+case " $* " in *" --scale gpu "*) REFUSE=gpu ;; *" --scale cluster "*) REFUSE=cluster ;; *) REFUSE="" ;; esac
+if [ -n "$REFUSE" ]; then
+  echo "error: --scale $REFUSE: OAL's Tables 1, 2 and Fig. 2 (headwise oal-tables) and Fig. 3 (bench-attention --curve) run on the CPU backend only, and its Table 3 converts a pretrained Qwen2.5-0.5B, which headwise cannot load (its GPT has LayerNorm and a GELU MLP, not RMSNorm and SwiGLU; no Qwen weight import); use --scale cpu" >&2
+  exit 1
+fi
+source "$(dirname "$0")/common.sh" "$@"
+EVAL=(env BUILD="$(dirname "$HW")")
+LM_ARG=()
+if [ "$SMOKE" = 1 ]; then
+  # Tiny shapes: 4 layers (layers 1-2 convert, as in configs/oal_cpu.json), 2 heads of 16.
+  SHAPE="--set model.n_head=2 --set model.n_embd=32 --set model.block_size=32 --set train.seq_len=32 \
+--set train.micro_batch=4 --set train.total_batch_tokens=128"
+  FIT="--set method.stats_prompts=4 --set method.fit_seqs=2 --set method.val_seqs=1 --set method.max_updates=20 \
+--set method.val_every=10 --set method.patience=10 --set method.bootstrap=50"
+  LM="$OUT/lm/checkpoints/step_10"
+  # shellcheck disable=SC2086
+  [ -e "$LM/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/lm" $SHAPE \
+    --set train.steps=10 --set train.warmup_steps=2 --set train.eval_every=0 --set train.checkpoint_every=10 \
+    --set train.log_every=5
+  LM_ARG=("$LM")
+  EVAL+=(STEPS=4 DRAWS=3 FT_SETS="$SHAPE --set train.eval_every=2 --set train.eval_batches=2" CONVERT_SETS="$FIT"
+         TABLES_ARGS="--eval-seqs 1 --positions 4 --performer-features 16 --performer-seeds 1 --max-groups 3 --fixed-groups 2 $FIT")
+  CURVE_T=${CURVE_T:-64,128}
+  HEAD_DIM=16
+  NOTE="SMOKE RUN (numbers mean nothing): 4 x 2 x 32 model at context 32, 10 updates; oal-tables on 4 prompts, 1 held-out window, 4 positions, 3 random draws, L fits of at most 20 updates; 4 fine-tuning updates per Table 3 row; curve at T = ${CURVE_T}, head_dim 16"
+else
+  STEPS=${STEPS:-60}
+  DRAWS=${DRAWS:-50}
+  EVAL+=(STEPS="$STEPS" DRAWS="$DRAWS")
+  CURVE_T=${CURVE_T:-1024,2048,4096,8192,16384}
+  HEAD_DIM=64
+  NOTE="configs/default_cpu.json corpus model (4 layers x 4 heads x 128 wide, context 128, 300 updates, byte-level KJV corpus), layers 1-2 converted (8 heads of head_dim 32); Table 1 with $DRAWS random-dimension draws (paper: 1,000); Table 3 after $STEPS LoRA updates of 1,024 tokens (paper: 512 of 4,096), one seed, PPL only (no downstream tasks); Fig. 3: one head, head_dim 64, batch 1, one CPU thread, forward + backward at T = ${CURVE_T} (paper: forward only, 14 heads, A100, N = 1K-32K)"
+fi
+[ -e "$OUT/eval/table3.csv" ] || run "${EVAL[@]}" bash scripts/oal_eval_cpu.sh "$OUT/eval" "${LM_ARG[@]}"
+# One thread: the curve's workspace is one slice per OpenMP thread and the paper times one kernel.
+[ -s "$OUT/curve_raw.csv" ] || run env OMP_NUM_THREADS=1 "$HW" bench-attention --curve --T "$CURVE_T" \
+  --head-dim "$HEAD_DIM" --repeats 1 --csv "$OUT/curve_raw.csv" > "$OUT/curve.log"
+WALL=$(( $(date +%s) - START_S ))
+printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
+python3 scripts/reproduce/oal_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" "$SMOKE"
+echo "reproduce[oal]: $OUT/REPORT.md"
