@@ -21,8 +21,24 @@ FLOOR_ACC = 1.0  # MQAR accuracy differences (points) below this are not measura
 SPEED_BAND = 0.01  # update speedups within 1 +- this are not measurable
 
 
+RUNS = {}
+
+
 def load(name):
-    return {r["branch"]: r for r in json.load(open(os.path.join(OUT, name, "results.json")))["summary"]}
+    RUNS[name] = json.load(open(os.path.join(OUT, name, "results.json")))
+    return {r["branch"]: r for r in RUNS[name]["summary"]}
+
+
+def same_heads(name, a, b):
+    """Whether branches a and b of run `name` replaced the same heads in every seed: when the variance
+    choice fills whole layers, the per-layer random control draws exactly those heads."""
+    seeds = RUNS[name].get("seeds", [])
+    pick = lambda seed, br: sorted(map(tuple, next((x.get("selected", []) for x in seed["branches"]
+                                                    if x["branch"] == br), [])))
+    return bool(seeds) and all(pick(sd_, a) == pick(sd_, b) and pick(sd_, a) for sd_ in seeds)
+
+
+SAME = " (the same heads in every seed: the variance choice fills whole layers)"
 
 
 def mean(s):
@@ -99,20 +115,22 @@ PAPER_T1 = [["SAF (variance, mean)", "+0.663 ± 0.018", "+0.456 ± 0.108", "5,10
             ["Same-head pruning (variance)", "+0.806 ± 0.018", "+0.113 ± 0.169", "5,267"],
             ["Random heads (per-layer counts), mean", "+1.282 ± 0.056", "0.786 pp above SAF (App. B.2)", "n/a"],
             ["Random heads, mean 50%", "n/a", "0.866 pp above SAF 50% (App. B.2)", "n/a"]]
+same = same_heads("tokens", "saf_25", "random_25")
 claim("variance selection beats random heads at matched tokens (Table 1)", "+0.663 vs +1.282",
-      f"{cell(pc(tokens['saf_25']))} vs {cell(pc(tokens['random_25']))}",
-      compare(pc(tokens["saf_25"]), pc(tokens["random_25"]), True))
+      f"{cell(pc(tokens['saf_25']))} vs {cell(pc(tokens['random_25']))}" + (SAME if same else ""),
+      "not measurable at this scale" if same else compare(pc(tokens["saf_25"]), pc(tokens["random_25"]), True))
 claim("keeping the fixed mixing beats pruning the same heads at matched tokens (Table 1)", "+0.663 vs +0.806",
       f"{cell(pc(tokens['saf_25']))} vs {cell(pc(tokens['prune_25']))}",
       compare(pc(tokens["saf_25"]), pc(tokens["prune_25"]), True))
 claim("at matched time, same-head pruning beats SAF (Table 1)", "+0.113 vs +0.456",
       f"{cell(pc(timeb['prune_25']))} vs {cell(pc(timeb['saf_25']))}",
       compare(pc(timeb["prune_25"]), pc(timeb["saf_25"]), True))
+same = [same_heads("time", f"saf_{r}", f"random_{r}") for r in (25, 50)]
 claim("at matched time, variance selection beats random heads at 25% and 50% (App. B.2)", "0.786 / 0.866 pp",
       f"{mean(pc(timeb['random_25'])) - mean(pc(timeb['saf_25'])):+.3f} / "
-      f"{mean(pc(timeb['random_50'])) - mean(pc(timeb['saf_50'])):+.3f} pp",
-      combine([compare(pc(timeb["saf_25"]), pc(timeb["random_25"]), True),
-               compare(pc(timeb["saf_50"]), pc(timeb["random_50"]), True)]))
+      f"{mean(pc(timeb['random_50'])) - mean(pc(timeb['saf_50'])):+.3f} pp" + (SAME if any(same) else ""),
+      combine(["not measurable at this scale" if same[i] else compare(pc(timeb[f"saf_{r}"]), pc(timeb[f"random_{r}"]), True)
+               for i, r in enumerate((25, 50))]))
 
 # ---- Table 2: by context and ratio.
 t2 = []
@@ -281,7 +299,8 @@ spec = {
              f"standard deviation of SAF 25%'s PPL change in the matched-token run ({SEED_SD:.3f}), at least "
              f"{FLOOR_PP}; a smaller difference is not measurable at this scale. MQAR accuracies: the same with a "
              f"floor of {FLOOR_ACC} point. A claim over several contexts or ratios holds when every part holds and "
-             f"does not hold when any part does not. Speedups hold at >= {1 + SPEED_BAND:.2f}x, do not hold at "
+             f"does not hold when any part does not; a random-heads control that drew the very heads of the "
+             f"variance choice in every seed is not measurable. Speedups hold at >= {1 + SPEED_BAND:.2f}x, do not hold at "
              f"<= {1 - SPEED_BAND:.2f}x, else not measurable. Memory: the arena change must be below 0 everywhere.")}
 spec_path = os.path.join(OUT, "report_spec.json")
 json.dump(spec, open(spec_path, "w"), indent=1)
