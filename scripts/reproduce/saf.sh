@@ -25,6 +25,9 @@
 #   paths as in the configs) and OUT/collect.sh, which builds the same report from their outputs.
 # --smoke: a 2 x 2 x 32 model, 4 updates, 2 seeds, contexts 16 and 32: every file is written, the
 #   numbers mean nothing (for CI).
+# Environment: HEADWISE_BIN (the binary), SEEDS (a JSON list, default [1337,1338,1339]), STEPS
+#   (cpu: 150, gpu: 500), MQAR_STEPS (cpu and gpu: 300). A finished experiment (its results.json)
+#   or MQAR run is not run again: rerunning into the same OUT resumes.
 # Writes OUT/table1.{md,csv}, table2.*, fig3.*, timing.*, mqar.*, fig3_patterns.{png,csv},
 # fig_timing.{png,csv}, fig_mqar.{png,csv} and OUT/REPORT.md.
 PAPER=saf
