@@ -33,6 +33,10 @@
 PAPER=saf
 source "$(dirname "$0")/common.sh" "$@"
 SEEDS=${SEEDS:-'[1337,1338,1339]'}
+python3 -c "import json,sys; s=json.loads(sys.argv[1]); assert isinstance(s, list) and s and all(isinstance(x, int) and x >= 0 for x in s)" \
+  "$SEEDS" 2>/dev/null || { echo "error: SEEDS must be a JSON list of non-negative integers, e.g. [1337,1338], got '$SEEDS'" >&2; exit 1; }
+# Commands go to the report shell-quoted (their JSON arguments must survive a copy and paste).
+run() { COMMANDS+=("$(printf '%q ' "$@")"); echo "reproduce[saf]: ${COMMANDS[-1]}" >&2; "$@"; }
 SPEED_ROUNDS=1
 SETS=()
 MQAR_OPTS=()
