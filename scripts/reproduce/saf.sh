@@ -14,9 +14,10 @@
 #   study    one seed: the five patterns at 25% and 50% from the midpoint (Fig. 3) and SAF 25% at
 #            25%, 75% and after training (the timing study; its 50% row is Fig. 3's mean 25%);
 # then `headwise mqar` on the tokens run's ordinary, SAF 25%, pruning and Gate-Taylor finals.
-# cpu (default): configs/saf_cpu_table2.json's 4 x 4 x 128 model shrunk to 150 updates of 2,048
-#   tokens, contexts 128, 256 (main), 512, seeds 1337-1339, one A-B-B-A round; MQAR at length 64
-#   with 300 adaptation updates (about 25 minutes on 2 idle cores; estimate, see REPORT.md).
+# cpu (default): configs/saf_cpu_table2.json's 4 x 4 x 128 model shrunk to 100 updates of 2,048
+#   tokens (8 evaluation batches), contexts 128, 256 (main), 512, seeds 1337-1339, one A-B-B-A
+#   round; MQAR at length 64 with 200 adaptation updates of 16. About 5,500 update-equivalents:
+#   15-30 minutes on 2 idle cores (an estimate from 0.15-0.31 s per update, not measured end to end).
 # gpu: the paper's 124M configs (configs/saf_124m_{4k,8k,16k}_learned.json, train.device=cuda)
 #   with the schedule shortened to STEPS updates (default 500; the paper: 5,000), on data/fineweb
 #   when its shards exist, else the byte-level KJV corpus; MQAR runs on the CPU (headwise mqar has
@@ -26,7 +27,7 @@
 # --smoke: a 2 x 2 x 32 model, 4 updates, 2 seeds, contexts 16 and 32: every file is written, the
 #   numbers mean nothing (for CI).
 # Environment: HEADWISE_BIN (the binary), SEEDS (a JSON list, default [1337,1338,1339]), STEPS
-#   (cpu: 150, gpu: 500), MQAR_STEPS (cpu and gpu: 300). A finished experiment (its results.json)
+#   (cpu: 100, gpu: 500), MQAR_STEPS (cpu: 200, gpu: 300). A finished experiment (its results.json)
 #   or MQAR run is not run again: rerunning into the same OUT resumes.
 # Writes OUT/table1.{md,csv}, table2.*, fig3.*, timing.*, mqar.*, fig3_patterns.{png,csv},
 # fig_timing.{png,csv}, fig_mqar.{png,csv} and OUT/REPORT.md.
@@ -57,14 +58,14 @@ case "$SCALE" in
       NOTE="SMOKE RUN (numbers meaningless): 2 layers x 2 heads x 32 wide, context 32 (and 16), 4 updates of 64 tokens, seeds 1337-1338, MQAR 4 updates at length 32"
     else
       CONTEXTS="128 256 512"
-      STEPS=${STEPS:-150}
-      set_all train.micro_batch=8 train.total_batch_tokens=2048 train.steps="$STEPS" train.warmup_steps=15 \
-        train.eval_batches=16 train.log_every=50 method.calib_seqs=16
+      STEPS=${STEPS:-100}
+      set_all train.micro_batch=8 train.total_batch_tokens=2048 train.steps="$STEPS" train.warmup_steps=10 \
+        train.eval_batches=8 train.log_every=50 method.calib_seqs=16
       TOKENS_PER_UPDATE=2048
-      MQAR_STEPS=${MQAR_STEPS:-300}
-      MQAR_OPTS=(--vocab 64 --seq-len 64 --train-pairs 4 --eval-pairs 4,8,12,16 --steps "$MQAR_STEPS" --batch 32 --lr 2e-3
+      MQAR_STEPS=${MQAR_STEPS:-200}
+      MQAR_OPTS=(--vocab 64 --seq-len 64 --train-pairs 4 --eval-pairs 4,8,12,16 --steps "$MQAR_STEPS" --batch 16 --lr 2e-3
                  --eval-examples 64 --log-every 100)
-      NOTE="4 layers x 4 heads x 128 wide (configs/saf_cpu_table2.json), $STEPS updates of 2,048 tokens (paper: 124M, 5,000 of 491,520), contexts 128/256/512 (paper: 4K/8K/16K), byte-level KJV corpus, seeds $SEEDS, SAF at the midpoint; MQAR at length 64, vocabulary 64, 4 training pairs, $MQAR_STEPS updates (paper: 512, 8192, 8, 1,500)"
+      NOTE="4 layers x 4 heads x 128 wide (configs/saf_cpu_table2.json), $STEPS updates of 2,048 tokens (paper: 124M, 5,000 of 491,520), contexts 128/256/512 (paper: 4K/8K/16K), byte-level KJV corpus, seeds $SEEDS, SAF at the midpoint; MQAR at length 64, vocabulary 64, 4 training pairs, $MQAR_STEPS updates of 16 (paper: 512, 8192, 8, 1,500)"
     fi ;;
   gpu|cluster)
     CFG_MAIN=configs/saf_124m_4k_learned.json
