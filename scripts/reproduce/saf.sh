@@ -163,6 +163,7 @@ cd "$(pwd)"
 COLLECT_ONLY=1 HEADWISE_BIN="$(realpath "$HW")" bash scripts/reproduce/saf.sh --scale cluster --out "$OUT"
 COLLECT
   chmod +x "$OUT/collect.sh"
+  for j in "$OUT"/jobs/*.sbatch; do COMMANDS+=("sbatch $j  # $(grep -c '^/' "$j") command(s)"); done
   if [ -z "${COLLECT_ONLY:-}" ]; then
     echo "reproduce[saf]: wrote $OUT/jobs/*.sbatch; submit them with sbatch (mqar.sbatch after tokens.sbatch), then run $OUT/collect.sh"
     exit 0

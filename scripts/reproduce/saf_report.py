@@ -24,9 +24,31 @@ SPEED_BAND = 0.01  # update speedups within 1 +- this are not measurable
 RUNS = {}
 
 
+def read_json(path):
+    """One error line naming the file for a missing or unreadable input (no traceback)."""
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError) as e:
+        sys.exit(f"error: {path}: {'not found' if isinstance(e, FileNotFoundError) else e} "
+                 "(an output of scripts/reproduce/saf.sh's runs)")
+
+
+class Branches(dict):
+    """A run's summary rows by branch; a missing branch is one error line naming the run."""
+
+    def __init__(self, name, rows):
+        super().__init__((r["branch"], r) for r in rows)
+        self.name = name
+
+    def __missing__(self, branch):
+        sys.exit(f"error: {os.path.join(OUT, self.name, 'results.json')}: no branch '{branch}'")
+
+
 def load(name):
-    RUNS[name] = json.load(open(os.path.join(OUT, name, "results.json")))
-    return {r["branch"]: r for r in RUNS[name]["summary"]}
+    RUNS[name] = read_json(os.path.join(OUT, name, "results.json"))
+    if "summary" not in RUNS[name]:
+        sys.exit(f"error: {os.path.join(OUT, name, 'results.json')}: no 'summary' (not a headwise experiment result)")
+    return Branches(name, RUNS[name]["summary"])
 
 
 def same_heads(name, a, b):
@@ -190,7 +212,9 @@ claim("the midpoint beats a late (75%) replacement (timing, §5.2)", "about +0.6
 MQAR_MODELS = [("ordinary", "ordinary attention"), ("saf_25", "SAF 25%"), ("prune_25", "same-head pruning 25%"),
                ("gate_taylor_25", "Gate-Taylor pruning 25%")]
 mq_dir = os.path.join(OUT, "mqar")
-seeds = sorted(d for d in os.listdir(mq_dir) if d.startswith("seed_"))
+seeds = sorted(d for d in os.listdir(mq_dir) if d.startswith("seed_")) if os.path.isdir(mq_dir) else []
+if not seeds:
+    sys.exit(f"error: {mq_dir}: no seed_<s> folders (the MQAR runs)")
 
 
 def stat(vals):
@@ -201,7 +225,7 @@ def stat(vals):
 
 acc = {}
 for b, _ in MQAR_MODELS:
-    runs = [json.load(open(os.path.join(mq_dir, s, b, "mqar.json")))["accuracy"] for s in seeds]
+    runs = [read_json(os.path.join(mq_dir, s, b, "mqar.json"))["accuracy"] for s in seeds]
     pairs = [a["pairs"] for a in runs[0]]
     acc[b] = {p: stat([100 * r[i]["accuracy"] for r in runs]) for i, p in enumerate(pairs)}
 pairs = sorted(acc["ordinary"])
@@ -272,7 +296,8 @@ except (subprocess.CalledProcessError, FileNotFoundError):
 spec = {
     "paper": "saf", "title": "SAF (Selective Attention Freezing, arXiv 2609.34650)", "scale": SCALE,
     "scale_note": NOTE, "wall_s": WALL, "machine": MACHINE,
-    "commands": open(os.path.join(OUT, "commands.txt")).read().split("\n")[:-1],
+    "commands": open(os.path.join(OUT, "commands.txt")).read().split("\n")[:-1] if os.path.exists(
+        os.path.join(OUT, "commands.txt")) else [],
     "tables": [
         {"name": "table1", "paper_ref": "Table 1 (25%, PPL change %, mean ± std over seeds)",
          "columns": ["Selection / pattern", "Matched tokens", "Matched time", "Updates (matched time)"], "rows": t1,

@@ -36,5 +36,18 @@ if [ -s "$tmp/out/REPORT.md" ]; then
   [ "$n" = "$claims" ] || { echo "REPORT.md has $n claim rows with a verdict, expected $claims" >&2; fail=1; }
   for f in $tables; do grep -qF "$f.md" "$tmp/out/REPORT.md" || { echo "REPORT.md lacks the section of $f" >&2; fail=1; }; done
 fi
+# saf's cluster scale writes its jobs (the full 124M configurations) and the collector, runs nothing.
+if [ "$paper" = saf ]; then
+  HEADWISE_BIN=$2 bash "$root/scripts/reproduce/saf.sh" --scale cluster --out "$tmp/cluster" > /dev/null 2>&1 \
+    || { echo "saf.sh --scale cluster failed" >&2; fail=1; }
+  for j in tokens time study context_8192 context_16384 mqar; do
+    [ -s "$tmp/cluster/jobs/$j.sbatch" ] || { echo "missing cluster job $j.sbatch" >&2; fail=1; }
+  done
+  [ -x "$tmp/cluster/collect.sh" ] || { echo "missing cluster collect.sh" >&2; fail=1; }
+  grep -q 'configs/saf_124m_16k_learned.json' "$tmp/cluster/jobs/context_16384.sbatch" 2>/dev/null \
+    || { echo "context_16384.sbatch does not run the 16K config" >&2; fail=1; }
+  [ "$(grep -c ' mqar --checkpoint ' "$tmp/cluster/jobs/mqar.sbatch" 2>/dev/null)" = 12 ] \
+    || { echo "mqar.sbatch: expected 12 runs (3 seeds x 4 models)" >&2; fail=1; }
+fi
 [ "${KEEP_SMOKE_OUT:-}" ] && cp -r "$tmp/out" "$KEEP_SMOKE_OUT"
 exit $fail

@@ -109,4 +109,13 @@ PY
     expect REPORT.md "| +0.663 vs +1.282 | +0.700 ± 0.050 vs +1.500 ± 0.050 | holds |"
   fi
 done
+# A missing input is one error line naming the file, exit 1, and no REPORT.md change.
+rm "$tmp/mqar/seed_1338/prune_25/mqar.json"
+cp "$tmp/REPORT.md" "$tmp/REPORT.before"
+if err=$(python3 "$root/scripts/reproduce/saf_report.py" "$tmp" cpu "test rows" 60 "test machine" 256 128 256 2>&1); then
+  echo "saf_report.py accepted a missing mqar.json" >&2; fail=1
+fi
+[ "$err" = "error: $tmp/mqar/seed_1338/prune_25/mqar.json: not found (an output of scripts/reproduce/saf.sh's runs)" ] \
+  || { echo "unexpected error output: $err" >&2; fail=1; }
+cmp -s "$tmp/REPORT.md" "$tmp/REPORT.before" || { echo "REPORT.md changed on a failed run" >&2; fail=1; }
 exit $fail
