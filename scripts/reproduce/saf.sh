@@ -82,10 +82,10 @@ case "$SCALE" in
         DATA_NOTE="data/fineweb shards"
       fi
       MQAR_STEPS=${MQAR_STEPS:-300}
-      NOTE="the paper's 124M shape (12 x 12 x 768) at 4K/8K/16K on one GPU, $STEPS updates of 491,520 tokens (paper: 5,000), $DATA_NOTE, seeds 1337-1339; MQAR on the CPU, $MQAR_STEPS updates (paper: 1,500)"
+      NOTE="the paper's 124M shape (12 x 12 x 768) at 4K/8K/16K on one GPU, $STEPS updates of 491,520 tokens (paper: 5,000), $DATA_NOTE, seeds $SEEDS; MQAR on the CPU, $MQAR_STEPS updates (paper: 1,500)"
     else
       MQAR_STEPS=1500
-      NOTE="the paper's full 124M configurations: 5,000 updates of 491,520 tokens at 4K/8K/16K, seeds 1337-1339, data as in configs/saf_124m_*.json; MQAR with the paper's sizes (1,500 updates)"
+      NOTE="the paper's full 124M configurations: 5,000 updates of 491,520 tokens at 4K/8K/16K, seeds $SEEDS, data as in configs/saf_124m_*.json; MQAR with the paper's sizes (1,500 updates)"
     fi
     TOKENS_PER_UPDATE=491520
     MQAR_OPTS=(--steps "$MQAR_STEPS") ;;  # headwise mqar's defaults are the paper's sizes
@@ -113,7 +113,7 @@ for r in 25 50; do
   done
 done
 for f in 25 75 100; do STUDY+=",$(b "saf_25_at_$f" 0.25 "\"at_fraction\":$([ $f = 100 ] && echo 1.0 || echo 0.$f)")"; done
-# name|config|extra --set arguments (JSON values single-quoted for the job files)
+# name|config|extra --set arguments (no "|" inside: the separator)
 EXPERIMENTS=("tokens|$CFG_MAIN|experiment.seeds=$SEEDS|experiment.ratios=[0.25,0.5]|experiment.controls=[\"prune\",\"random\",\"gate_taylor\"]|experiment.save_final=true|experiment.speed_rounds=$SPEED_ROUNDS"
              "time|$CFG_MAIN|experiment.seeds=$SEEDS|experiment.budget=time|experiment.branches=$TIME_BRANCHES|experiment.speed_rounds=0"
              "study|$CFG_MAIN|experiment.seeds=[1337]|experiment.branches=[$STUDY]|experiment.speed_rounds=0")
