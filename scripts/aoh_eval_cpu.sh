@@ -12,7 +12,10 @@
 #   LM_CKPT: a checkpoint trained on the corpus (default: train configs/default_cpu.json, ~4 min).
 # Environment: BUILD (default build), RANDOM_SEEDS (default "1 2 3"; the random rows average them),
 #   SINK/WINDOW for the LM (default 4/32 at the default context 128), MQAR_SINK/MQAR_WINDOW
-#   (default 4/16 at MQAR length 64), MQAR_STEPS (default 1500).
+#   (default 4/16 at MQAR length 64), MQAR_STEPS (default 1500); for quick checks (the reproduction
+#   script's --smoke): MQAR_EXAMPLES (default 256 per pair count), MQAR_SETS (extra --set arguments
+#   for the MQAR model's config, e.g. a smaller shape), BENCH_RUNS (default "2 5 10 40": prefill
+#   warm-up and timed runs, decode warm-up and timed runs).
 # Writes OUT/table.md and OUT/table.json; every run's own output stays under OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +29,9 @@ WINDOW=${WINDOW:-32}
 MQAR_SINK=${MQAR_SINK:-4}
 MQAR_WINDOW=${MQAR_WINDOW:-16}
 MQAR_STEPS=${MQAR_STEPS:-1500}
+MQAR_EXAMPLES=${MQAR_EXAMPLES:-256}
+read -ra MQAR_SETS <<< "${MQAR_SETS:-}"
+read -r PW PR DW DR <<< "${BENCH_RUNS:-2 5 10 40}"
 SPARSITIES="0.25 0.5 0.75"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$HW" ] || { echo "aoh_eval_cpu: $HW not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
@@ -46,10 +52,10 @@ CONTEXT=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['n_pos
 VAL=${VAL:-data/kjv/val_*.bin}
 
 # 2. The MQAR model: trained from scratch on MQAR (the default_cpu shape), saved.
-MQAR_OPTS=(--vocab 64 --seq-len 64 --train-pairs 4 --eval-pairs 4,8,16 --eval-examples 256 --log-every 500)
+MQAR_OPTS=(--vocab 64 --seq-len 64 --train-pairs 4 --eval-pairs 4,8,16 --eval-examples "$MQAR_EXAMPLES" --log-every 500)
 if [ ! -f "$OUT/mqar_base/adapted/model.safetensors" ]; then
   say "training the MQAR model ($MQAR_STEPS updates)"
-  "$HW" mqar --config configs/default_cpu.json --out "$OUT/mqar_base" --label softmax "${MQAR_OPTS[@]}" \
+  "$HW" mqar --config configs/default_cpu.json "${MQAR_SETS[@]}" --out "$OUT/mqar_base" --label softmax "${MQAR_OPTS[@]}" \
     --steps "$MQAR_STEPS" --batch 32 --lr 2e-3 --save-checkpoint >"$OUT/mqar_base.log" 2>&1
 fi
 MQAR_CKPT="$OUT/mqar_base/adapted"
@@ -71,7 +77,7 @@ for S in $SPARSITIES; do
       --set "method.sink=$SINK" --set "method.window=$WINDOW" >"$OUT/lm_$name.convert.log" 2>&1
     eval_ppl "$OUT/lm_$name" >"$OUT/lm_$name.eval.json"
     "$HW" bench-infer --checkpoint "$LM_CKPT" --context "$CONTEXT" --plan-from "$OUT/lm_$name" \
-      --prefill-warmup 2 --prefill-runs 5 --decode-warmup 10 --decode-runs 40 2>/dev/null | tail -n 1 \
+      --prefill-warmup "$PW" --prefill-runs "$PR" --decode-warmup "$DW" --decode-runs "$DR" 2>/dev/null | tail -n 1 \
       >"$OUT/lm_$name.bench.json"
     "$HW" convert --checkpoint "$MQAR_CKPT" --out "$OUT/mqar_$name.ckpt" --method aoh "${sets[@]}" \
       --set "method.sink=$MQAR_SINK" --set "method.window=$MQAR_WINDOW" >"$OUT/mqar_$name.convert.log" 2>&1

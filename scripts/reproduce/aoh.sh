@@ -2,13 +2,15 @@
 # Reproduce the AoH paper's (Autonomy-of-Heads) headline results: quality retention vs sparsity
 # (AoH's spectrum choice vs random KV heads, on language modelling and on MQAR retrieval) and
 # prefill / decode latency and KV memory vs context (a plot).
-#   bash scripts/reproduce/aoh.sh [--scale cpu] [--out DIR]
+#   bash scripts/reproduce/aoh.sh [--scale cpu] [--out DIR] [--smoke]
 # cpu (default): scripts/aoh_eval_cpu.sh (a corpus model at context 128 and an MQAR model,
 #   S in {0.25, 0.5, 0.75}, 3 random seeds), then a RoPE corpus model at context 8192 (300
 #   updates at T 128) timed by `headwise bench-infer` at CONTEXTS (default 1024 2048 4096 8192)
 #   with 50% streaming KV heads (sink 64, window 256). About 25 minutes on 2 cores.
 # gpu, cluster: not available: cached decoding (the part AoH speeds up) runs on the CPU backend
 #   only, so there is nothing to time on a GPU yet.
+# --smoke: the same steps on 2 x 4 x 32 models trained 4 updates, timed at 256 and 512 (for CI;
+#   numbers meaningless).
 # Writes OUT/retention.{md,csv}, latency.{md,csv}, fig_latency_vs_context.png and OUT/REPORT.md.
 PAPER=aoh
 source "$(dirname "$0")/common.sh" "$@"
@@ -18,16 +20,35 @@ if [ "$SCALE" != cpu ]; then
 fi
 CONTEXTS=${CONTEXTS:-1024 2048 4096 8192}
 NOTE="retention: 4 x 4 x 128 byte-level corpus model at context 128 and an MQAR model (length 64); latency: the same shape with RoPE at block 8192, contexts ${CONTEXTS// /, }"
-[ -e "$OUT/eval/table.json" ] || run env BUILD="$(dirname "$HW")" bash scripts/aoh_eval_cpu.sh "$OUT/eval"
-LONG="$OUT/long/checkpoints/step_300"
+LONG_STEPS=300 LONG_BLOCK=8192
+INFER_RUNS=(--prefill-warmup 1 --prefill-runs 3 --decode-warmup 20 --decode-runs 60)
+STREAM=""  # the streaming heads' sink and window: the method's defaults (64, 256)
+LM_CKPT=""
+TINY=()
+if [ "$SMOKE" = 1 ]; then  # the same protocol on tiny models: every file is written, the numbers mean nothing
+  CONTEXTS="256 512" LONG_STEPS=4 LONG_BLOCK=512
+  INFER_RUNS=(--prefill-warmup 0 --prefill-runs 1 --decode-warmup 1 --decode-runs 4)
+  STREAM="--set method.sink=16 --set method.window=64"
+  TINY=(--set model.n_layer=2 --set model.n_embd=32 --set train.micro_batch=2 --set train.total_batch_tokens=256
+        --set train.steps=4 --set train.warmup_steps=1 --set train.eval_every=0 --set train.checkpoint_every=4 --set train.log_every=1)
+  NOTE="SMOKE RUN (numbers meaningless): 2 x 4 x 32 models, 4 updates each (corpus at context 64, MQAR, RoPE at block 512 timed at 256 and 512 with 4 decode runs, sink 16, window 64), 16 MQAR examples per pair count, 2 random seeds"
+  LM_CKPT="$OUT/lm/checkpoints/step_4"
+  [ -e "$LM_CKPT/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/lm" "${TINY[@]}" \
+    --set model.block_size=64 --set train.seq_len=64 > /dev/null 2>&1
+  export RANDOM_SEEDS="1 2" MQAR_STEPS=4 SINK=2 WINDOW=8 MQAR_SINK=2 MQAR_WINDOW=8 MQAR_EXAMPLES=16 BENCH_RUNS="0 1 1 4" \
+    MQAR_SETS="--set model.n_layer=2 --set model.n_embd=32"
+fi
+[ -e "$OUT/eval/table.json" ] || run env BUILD="$(dirname "$HW")" bash scripts/aoh_eval_cpu.sh "$OUT/eval" $LM_CKPT
+LONG="$OUT/long/checkpoints/step_$LONG_STEPS"
 [ -e "$LONG/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/long" \
-  --set model.pos=rope --set model.block_size=8192 --set train.eval_every=0
+  --set model.pos=rope --set model.block_size=$LONG_BLOCK --set train.eval_every=0 "${TINY[@]}"
 for c in $CONTEXTS; do
   [ -s "$OUT/bench_$c.json" ] || run sh -c "'$HW' bench-infer --checkpoint '$LONG' --context $c --method aoh \
-    --set method.sparsity=0.5 --prefill-warmup 1 --prefill-runs 3 --decode-warmup 20 --decode-runs 60 2>/dev/null \
-    | tail -n 1 > '$OUT/bench_$c.json'"
+    --set method.sparsity=0.5 $STREAM ${INFER_RUNS[*]} 2>/dev/null | tail -n 1 > '$OUT/bench_$c.json'"
 done
 WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
-python3 scripts/reproduce/aoh_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" $CONTEXTS
+REPORT_SCALE=$SCALE
+[ "$SMOKE" = 1 ] && REPORT_SCALE="cpu --smoke (numbers meaningless)"
+python3 scripts/reproduce/aoh_report.py "$OUT" "$REPORT_SCALE" "$NOTE" "$WALL" "$MACHINE" $CONTEXTS
 echo "reproduce[aoh]: $OUT/REPORT.md"

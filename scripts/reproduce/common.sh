@@ -32,8 +32,8 @@ else
 fi
 START_S=$(date +%s)
 MACHINE="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), \
-$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)$(command -v nvidia-smi >/dev/null && \
-nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | sed 's/^/, GPU /' || true)"
+$(awk '/MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)$( (command -v nvidia-smi >/dev/null && \
+nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | sed 's/^/, GPU /') || true)"
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 COMMANDS=()
 run() {  # run CMD...: log it for the report, run it

@@ -113,4 +113,16 @@ TEST_CASE("aah: Table 6 evaluates each branch's final checkpoint: an all-zero mo
   CHECK_THROWS_WITH(aah::table6_rows(dir, 100, 3), Catch::Contains("exceeds the"));
   std::filesystem::remove_all(branch + "/checkpoints");
   CHECK_THROWS_WITH(aah::table6_rows(dir, 2, 3), Catch::Contains("checkpoints: not found"));
+
+  // `headwise experiment`'s own layout: no config.json in the branch (the run config is
+  // results.json's "config"), the final checkpoint in final/. Same all-zero model: log V again.
+  std::filesystem::remove(branch + "/config.json");
+  CHECK_THROWS_WITH(aah::table6_rows(dir, 2, 3), Catch::Contains("results.json has no 'config'"));
+  write(dir + "/results.json", {{"seeds", {{{"seed", 7}}}}, {"summary", {{{"branch", "shallow"}}}},
+                                {"config", {{"data", {{"val", dir + "/val_*.bin"}}}, {"train", {{"seq_len", 128}}}}}});
+  save_model_files(model, branch + "/final");
+  const nlohmann::json own = aah::table6_rows(dir, 2, 3);
+  REQUIRE(own.size() == 1);
+  CHECK(own[0]["val_loss"].get<double>() == Approx(std::log(double(V))).epsilon(1e-6));
+  CHECK(own[0]["acr"].get<double>() == Approx(0.75));
 }

@@ -99,15 +99,27 @@ nlohmann::json table6_rows(const std::string& dir, int64_t batches, int64_t micr
     int n = 0;
     for (const auto& seed : results["seeds"]) {
       const std::string branch_dir = dir + "/seed_" + seed.at("seed").dump() + "/" + branch;
-      const std::string cfg_path = branch_dir + "/config.json";
-      check(std::filesystem::exists(cfg_path), cfg_path + ": not found");
-      const nlohmann::json cfg = read_json_file(cfg_path);
+      // A `headwise train` layout (config.json, checkpoints/step_<N>) or `headwise experiment`'s
+      // own: no config.json per branch (the run config is results.json's "config") and the final
+      // checkpoint in final/ (experiment.save_final).
+      std::string cfg_path = branch_dir + "/config.json";
+      nlohmann::json cfg;
+      if (std::filesystem::exists(cfg_path)) {
+        cfg = read_json_file(cfg_path);
+      } else {
+        check(results.contains("config"), cfg_path + ": not found, and " + dir + "/results.json has no 'config'");
+        cfg = results["config"];
+        cfg_path = dir + "/results.json (config)";
+      }
       check(cfg.contains("data") && cfg["data"].contains("val") && cfg["data"]["val"].is_string(),
             cfg_path + ": missing data.val");
       check(cfg.contains("train") && cfg["train"].contains("seq_len"), cfg_path + ": missing train.seq_len");
       const std::string val = cfg["data"]["val"].get<std::string>();
       const int64_t T = cfg["train"]["seq_len"].get<int64_t>();
-      auto model = load_model(final_checkpoint(branch_dir), cpu_backend<float>());
+      const std::string ckpt = std::filesystem::exists(branch_dir + "/final/model.safetensors")
+                                   ? branch_dir + "/final"
+                                   : final_checkpoint(branch_dir);
+      auto model = load_model(ckpt, cpu_backend<float>());
       data::TokenLoader loader(val, micro_batch, T, false, 0);
       check(batches <= loader.batches_per_epoch(), "Table 6: --batches " + std::to_string(batches) + " exceeds the " +
                                                        std::to_string(loader.batches_per_epoch()) + " batches in " + val);
