@@ -75,18 +75,31 @@ std::vector<double> row(const float* x, int64_t stride, int t, int d) {
   return r;
 }
 
-// Feature rows phi(x_t) of every position t (performer, dijiang): [T][M].
-std::vector<std::vector<double>> feature_rows(const HeadRows& h, const BaselineHead& b, bool query) {
+}  // namespace
+
+std::vector<std::vector<double>> baseline_rows(const HeadRows& h, const BaselineHead& b, bool query) {
   const int d = h.d;
   const double in = 1.0 / std::pow(double(d), 0.25);
   std::vector<std::vector<double>> out(static_cast<size_t>(h.T));
   const float* x = query ? h.q : h.k;
   const int64_t stride = query ? h.q_stride : h.k_stride;
   const double pi = std::acos(-1.0);
+  std::vector<double> dct;  // dijiang: C[m][c], the orthonormal DCT-II
+  if (b.kind == KernelKind::DiJiang)
+    for (int m = 0; m < d; ++m)
+      for (int c = 0; c < d; ++c) dct.push_back(std::sqrt((m == 0 ? 1.0 : 2.0) / d) * std::cos(pi * (c + 0.5) * m / d));
   for (int t = 0; t < h.T; ++t) {
     std::vector<double> xs = row(x, stride, t, d);
-    for (double& e : xs) e *= in;
     std::vector<double>& f = out[size_t(t)];
+    if (b.kind == KernelKind::TaylorShift) {  // unit rows (a zero row stays zero: s = 0)
+      double n = 0;
+      for (double e : xs) n += e * e;
+      n = std::sqrt(n);
+      for (double& e : xs) e = n > 0 ? e / n : 0.0;
+      f = std::move(xs);
+      continue;
+    }
+    for (double& e : xs) e *= in;
     if (b.kind == KernelKind::Performer) {
       const int M = b.performer.n_features;
       double sq = 0;
@@ -102,8 +115,7 @@ std::vector<std::vector<double>> feature_rows(const HeadRows& h, const BaselineH
       double mx = -INFINITY;
       for (int m = 0; m < d; ++m) {
         double z = 0;
-        for (int c = 0; c < d; ++c)
-          z += std::sqrt((m == 0 ? 1.0 : 2.0) / d) * std::cos(pi * (c + 0.5) * m / d) * xs[size_t(c)];
+        for (int c = 0; c < d; ++c) z += dct[size_t(m * d + c)] * xs[size_t(c)];
         f[size_t(m)] = z;
         mx = std::max(mx, z);
       }
@@ -118,41 +130,21 @@ std::vector<std::vector<double>> feature_rows(const HeadRows& h, const BaselineH
   return out;
 }
 
-}  // namespace
-
 void baseline_outputs(const HeadRows& h, const BaselineHead& b, double* out) {
   const int T = h.T, d = h.d;
-  std::vector<std::vector<double>> fq, fk, un_q, un_k;
-  if (b.kind == KernelKind::TaylorShift) {
-    // unit rows (a zero row stays zero: s = 0)
-    for (int t = 0; t < T; ++t)
-      for (int side = 0; side < 2; ++side) {
-        std::vector<double> r = side == 0 ? row(h.q, h.q_stride, t, d) : row(h.k, h.k_stride, t, d);
-        double n = 0;
-        for (double e : r) n += e * e;
-        n = std::sqrt(n);
-        for (double& e : r) e = n > 0 ? e / n : 0.0;
-        (side == 0 ? un_q : un_k).push_back(std::move(r));
-      }
-  } else {
-    fq = feature_rows(h, b, true);
-    fk = feature_rows(h, b, false);
-  }
+  const std::vector<std::vector<double>> fq = baseline_rows(h, b, true), fk = baseline_rows(h, b, false);
   for (int i = 0; i < T; ++i) {
     double* o = out + int64_t(i) * d;
     std::fill(o, o + d, 0.0);
     double den = 0;
     for (int j = 0; j <= i; ++j) {
       double kap = 0;
+      const std::vector<double>& a = fq[size_t(i)];
+      const std::vector<double>& kj = fk[size_t(j)];
+      for (size_t m = 0; m < a.size(); ++m) kap += a[m] * kj[m];
       if (b.kind == KernelKind::TaylorShift) {
-        double s = 0;
-        for (int c = 0; c < d; ++c) s += un_q[size_t(i)][size_t(c)] * un_k[size_t(j)][size_t(c)];
-        s *= double(b.taylorshift.tau);
+        const double s = double(b.taylorshift.tau) * kap;
         kap = 1.0 + s + 0.5 * s * s;
-      } else {
-        const std::vector<double>& a = fq[size_t(i)];
-        const std::vector<double>& c = fk[size_t(j)];
-        for (size_t m = 0; m < a.size(); ++m) kap += a[m] * c[m];
       }
       den += kap;
       const float* vj = h.v + int64_t(j) * h.v_stride;

@@ -43,6 +43,10 @@ struct BaselineHead {
 BaselineHead baseline_head(KernelKind kind, int head_dim, int performer_features, uint64_t seed, int layer, int head,
                            int n_head);
 
+// Per-position rows of the head's feature map, [T][M]: performer phi(x), dijiang a(x) (times w on
+// the query side); taylorshift the unit rows x / |x| (kappa = 1 + s + s^2/2 of their dot times tau).
+std::vector<std::vector<double>> baseline_rows(const HeadRows& h, const BaselineHead& b, bool query);
+
 // The head's causal output at every position, densely over keys j <= i in double: out[T * d].
 // A non-positive or non-finite denominator is an error.
 void baseline_outputs(const HeadRows& h, const BaselineHead& b, double* out);
