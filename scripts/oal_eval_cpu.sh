@@ -2,16 +2,20 @@
 # OAL evaluation at CPU scale (issue 19 item 6) on a model trained on the embedded corpus:
 #   Table 1, Table 2 and Fig. 2 from `headwise oal-tables` (calibration windows from the training
 #   shards, held-out windows from the validation shards), and Table 3: PPL after conversion and
-#   the same LoRA fine-tuning for OAL (bootstrap grouping), the learned global kernel (fixed:1)
-#   and the softmax + LoRA reference (configs/oal_cpu*.json), each the best checkpoint by val loss.
+#   the same LoRA fine-tuning for OAL (bootstrap grouping), the learned global kernel (fixed:1),
+#   with BASELINES=1 the baselines Performer, DiJiang and TaylorShift (method.kernel: the same
+#   layers become that head kind, uncalibrated, with the same adapters), and the softmax + LoRA reference
+#   (configs/oal_cpu*.json), each the best checkpoint by val loss.
 # Usage: bash scripts/oal_eval_cpu.sh [OUT=runs/oal_eval_cpu] [LM_CKPT]
 #   LM_CKPT: an all-softmax checkpoint of configs/default_cpu.json's shape (default: train it, ~4 min).
 # Environment: BUILD (default build), STEPS (fine-tuning updates, default 100), DRAWS (Table 1's
-#   random-dimension draws, default 100), EXTRA_RUNS: more Table 3 rows as "label:--set k=v ..."
-#   entries separated by ';' (e.g. a baseline head kind once it exists), run like the OAL row;
-#   TABLES_ARGS: more oal-tables options; FT_SETS: more --set arguments of every fine-tuning run;
-#   CONVERT_SETS: more --set arguments of the converting runs only (method.* keys). The
-#   reproduction harness (scripts/reproduce/oal.sh) shrinks the protocol through these.
+#   random-dimension draws, default 100), BASELINES (1: add Table 3's performer, dijiang and
+#   taylorshift rows, ~13 min more on 2 busy cores, performer ~9 of them; default 0 keeps the
+#   script's runtime), EXTRA_RUNS: more Table 3 rows as "label:--set k=v ..." entries separated
+#   by ';', run like the OAL row; TABLES_ARGS: more oal-tables options; FT_SETS: more --set
+#   arguments of every fine-tuning run; CONVERT_SETS: more --set arguments of the converting runs
+#   only (method.* keys). The reproduction harness (scripts/reproduce/oal.sh) shrinks the
+#   protocol through these.
 # Writes OUT/tables.md (all four), OUT/table3.csv, OUT/tables/*.csv, and OUT/fig2.png when
 # Debian's python3-matplotlib is installed (scripts/setup.sh).
 set -euo pipefail
@@ -22,6 +26,7 @@ BUILD=${BUILD:-build}
 HW="$BUILD/headwise"
 STEPS=${STEPS:-100}
 DRAWS=${DRAWS:-100}
+BASELINES=${BASELINES:-0}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
 [ -x "$HW" ] || { echo "oal_eval_cpu: $HW not found (build first: bash scripts/setup.sh)" >&2; exit 1; }
 mkdir -p "$OUT"
@@ -38,18 +43,26 @@ if [ -z "$LM_CKPT" ]; then
 fi
 
 say "Tables 1, 2 and Fig. 2 (oal-tables on $LM_CKPT)"
+T1=$(date +%s)
 "$HW" oal-tables --checkpoint "$LM_CKPT" --data "data/kjv/train_*.bin" --eval-data "data/kjv/val_*.bin" \
   --out "$OUT/tables" --set method.layers=1-2 --random-draws "$DRAWS" ${TABLES_ARGS:-} >"$OUT/tables.log" 2>&1
+say "  oal-tables: $(( $(date +%s) - T1 )) s"
 
 # Table 3: conversion + fine-tuning runs; PPL = exp(best val loss) on the second half of data.val.
-RUNS="oal:;global:--set method.grouping=fixed:1${EXTRA_RUNS:+;$EXTRA_RUNS}"
+RUNS="oal:;global:--set method.grouping=fixed:1"
+if [ "$BASELINES" = 1 ]; then
+  for k in performer dijiang taylorshift; do RUNS="$RUNS;$k:--set method.kernel=$k"; done
+fi
+RUNS="$RUNS${EXTRA_RUNS:+;$EXTRA_RUNS}"
 finetune() {  # label config extra-args...
   local label=$1 cfg=$2
   shift 2
   say "Table 3: $label ($STEPS updates)"
+  local t=$(date +%s)
   rm -rf "$OUT/ft_$label"
   "$HW" train --config "$cfg" --out "$OUT/ft_$label" --init-from "$LM_CKPT" --set train.steps="$STEPS" \
     --set train.warmup_steps=$(( (STEPS * 5 + 99) / 100 )) ${FT_SETS:-} "$@" >"$OUT/ft_$label.log" 2>&1
+  say "  $label: $(( $(date +%s) - t )) s"
 }
 finetune softmax_lora configs/oal_cpu_softmax_lora.json
 IFS=';' read -ra ENTRIES <<<"$RUNS"

@@ -29,6 +29,8 @@ enum class Stream : uint64_t {
   OalBootstrap = 18,       // OAL: prompt resamples of the bootstrap grouping, index = layer * n_head + head
   OalRandomGrouping = 19,  // OAL: the random-grouping control, index = layer * n_head + head
   OalCalibration = 20,     // OAL: calibration windows (index 0 stats, 1 fit/val) and L fits (index 16 + flat head)
+  OalBaselineFeatures = 21,  // OAL: performer features of converted heads, index = layer * n_head + head
+  OalBaselineFit = 22,       // OAL: Table 2's fits of the baselines' learnable values, index = layer * n_head + head
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.

@@ -109,13 +109,41 @@ TEST_CASE("oal-stats and oal-tables write their JSON and tables", "[cli][oal]") 
     CHECK(fs::exists(dir + "/tables/" + f));
   std::ifstream tin(dir + "/tables/tables.json");
   const auto t = nlohmann::json::parse(tin);
-  CHECK(t["table1"]["rows"].size() == 2);
-  CHECK(t["table2"].size() == 5);
+  REQUIRE(t["table1"]["rows"].size() == 4);  // performer, taylor2, dijiang, taylorshift
+  CHECK(t["table1"]["rows"][3]["method"] == "taylorshift");
+  REQUIRE(t["table2"].size() == 10);  // 5 OAL rows, then the baselines
+  CHECK(t["table2"][5]["method"] == "performer");
+  CHECK(t["table2"][6]["method"] == "dijiang");
+  CHECK(t["table2"][7]["method"] == "taylorshift");
+  CHECK(t["table2"][8]["method"] == "dijiang_fitted");
+  CHECK(t["table2"][9]["method"] == "taylorshift_fitted");
+  // A fit keeps its start when nothing beats it: never worse on the validation windows.
+  CHECK(t["table2"][8]["val_mse"].get<double>() <= t["table2"][6]["val_mse"].get<double>());
+  CHECK(t["table2"][9]["val_mse"].get<double>() <= t["table2"][7]["val_mse"].get<double>());
   CHECK(t["fig2"].size() == 3);
   for (const auto& row : t["table2"]) {
     CHECK(row["relmse_pre"].get<double>() > 0);
     CHECK(std::isfinite(row["relmse_post"].get<double>()));
   }
+}
+
+TEST_CASE("convert --method oal --set method.kernel=performer writes performer heads with adapters, no data needed",
+          "[cli][oal]") {
+  const std::string dir = test::cli_temp_dir("oal_convert_performer");
+  const std::string ckpt = make_checkpoint(dir), out = dir + "/converted";
+  auto r = test::run_headwise("convert --checkpoint " + ckpt + " --out " + out +
+                              " --method oal --set method.kernel=performer --set method.layers=1");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(test::last_json_line(r.out)["changed_heads"] == 4);
+  auto model = load_model(out, cpu_backend<float>());
+  const ModelConfig& mc = model->config();
+  for (int h = 0; h < 4; ++h) {
+    CHECK(mc.head_plan.layers[0][size_t(h)].kind == attn::HeadKind::Softmax);
+    CHECK(mc.head_plan.layers[1][size_t(h)].str() == "performer");  // 250 features
+  }
+  CHECK(mc.lora.rank == 8);
+  CHECK(model->head_extras().performers.at({1, 0}).W.size() == 250 * 8);
 }
 
 TEST_CASE("convert --method oal: bad input is one error line naming the key", "[cli][oal]") {
@@ -127,6 +155,7 @@ TEST_CASE("convert --method oal: bad input is one error line naming the key", "[
   expect_one_error(test::run_headwise(convert + "--set method.grouping=fixed:9" + calib), "1..head_dim (8)");
   expect_one_error(test::run_headwise(convert + "--set method.grouping=fixed:0" + calib), "method.grouping");
   expect_one_error(test::run_headwise(convert + "--set method.layers=1" + kSmall), "needs calibration data");
+  expect_one_error(test::run_headwise(convert + "--set method.kernel=cosformer" + calib), "method.kernel is \"cosformer\"");
   expect_one_error(test::run_headwise(convert + "--set method.layers=1 --calib " + dir + "/nothing_*.bin" + kSmall),
                    "nothing_");
   CHECK(!fs::exists(out));

@@ -5,6 +5,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
+#include "headwise/model/head_extras.hpp"
 
 namespace hw::oal {
 
@@ -82,11 +83,71 @@ void taylor_weights(const HeadRows& h, const std::vector<int>& S, int i, uint64_
   }
 }
 
+// x_S' = x_S / d^(1/4) of row t (d the head's full dimension, as the exact part's 1/sqrt(d)).
+std::vector<double> subset_row(const float* x, int64_t stride, int t, const std::vector<int>& S, int d) {
+  const double sc = 1.0 / std::pow(double(d), 0.25);
+  std::vector<double> r(S.size());
+  for (size_t c = 0; c < S.size(); ++c) r[c] = sc * double(x[int64_t(t) * stride + S[c]]);
+  return r;
+}
+
+// softmax(C x) with C the orthonormal n x n DCT-II (n = |S|).
+std::vector<double> dct_softmax(const std::vector<double>& x) {
+  const int n = int(x.size());
+  const double pi = std::acos(-1.0);
+  std::vector<double> a(static_cast<size_t>(n));
+  double mx = -INFINITY;
+  for (int f = 0; f < n; ++f) {
+    double z = 0;
+    for (int c = 0; c < n; ++c) z += std::sqrt((f == 0 ? 1.0 : 2.0) / n) * std::cos(pi * (c + 0.5) * f / n) * x[size_t(c)];
+    a[size_t(f)] = z;
+    mx = std::max(mx, z);
+  }
+  double sum = 0;
+  for (double& e : a) sum += (e = std::exp(e - mx));
+  for (double& e : a) e /= sum;
+  return a;
+}
+
+// dijiang on S: sum_m w_m a_m(q_S) a_m(k_S), a = softmax(C x_S'), the |S| weights at their start 1.
+void dijiang_weights(const HeadRows& h, const std::vector<int>& S, int i, uint64_t, int, double* w) {
+  const std::vector<double> aq = dct_softmax(subset_row(h.q, h.q_stride, i, S, h.d));
+  for (int j = 0; j <= i; ++j) {
+    const std::vector<double> ak = dct_softmax(subset_row(h.k, h.k_stride, j, S, h.d));
+    double s = 0;
+    for (size_t m = 0; m < aq.size(); ++m) s += aq[m] * ak[m];
+    w[j] = s;
+  }
+}
+
+// taylorshift on S: 1 + s + s^2/2, s = tau q_S.k_S / (|q_S| |k_S|), tau at its start 1 (a zero
+// subset row gives s = 0).
+void taylorshift_weights(const HeadRows& h, const std::vector<int>& S, int i, uint64_t, int, double* w) {
+  auto unit = [](std::vector<double> x) {
+    double n = 0;
+    for (double e : x) n += e * e;
+    n = std::sqrt(n);
+    for (double& e : x) e = n > 0 ? e / n : 0.0;
+    return x;
+  };
+  const double tau = double(default_taylorshift_values().tau);
+  const std::vector<double> q = unit(subset_row(h.q, h.q_stride, i, S, h.d));
+  for (int j = 0; j <= i; ++j) {
+    const std::vector<double> k = unit(subset_row(h.k, h.k_stride, j, S, h.d));
+    double s = 0;
+    for (size_t c = 0; c < q.size(); ++c) s += q[c] * k[c];
+    s *= tau;
+    w[j] = 1.0 + s + 0.5 * s * s;
+  }
+}
+
 }  // namespace
 
 const std::vector<SubsetApprox>& subset_approximators() {
   static const std::vector<SubsetApprox> table = {{"performer", true, &performer_weights},
-                                                  {"taylor2", false, &taylor_weights}};
+                                                  {"taylor2", false, &taylor_weights},
+                                                  {"dijiang", false, &dijiang_weights},
+                                                  {"taylorshift", false, &taylorshift_weights}};
   return table;
 }
 

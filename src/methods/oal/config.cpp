@@ -68,6 +68,8 @@ OalConfig OalConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.get("name", name);
   check(name == "oal", where + ".name is \"" + name + "\", not \"oal\"");
   if (const nlohmann::json* l = f.raw("layers")) m.layers_spec = *l;
+  f.get("kernel", m.kernel);
+  f.get("performer_features", m.performer_features);
   f.get("grouping", m.grouping);
   f.get("tail_fraction", m.group.tail_fraction);
   f.get("ratio_threshold", m.group.ratio_threshold);
@@ -96,6 +98,9 @@ OalConfig OalConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.finish("method \"oal\"");
   const std::string w = where + ".";
   parse_grouping(m.grouping, 1 << 30, w + "grouping");  // G against head_dim in check_run
+  m.kernel_kind();
+  check(m.performer_features >= 1 && m.performer_features <= attn::HeadSpec::kMaxPerformerFeatures,
+        w + "performer_features must be in 1.." + std::to_string(attn::HeadSpec::kMaxPerformerFeatures));
   check(m.group.tail_fraction > 0 && m.group.tail_fraction <= 1, w + "tail_fraction must be in (0, 1]");
   check(m.group.ratio_threshold >= 1, w + "ratio_threshold must be >= 1");
   check(m.group.support >= 0 && m.group.support <= 1, w + "support must be in [0, 1]");
@@ -121,6 +126,8 @@ OalConfig OalConfig::from_json(const nlohmann::json& spec, const std::string& wh
 nlohmann::json OalConfig::to_json() const {
   return {{"name", "oal"},
           {"layers", layers_spec},
+          {"kernel", kernel},
+          {"performer_features", performer_features},
           {"grouping", grouping},
           {"tail_fraction", group.tail_fraction},
           {"ratio_threshold", group.ratio_threshold},
@@ -151,6 +158,8 @@ nlohmann::json OalConfig::to_json() const {
 std::vector<int> OalConfig::layers(int n_layer) const { return parse_layers(layers_spec, n_layer, where + ".layers"); }
 
 GroupingSpec OalConfig::grouping_spec(int head_dim) const { return parse_grouping(grouping, head_dim, where + ".grouping"); }
+
+KernelKind OalConfig::kernel_kind() const { return parse_kernel(kernel, where + ".kernel"); }
 
 uint64_t OalConfig::stream_seed(const RunConfig& run) const {
   return seed != 0 ? uint64_t(seed) : uint64_t(run.train.seed) + 1;

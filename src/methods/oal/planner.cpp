@@ -51,6 +51,8 @@ std::optional<PlanChange> OalPlanner::act(PlannerContext& ctx) {
   check(!cfg_.adapters().enabled() || !mc.lora.enabled(),
         cfg_.where + ".lora_rank: the model already has LoRA adapters (merge them first, or set lora_rank = 0)");
 
+  if (cfg_.kernel_kind() != oal::KernelKind::Oal) return baseline_change(ctx, layers);
+
   // Sequences handed over by the caller replace the configured data: prompts first, then the
   // fit and validation sequences, all of the caller's length.
   oal::Sources src = own_;
@@ -100,6 +102,35 @@ std::optional<PlanChange> OalPlanner::act(PlannerContext& ctx) {
                "stats {:.2f} s, calibration {:.2f} s",
                cfg_.grouping, res.heads.size(), nlohmann::json(layers).dump(), sum_taylor / n, sum_global / n,
                sum_kernel / n, res.stats_seconds, res.calib_seconds);
+  return change;
+}
+
+// A baseline kernel: the chosen heads become that kind with its starting values
+// (baselines.hpp) and the same adapters; nothing is calibrated, so no data is read.
+PlanChange OalPlanner::baseline_change(PlannerContext& ctx, const std::vector<int>& layers) const {
+  const ModelConfig& mc = ctx.model.config();
+  const oal::KernelKind kind = cfg_.kernel_kind();
+  const uint64_t seed = cfg_.stream_seed(ctx.cfg);
+  PlanChange change;
+  change.plan = mc.head_plan;
+  nlohmann::json heads = nlohmann::json::array();
+  for (int l : layers)
+    for (int h = 0; h < mc.n_head; ++h) {
+      const oal::BaselineHead b =
+          oal::baseline_head(kind, mc.head_dim(), int(cfg_.performer_features), seed, l, h, mc.n_head);
+      change.plan.layers[size_t(l)][size_t(h)] = b.spec();
+      b.add_to(change.extras, l, h);
+      heads.push_back({{"layer", l}, {"head", h}, {"kind", b.spec().str()}});
+    }
+  if (cfg_.adapters().enabled()) change.adapters = cfg_.adapters();
+  change.report = {{"method", "oal"},
+                   {"kernel", oal::kernel_name(kind)},
+                   {"layers", layers},
+                   {"heads", heads},
+                   {"seed", seed},
+                   {"adapters", change.adapters ? change.adapters->to_json() : nlohmann::json(nullptr)}};
+  spdlog::info("OAL (kernel {}): {} heads of layers {} converted, not calibrated", oal::kernel_name(kind), heads.size(),
+               nlohmann::json(layers).dump());
   return change;
 }
 

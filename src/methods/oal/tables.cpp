@@ -5,6 +5,7 @@
 #include <cmath>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -14,6 +15,8 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/methods/oal/approximators.hpp"
+#include "headwise/methods/oal/baseline_fit.hpp"
+#include "headwise/methods/oal/baselines.hpp"
 #include "headwise/methods/oal/metrics.hpp"
 
 namespace hw::oal {
@@ -53,28 +56,32 @@ struct Variant {
   int G = 1;
 };
 
-// Pre- and post-projection metrics of kernels[head][variant] on every position of `ev`.
+// One approximation's causal outputs of head `head` (slot * n_head + query head) at every
+// position of rows r: out[T * d].
+using HeadOutputs = std::function<void(size_t head, const HeadRows& r, double* out)>;
+
+// Pre- and post-projection metrics of an approximation on every position of `ev`.
 std::pair<FrozenMetrics, FrozenMetrics> frozen_metrics(const Model<float>& model, const CapturedQkv& ev,
                                                        const std::vector<std::vector<double>>& W_o,
-                                                       const std::vector<std::vector<GroupedKernel>>& kernels,
-                                                       size_t variant) {
+                                                       const HeadOutputs& approx) {
   const ModelConfig& mc = model.config();
   const int H = mc.n_head, d = mc.head_dim(), T = ev.T;
   const int64_t C = mc.n_embd;
   const size_t S = ev.qkv.front().size();
   std::vector<SequenceError> pre(S), post(S);
   parallel_for(int64_t(S), [&](int64_t seq) {
+    std::vector<double> ah(size_t(T * d));
     for (size_t slot = 0; slot < ev.layers.size(); ++slot) {
       const auto& lay = model.layouts()[size_t(ev.layers[slot])];
       const int64_t OW = lay.out_width();
       std::vector<double> yh(size_t(T * OW), 0.0), y(size_t(T * OW), 0.0);
       for (int h = 0; h < H; ++h) {
         const HeadRows r = head_rows(model, ev, int(slot), int(seq), h);
-        const GroupedKernel& k = kernels[slot * size_t(H) + size_t(h)][variant];
+        approx(slot * size_t(H) + size_t(h), r, ah.data());
         for (int i = 0; i < T; ++i) {
           double* a = yh.data() + int64_t(i) * OW + lay.out_col(h);
           double* e = y.data() + int64_t(i) * OW + lay.out_col(h);
-          kernel_output(r, k, i, a);
+          std::copy(ah.begin() + int64_t(i) * d, ah.begin() + int64_t(i + 1) * d, a);
           softmax_output(r, i, e);
           pre[size_t(seq)].add(a, e, d);
         }
@@ -86,6 +93,30 @@ std::pair<FrozenMetrics, FrozenMetrics> frozen_metrics(const Model<float>& model
     }
   });
   return {aggregate(pre), aggregate(post)};
+}
+
+// The grouped kernels[head][variant] as an approximation.
+HeadOutputs kernel_outputs(const std::vector<std::vector<GroupedKernel>>& kernels, size_t variant) {
+  return [&kernels, variant](size_t head, const HeadRows& r, double* out) {
+    for (int i = 0; i < r.T; ++i) kernel_output(r, kernels[head][variant], i, out + int64_t(i) * r.d);
+  };
+}
+
+// Mean over the validation sequences, positions and channels of a baseline's squared error.
+double baseline_val_mse(const HeadSamples& s, const BaselineHead& b) {
+  double err = 0;
+  int64_t n = 0;
+  for (size_t q = 0; q < s.val.size(); ++q) {
+    const HeadRows& r = s.val[q];
+    std::vector<double> y(size_t(r.T) * size_t(r.d));
+    baseline_outputs(r, b, y.data());
+    for (size_t c = 0; c < y.size(); ++c) {
+      const double e = y[c] - s.val_targets[q][c];
+      err += e * e;
+    }
+    n += int64_t(y.size());
+  }
+  return err / double(std::max<int64_t>(1, n));
 }
 
 // ---- Table 1: error kept when only some dimensions are approximated ----
@@ -285,6 +316,20 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
   std::vector<std::vector<GroupedKernel>> kernels(heads, std::vector<GroupedKernel>(variants.size()));
   std::vector<std::vector<double>> val_mse(heads, std::vector<double>(variants.size()));
   std::vector<std::string> chosen(heads);
+  // Table 2's baseline rows: each head with its conversion's starting values (baselines.hpp), then
+  // DiJiang and TaylorShift with those values fitted as L is (baseline_fit.hpp).
+  struct BaselineRow {
+    std::string name;
+    KernelKind kind;
+    bool fitted;
+  };
+  const std::vector<BaselineRow> baseline_table = {{"performer", KernelKind::Performer, false},
+                                                   {"dijiang", KernelKind::DiJiang, false},
+                                                   {"taylorshift", KernelKind::TaylorShift, false},
+                                                   {"dijiang_fitted", KernelKind::DiJiang, true},
+                                                   {"taylorshift_fitted", KernelKind::TaylorShift, true}};
+  std::vector<std::vector<BaselineHead>> baselines(heads);
+  std::vector<std::vector<double>> baseline_val(heads, std::vector<double>(baseline_table.size()));
   parallel_for(int64_t(heads), [&](int64_t ii) {
     const size_t i = size_t(ii);
     const HeadContribution& c = contrib[i];
@@ -294,6 +339,19 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
     const HeadCalibration global = calibrate_global(s, co, hs);
     const Grouping rnd = random_grouping(boot[i], random_grouping_seed(opt.seed, flat));
     const std::vector<double> chi = c.chi();
+    for (size_t b = 0; b < baseline_table.size(); ++b) {
+      const BaselineRow& row = baseline_table[b];
+      const BaselineHead start = baseline_head(row.kind, d, opt.performer_features, opt.seed, c.layer, c.head, H);
+      if (row.fitted) {
+        const BaselineFit f =
+            fit_baseline(s, start, co, data::derive_seed(opt.seed, data::Stream::OalBaselineFit, uint64_t(flat)));
+        baselines[i].push_back(f.head);
+        baseline_val[i][b] = f.val_mse;
+      } else {
+        baselines[i].push_back(start);
+        baseline_val[i][b] = baseline_val_mse(s, start);
+      }
+    }
     for (size_t v = 0; v < variants.size(); ++v) {
       if (variants[v].name == "taylor") {
         kernels[i][v] = {1, taylor_L(1), std::vector<int32_t>(size_t(d), 1), co.eps};
@@ -322,7 +380,7 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
   nlohmann::json t2 = nlohmann::json::array(), f2 = nlohmann::json::array();
   std::map<std::string, nlohmann::json> by_name;
   for (size_t v = 0; v < variants.size(); ++v) {
-    const auto [pre, post] = frozen_metrics(model, ev, W_o, kernels, v);
+    const auto [pre, post] = frozen_metrics(model, ev, W_o, kernel_outputs(kernels, v));
     double vm = 0;
     for (size_t i = 0; i < heads; ++i) vm += val_mse[i][v] / double(heads);
     by_name[variants[v].name] = {{"method", variants[v].name}, {"mse_pre", pre.mse},   {"relmse_pre", pre.rel_mse},
@@ -331,6 +389,15 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
   for (const std::string& n :
        std::vector<std::string>{"taylor", "global", "random", "fixed:" + std::to_string(opt.fixed_G), "oal_bootstrap"})
     if (by_name.count(n)) t2.push_back(by_name[n]);
+  for (size_t b = 0; b < baseline_table.size(); ++b) {
+    const auto [pre, post] = frozen_metrics(model, ev, W_o, [&](size_t head, const HeadRows& r, double* out) {
+      baseline_outputs(r, baselines[head][b], out);
+    });
+    double vm = 0;
+    for (size_t i = 0; i < heads; ++i) vm += baseline_val[i][b] / double(heads);
+    t2.push_back({{"method", baseline_table[b].name}, {"mse_pre", pre.mse},   {"relmse_pre", pre.rel_mse},
+                  {"mse_post", post.mse},       {"relmse_post", post.rel_mse}, {"val_mse", vm}});
+  }
   for (int G = 1; G <= opt.max_G; ++G) {
     const nlohmann::json& r = by_name[G == 1 ? "global" : "fixed:" + std::to_string(G)];
     f2.push_back({{"G", G}, {"heldout_mse", r["mse_pre"]}, {"val_mse", r["val_mse"]}, {"params_per_head", (G + 1) * (G + 2) / 2}});

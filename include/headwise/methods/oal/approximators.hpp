@@ -22,7 +22,11 @@ struct SubsetApprox {
 // performer: positive orthogonal random features (FAVOR+), `features` per head, fixed per seed:
 //   phi(x) = exp(w_m . x - |x|^2 / 2) / sqrt(M), x = v / d^(1/4), E[phi(q) . phi(k)] = exp(q.k / sqrt(d)),
 //   w_m Gaussian rows orthogonalised in blocks of |S| and rescaled to chi-distributed norms;
-// taylor2: the fixed second-order Taylor kernel 1 + s + s^2 / 2 (always positive).
+// taylor2: the fixed second-order Taylor kernel 1 + s + s^2 / 2 (always positive);
+// dijiang: sum_m w_m a_m(q_S) a_m(k_S), a(x) = softmax(C x_S / d^(1/4)), C the orthonormal |S| x |S|
+//   DCT-II, the |S| weights at their starting value 1 (the head kind on the subset);
+// taylorshift: 1 + s + s^2/2 with s = tau q_S.k_S / (|q_S| |k_S|), tau at its starting value 1.
+// (Both baselines' kernels are defined up to a per-query factor, which the normalisation cancels.)
 const std::vector<SubsetApprox>& subset_approximators();
 
 // Query i's weights over keys j <= i with S approximated by `a` and every other dimension exact:

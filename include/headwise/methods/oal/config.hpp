@@ -2,6 +2,10 @@
 // The `method` object of OAL (method.name = "oal"); every key is optional:
 //   layers          "3-20", "1,4,7" or a list [3, 4]: the layers whose heads become linear
 //                   ("" = every layer); a layer outside the model is an error
+//   kernel          "oal" (the grouped quadratic kernel: head kind linear) | "performer" |
+//                   "dijiang" | "taylorshift": the kind the chosen heads become (baselines.hpp;
+//                   a baseline skips the statistics, grouping and calibration of L)
+//   performer_features   250   random features per head of kernel = "performer"
 //   grouping        "bootstrap" | "fixed:G" (1 <= G <= head_dim) | "random"
 //   tail_fraction, ratio_threshold, support, bootstrap, min_groups, max_groups: the bootstrap
 //                   grouping (grouping.hpp; defaults 0.25, 1.5, 0.9, 1000, 2, 5)
@@ -20,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "headwise/methods/oal/baselines.hpp"
 #include "headwise/methods/oal/calibrate.hpp"
 #include "headwise/methods/oal/grouping.hpp"
 #include "headwise/model/lora_config.hpp"
@@ -30,6 +35,8 @@ namespace hw::oal {
 struct OalConfig {
   std::string where = "method";
   nlohmann::json layers_spec = "";  // as given
+  std::string kernel = "oal";
+  int64_t performer_features = 250;
   std::string grouping = "bootstrap";
   GroupingOptions group;
   int64_t stats_prompts = 40, stats_seq_len = 0;
@@ -46,6 +53,7 @@ struct OalConfig {
   // The layers to convert for a model of n_layer layers (ascending, unique); errors name the key.
   std::vector<int> layers(int n_layer) const;
   GroupingSpec grouping_spec(int head_dim) const;
+  KernelKind kernel_kind() const;
   uint64_t stream_seed(const RunConfig& run) const;
   int64_t calib_length(const RunConfig& run) const;
   int64_t stats_length(const RunConfig& run) const;

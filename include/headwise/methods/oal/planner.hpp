@@ -5,8 +5,11 @@
 // calibrates each head's L against its softmax outputs, and hands back a plan in which the
 // chosen layers' heads are `linear` with the fitted L and groups, plus LoRA adapters (q/k/v/o
 // of every layer) for the fine-tuning that follows. It keeps no state after acting.
+// With method.kernel set to a baseline (performer, dijiang, taylorshift) the chosen heads become
+// that kind instead, with its starting values (baselines.hpp) and the same adapters, uncalibrated.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "headwise/methods/oal/config.hpp"
 #include "headwise/methods/oal/pipeline.hpp"
@@ -25,6 +28,7 @@ class OalPlanner final : public Planner {
   std::optional<PlanChange> act(PlannerContext& ctx) override;
 
  private:
+  PlanChange baseline_change(PlannerContext& ctx, const std::vector<int>& layers) const;
   oal::OalConfig cfg_;
   oal::Sources own_;  // from data.calib / data.val (opened at the first fetch)
 };

@@ -11,7 +11,11 @@
 //   Table 2: frozen-attention MSE / RelMSE before and after the output projection (metrics.hpp)
 //            on every position of the held-out sequences, for the Taylor kernel (unfitted), the
 //            learned global kernel (G = 1), OAL with the bootstrap grouping, OAL fixed:G, and the
-//            random grouping (the bootstrap grouping's sizes, dimensions shuffled);
+//            random grouping (the bootstrap grouping's sizes, dimensions shuffled); then the
+//            baselines performer, dijiang and taylorshift (baselines.hpp), each head with the
+//            starting values a conversion gives it (performer: performer_features features
+//            drawn from `seed`), unfitted (the paper calibrates only OAL and the global kernel),
+//            and dijiang_fitted / taylorshift_fitted (their learnable values fitted as L is);
 //   Fig. 2:  held-out and validation MSE and parameters per head vs the fixed group count.
 // Every kernel is calibrated as the planner does (calibrate.hpp) on the calibration sequences.
 #include <cstdint>
@@ -27,7 +31,7 @@ struct TablesOptions {
   int eval_seqs = 4;
   int positions = 32;
   int random_draws = 100;
-  int performer_features = 250;
+  int performer_features = 250;  // Table 1's and Table 2's performer
   int performer_seeds = 5;
   int fixed_G = 4;  // Table 2's fixed:G row
   int max_G = 5;    // Fig. 2: G = 1..max_G
