@@ -1,6 +1,6 @@
 #pragma once
 // Dense tile products used by the softmax-family and static heads.
-#include <cblas.h>
+#include "kernels/cpu/cblas.hpp"
 
 #include <cmath>
 #include <cstdint>

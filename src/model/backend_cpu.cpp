@@ -43,6 +43,9 @@ class CpuBackend final : public Backend<F> {
   void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n) const override {
     cpu::gelu_backward(dinp, inp, dout, n);
   }
+  void gelu_backward_bias(F* dinp, F* dbias, const F* inp, const F* dout, int64_t N, int64_t O) const override {
+    cpu::gelu_backward_bias(dinp, dbias, inp, dout, N, O);
+  }
   void encoder_forward(F* out, const int32_t* tokens, const F* wte, const F* wpe, int64_t B, int64_t T,
                        int64_t C) const override {
     cpu::encoder_forward(out, tokens, wte, wpe, B, T, C);

@@ -611,10 +611,10 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     if (recompute_gelu_) o.gelu_forward(Ac.fch_gelu, Ac.fch, N * 4 * C);  // the shared buffer holds another layer's
     o.fill_zero(S.dfch_gelu, N * 4 * C);
     o.matmul_backward(S.dfch_gelu, G.fcproj_w, G.fcproj_b, S.dresid, Ac.fch_gelu, W.fcproj_w, N, 4 * C, C);
-    o.fill_zero(S.dfch, N * 4 * C);
-    o.gelu_backward(S.dfch, Ac.fch, S.dfch_gelu, N * 4 * C);
+    // dfch (overwritten) and c_fc's bias gradient in one pass; the GEMM below adds no bias term.
+    o.gelu_backward_bias(S.dfch, G.fc_b, Ac.fch, S.dfch_gelu, N, 4 * C);
     o.fill_zero(S.dln, N * C);
-    o.matmul_backward(S.dln, G.fc_w, G.fc_b, S.dfch, Ac.ln2, W.fc_w, N, C, 4 * C);
+    o.matmul_backward(S.dln, G.fc_w, nullptr, S.dfch, Ac.ln2, W.fc_w, N, C, 4 * C);
     o.layernorm_backward(S.dresid, G.ln2_w, G.ln2_b, S.dln, Ac.resid2, Wf.ln2_w, Ac.ln2_mean, Ac.ln2_rstd, N, C);
     // Attention: dresid now holds d(resid2).
     o.fill_zero(S.datty, N * lay.out_width());

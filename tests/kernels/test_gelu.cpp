@@ -71,3 +71,41 @@ TEST_CASE("gelu float agrees with double") {
       worst = hw::test::worse(worst, hw::test::ratio(hw::test::abs_err(out_f[i], out_d[i]), std::abs(out_d[i])));
   CHECK(worst < 1e-5);
 }
+
+// The fused pass against its definition, composed of the plain ops (zeroed gelu_backward, then
+// matmul_backward's bias gradient): bit for bit in float (parallel path), and FD in double.
+TEST_CASE("gelu backward with bias gradient equals the composed ops") {
+  hw::Rng rng(24);
+  const int64_t N = 300, O = 150;  // O not a multiple of the 64-column block
+  std::vector<float> x(size_t(N * O)), dout(size_t(N * O));
+  for (auto& v : x) v = static_cast<float>(2.0 * rng.normal());
+  for (auto& v : dout) v = static_cast<float>(rng.normal());
+  std::vector<float> d_ref(x.size(), 0.0f), b_ref(size_t(O), 0.5f);
+  hw::cpu::gelu_backward(d_ref.data(), x.data(), dout.data(), N * O);
+  hw::cpu::matmul_backward<float>(nullptr, nullptr, b_ref.data(), d_ref.data(), nullptr, nullptr, N, 0, O);
+  std::vector<float> d(x.size(), 7.0f), b(size_t(O), 0.5f);  // stale dinp: must be overwritten
+  hw::cpu::gelu_backward_bias(d.data(), b.data(), x.data(), dout.data(), N, O);
+  CHECK(d == d_ref);
+  CHECK(b == b_ref);
+  hw::cpu::gelu_backward_bias<float>(d.data(), nullptr, x.data(), dout.data(), N, O);  // no bias gradient
+  CHECK(d == d_ref);
+
+  // Double: dinp is d/dx of sum(gelu(x) * dout), dbias its column sums.
+  const int64_t n = 6, o = 5;
+  Vec xd = spread_inputs(rng, size_t(n * o));
+  const Vec R = randn(rng, xd.size());
+  Vec out(xd.size());
+  auto loss = [&]() {
+    hw::cpu::gelu_forward(out.data(), xd.data(), n * o);
+    return dot(out, R);
+  };
+  const Vec fd = fd_grad(xd, loss);
+  Vec g(xd.size(), 3.0), bias(size_t(o), 0.0);
+  hw::cpu::gelu_backward_bias(g.data(), bias.data(), xd.data(), R.data(), n, o);
+  CHECK(fd_err(g, fd) < 1e-6);
+  for (int64_t j = 0; j < o; j++) {
+    double s = 0;
+    for (int64_t r = 0; r < n; r++) s += fd[size_t(r * o + j)];
+    CHECK(std::abs(bias[size_t(j)] - s) < 1e-6);
+  }
+}

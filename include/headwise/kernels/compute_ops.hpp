@@ -52,6 +52,14 @@ class ComputeOps {
     matmul_forward(pre, inp, w, bias, N, I, O, w_out_in);
     gelu_forward(out, pre, N * O);
   }
+  // dinp = dout * gelu'(inp) over N rows of O (OVERWRITES dinp, unlike gelu_backward), then
+  // dbias[O] += the column sums of that dinp (the bias gradient of the GEMM that made inp; dbias
+  // may be null). One pass instead of zero-fill, accumulate and a bias-gradient pass.
+  virtual void gelu_backward_bias(A* dinp, F* dbias, const A* inp, const A* dout, int64_t N, int64_t O) const {
+    fill_zero(dinp, N * O);
+    gelu_backward(dinp, inp, dout, N * O);
+    if (dbias) matmul_backward(nullptr, nullptr, dbias, dinp, nullptr, nullptr, N, 0, O);
+  }
   // resid_out = a + b, then ln_out = LayerNorm(resid_out) with its mean/rstd.
   virtual void residual_layernorm_forward(A* resid_out, A* ln_out, F* mean, F* rstd, const A* a, const A* b,
                                           const F* weight, const F* bias, int64_t N, int64_t C, double eps) const {

@@ -36,6 +36,10 @@ template <class F>
 void gelu_forward(F* out, const F* inp, int64_t n);
 template <class F>
 void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n);
+// dinp[N,O] = dout * gelu'(inp) (overwrite), dbias[O] += column sums of dinp (dbias may be
+// null): gelu_backward on zeroed dinp plus matmul_backward's bias gradient, bit for bit, in one pass.
+template <class F>
+void gelu_backward_bias(F* dinp, F* dbias, const F* inp, const F* dout, int64_t N, int64_t O);
 
 // out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:] (wpe may be null: RoPE models). Overwrites out.
 // Tokens are not range-checked here (no vocabulary size is passed): callers validate them.

@@ -1,6 +1,6 @@
 // Dense layers on OpenBLAS. W is [I,O] (Conv1D) or [O,I] (w_out_in); both layouts are
 // handled by the transpose flags of one gemm call, never by copying W.
-#include <cblas.h>
+#include "kernels/cpu/cblas.hpp"
 
 #include <algorithm>
 #include <climits>

@@ -1,7 +1,8 @@
 #pragma once
 // Internal helpers shared by the CPU kernels.
 //
-// vexp: an exp that g++ can vectorize inside `#pragma omp simd` loops. Without -ffast-math,
+// vexp: an exp that g++ can vectorize inside `#pragma omp simd` loops (in targets built with
+// -fno-trapping-math, see CMakeLists.txt: trapping math keeps the clamp below a branch). Without -ffast-math,
 // glibc's expf is an opaque scalar call, which makes softmax over a 50k vocabulary and GELU
 // several times slower than the rest of the step. The float version is branch-free:
 // Cody-Waite reduction x = n*ln2 + r with |r| <= ln2/2, then the degree-7 Taylor series of
