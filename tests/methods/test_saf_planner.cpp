@@ -126,7 +126,10 @@ TEST_CASE("calibration leaves weights, optimizer state, gradients and data posit
 
 TEST_CASE("variance selection is deterministic and takes the lowest-variance heads", "[saf][planner]") {
   const std::string dir = test::methods_dir("select");
-  const RunConfig cfg = with_method(test::tiny_saf_doc(dir), {{"ratio", 0.375}, {"max_kl", 100.0}});
+  // The float64 capture: its scores are checked against a double reference to 1e-9 below
+  // (the fp32 backend capture is checked against this path in tests/saf/test_backend_capture.cpp).
+  const RunConfig cfg =
+      with_method(test::tiny_saf_doc(dir), {{"ratio", 0.375}, {"max_kl", 100.0}, {"capture", "reference"}});
   dist::LocalComm comm;
   Trainer tr(cfg, "", comm);
   tr.run(4);

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "headwise/attention/softmax_probs.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/methods/saf/capture.hpp"
 
@@ -53,6 +54,12 @@ void check_options(const Model<float>& model, const CaptureOptions& opt) {
 
 }  // namespace
 
+CapturePath parse_capture_path(const std::string& name, const std::string& where) {
+  if (name == "backend") return CapturePath::Backend;
+  if (name == "reference") return CapturePath::Reference;
+  fail(where + " must be \"backend\" or \"reference\", got \"" + name + "\"");
+}
+
 std::vector<int64_t> rank_indices(int64_t n, int rank, int world) {
   check(world >= 1 && rank >= 0 && rank < world, "SAF calibration: bad rank " + std::to_string(rank) + " of " +
                                                      std::to_string(world));
@@ -96,11 +103,19 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
   acc.reserve(size_t((l1 - l0) * H));
   for (int i = 0; i < (l1 - l0) * H; ++i) acc.emplace_back(T, opt.needs);
   const bool logits_needed = acc.front().needs().logit_mean;
+  const bool backend = opt.path == CapturePath::Backend;
+  check(!backend || model.ops().device() == Device::CPU,
+        "SAF calibration: method.capture = \"backend\" needs the attention-probabilities op "
+        "(attn::softmax_probabilities), which the CUDA backend lacks; set method.capture = \"reference\"");
 
   const std::vector<int64_t> mine = rank_indices(opt.n_seqs, comm.rank(), comm.world());
   std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
-  std::vector<double> probs(size_t(T) * size_t(T)), logits(logits_needed ? probs.size() : 0);
-  double* lg = logits_needed ? logits.data() : nullptr;
+  // The reference path's float64 buffers, or the backend path's fp32 ones.
+  const size_t TT = size_t(T) * size_t(T);
+  std::vector<double> probs(backend ? 0 : TT), logits(!backend && logits_needed ? TT : 0);
+  std::vector<float> probs_f(backend ? TT : 0), logits_f(backend && logits_needed ? TT : 0);
+  double* lg = logits_needed && !backend ? logits.data() : nullptr;
+  float* lgf = logits_needed && backend ? logits_f.data() : nullptr;
   std::vector<float> qkv;  // one layer's QKV activations, read back from the model's device
   for (size_t start = 0; start < mine.size(); start += size_t(B)) {
     const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
@@ -115,8 +130,16 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
       for (int h = 0; h < H; ++h)
         for (int64_t b = 0; b < real; ++b) {
           const float* rows = qkv.data() + b * T * W;
-          causal_attention(rows + lay.q_col(h), W, rows + lay.k_col(lay.kv_head_of(h)), W, T, hd, lg, probs.data());
-          acc[size_t((l - l0) * H + h)].add_sample(probs.data(), lg);
+          const float* q = rows + lay.q_col(h);
+          const float* k = rows + lay.k_col(lay.kv_head_of(h));
+          auto& a = acc[size_t((l - l0) * H + h)];
+          if (backend) {
+            attn::softmax_probabilities<float>(q, k, W, T, hd, lgf, probs_f.data());
+            a.add_sample(probs_f.data(), lgf);
+          } else {
+            causal_attention(q, W, k, W, T, hd, lg, probs.data());
+            a.add_sample(probs.data(), lg);
+          }
         }
     }
     if (times) {

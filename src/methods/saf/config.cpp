@@ -4,6 +4,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/methods/saf/calibration.hpp"
 #include "headwise/methods/saf/patterns.hpp"
 #include "headwise/methods/saf/select.hpp"
 
@@ -29,6 +30,7 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.get("max_kl", m.max_kl);
   f.get("seed", m.seed);
   f.get("memory_budget_mb", m.memory_budget_mb);
+  f.get("capture", m.capture);
   f.finish("method \"saf\"");
   const std::string w = where + ".";
   check(m.ratio >= 0 && m.ratio <= 1, w + "ratio must be in [0, 1]");
@@ -44,6 +46,7 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
   check(m.mode == "freeze" || m.mode == "prune", w + "mode must be freeze or prune, got \"" + m.mode + "\"");
   check(m.fit_steps >= 0 && m.fit_lr > 0 && m.max_kl > 0, w + "fit_steps, fit_lr and max_kl must be positive");
   check(m.memory_budget_mb >= 0, w + "memory_budget_mb must be >= 0");
+  parse_capture_path(m.capture, w + "capture");
   parse_selector(m.selector);
   parse_pattern(m.pattern);
   return m;
@@ -54,7 +57,8 @@ nlohmann::json SafConfig::to_json() const {
           {"at_step", at_step},     {"calib_seqs", calib_seqs}, {"calib_seq_len", calib_seq_len},
           {"selector", selector},   {"pattern", pattern},   {"mode", mode},
           {"fit_steps", fit_steps}, {"fit_lr", fit_lr},     {"max_kl", max_kl},
-          {"seed", seed},           {"memory_budget_mb", memory_budget_mb}};
+          {"seed", seed},           {"memory_budget_mb", memory_budget_mb},
+          {"capture", capture}};
 }
 
 int64_t SafConfig::fire_step(const RunConfig& run) const {

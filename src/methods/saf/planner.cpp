@@ -60,6 +60,11 @@ StaticHeadValues to_static(std::vector<double> alpha, std::vector<double> rho, s
 SafPlanner::SafPlanner(const saf::SafConfig& cfg, const RunConfig& run, saf::CalibSource source)
     : cfg_(cfg), source_(std::move(source)), fire_step_(cfg.fire_step(run)) {
   calib_T_ = cfg_.calib_length(run);
+  check(saf::parse_capture_path(cfg_.capture, cfg_.where + ".capture") == saf::CapturePath::Reference ||
+            run.train.device != "cuda",
+        cfg_.where + ".capture = \"backend\" needs the attention-probabilities op (attn::softmax_probabilities), "
+                     "which the CUDA backend (train.device = \"cuda\") lacks; set " + cfg_.where +
+            ".capture = \"reference\"");
   cfg_.check_fire_step(run);
   check(calib_T_ <= run.model.block_size, "method.calib_seq_len (" + std::to_string(calib_T_) +
                                                ") exceeds model.block_size (" +
@@ -117,7 +122,8 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   opt.seq_len = T;
   opt.batch = ctx.cfg.train.micro_batch;  // the training shape: no activation re-allocation
   opt.needs = saf::needs_for(pattern);
-  opt.needs.kl = true;  // the forward-KL score is reported for every head (one extra pass of A log A)
+  opt.needs.kl = true;
+  opt.path = saf::parse_capture_path(m.capture, m.where + ".capture");  // the forward-KL score is reported for every head (one extra pass of A log A)
   const bool fitted = saf::pattern_is_fitted(pattern);
   // Gate-Taylor pruning needs no attention statistics; everything else ranks or fits with them.
   const bool need_stats = selector != saf::Selector::GateTaylor || freeze;
@@ -253,9 +259,10 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   change.report["fits"] = fits.size();
   change.report["capture_seconds"] = capture_seconds;
   change.report["fit_seconds"] = fit_seconds;
-  // Of capture_seconds: the model's forwards, and the host's float64 attention and moments.
+  // Of capture_seconds: the model's forwards, and each head's attention (method.capture's path) and moments.
   change.report["capture_forward_seconds"] = capture_times.forward_seconds;
   change.report["capture_host_seconds"] = capture_times.host_seconds;
+  change.report["capture"] = m.capture;
   if (!variance_selection.is_null()) change.report["variance_selection"] = variance_selection;
   if (sel.shortfall() > 0)
     spdlog::warn("SAF: only {} of {} heads passed the KL gate (max_kl {})", sel.heads.size(), sel.requested, m.max_kl);

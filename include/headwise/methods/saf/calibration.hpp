@@ -6,6 +6,7 @@
 // gradient arena saved and restored).
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "headwise/dist/comm.hpp"
@@ -19,11 +20,22 @@ namespace hw::saf {
 // to -1 are left out of the Gate-Taylor loss (MQAR: only query positions count).
 using CalibSource = std::function<void(int64_t index, int32_t* inputs, int32_t* targets)>;
 
+// Where each head's T x T attention is computed for the statistics (method.capture):
+//   Backend: the CPU backend's softmax tiles in fp32 (attn::softmax_probabilities), moments in
+//            float64; the CUDA backend has no such op, so this path stops with an error there.
+//   Reference: the host's float64 recomputation from the QKV activations (capture.hpp), on any
+//            backend. This struct defaults to the reference (the tests' double path); the
+//            method key defaults to "backend".
+enum class CapturePath { Backend, Reference };
+// "backend" | "reference"; anything else is an error naming `where`.
+CapturePath parse_capture_path(const std::string& name, const std::string& where);
+
 struct CaptureOptions {
   int64_t n_seqs = 32;   // calibration sequences over all ranks
   int64_t seq_len = 0;   // T
   int64_t batch = 8;     // rows per forward; a short last batch is padded (padding is not counted)
   StatsNeeds needs;      // what each head's accumulator keeps besides mean and M2
+  CapturePath path = CapturePath::Reference;
 };
 
 // The calibration sequences of `rank`: indices rank, rank + world, ... below n.
@@ -36,7 +48,8 @@ int64_t head_stats_bytes(int T, const StatsNeeds& needs);
 int layers_per_group(int n_layer, int n_head, int T, const StatsNeeds& needs, double budget_mb);
 
 // Where a capture's time goes (added to, so replays accumulate): the model's forwards and the
-// host's float64 recomputation of every head's T x T attention with its moment updates.
+// host's computation of every head's T x T attention (fp32 backend tiles or the float64
+// reference, CaptureOptions::path) with its float64 moment updates.
 struct CaptureTimes {
   double forward_seconds = 0.0, host_seconds = 0.0;
 };

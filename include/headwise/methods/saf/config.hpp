@@ -24,6 +24,7 @@ struct SafConfig {
   double max_kl = 0.2;
   int64_t seed = 0;                    // 0 = train.seed + 1
   double memory_budget_mb = 1024;      // calibration statistics budget
+  std::string capture = "backend";     // backend (fp32 softmax tiles, CPU) | reference (host float64)
   std::string where = "method";        // how errors name this object (from_json's `where`)
 
   // From one method object (its "name" must be "saf"); `where` names it in errors ("method",
