@@ -46,11 +46,11 @@ inline void tile_atb_acc(F* C, int64_t ldc, const F* P, const F* B, int64_t ldb,
   gemm_rm(true, false, n, k, m, F(1), P, kTile, B, ldb, F(1), C, ldc);
 }
 
-// While alive, OpenBLAS runs every call on the calling thread (restored afterwards).
+// While alive, the BLAS library runs every call on the calling thread (restored afterwards).
 class BlasSingleThreaded {
  public:
-  BlasSingleThreaded() : saved_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~BlasSingleThreaded() { openblas_set_num_threads(saved_); }
+  BlasSingleThreaded() : saved_(blas::threads()) { blas::set_threads(1); }
+  ~BlasSingleThreaded() { blas::set_threads(saved_); }
   BlasSingleThreaded(const BlasSingleThreaded&) = delete;
   BlasSingleThreaded& operator=(const BlasSingleThreaded&) = delete;
 
