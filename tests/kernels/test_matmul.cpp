@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include "headwise/kernels/cpu.hpp"
 #include "kernels/kernel_test_util.hpp"
@@ -85,4 +86,43 @@ TEST_CASE("matmul float agrees with double") {
     CHECK(rel_diff(gw_f, gw_d) < 1e-5);
     CHECK(rel_diff(gb_f, gb_d) < 1e-5);
   }
+}
+
+// Large GEMMs are split into blocks of C's rows (tall C) or columns (wide C), one per OpenMP
+// thread. Each shape below is above the split threshold and covers one way of offsetting the
+// operands: rows of A or of A^T, columns of B or of B^T.
+TEST_CASE("matmul split over threads matches a triple loop for every operand layout") {
+  hw::Rng rng(4);
+  struct Shape {
+    int64_t N, I, O;
+  };
+  const int keep = omp_get_max_threads();
+  for (const Shape sh : {Shape{300, 80, 100}, Shape{64, 60, 700}}) {
+    for (bool w_out_in : {false, true}) {
+      const int64_t N = sh.N, I = sh.I, O = sh.O;
+      const Vec inp = randn(rng, N * I), w = randn(rng, I * O), bias = randn(rng, O), dout = randn(rng, N * O);
+      const Vec ref = naive_matmul(inp, w, &bias, N, I, O, w_out_in);
+      // dinp = dout W^T, dW = inp^T dout (in W's layout), by the definition.
+      Vec ref_dinp(N * I, 0.0), ref_dw(I * O, 0.0);
+      for (int64_t n = 0; n < N; n++)
+        for (int64_t i = 0; i < I; i++)
+          for (int64_t o = 0; o < O; o++) {
+            const int64_t wi = w_out_in ? o * I + i : i * O + o;
+            ref_dinp[n * I + i] += dout[n * O + o] * w[wi];
+            ref_dw[wi] += inp[n * I + i] * dout[n * O + o];
+          }
+      for (int threads : {1, 2, 3}) {
+        omp_set_num_threads(threads);
+        Vec out(N * O, 7.0), dinp(N * I, 0.0), dw(I * O, 0.0);
+        hw::cpu::matmul_forward(out.data(), inp.data(), w.data(), bias.data(), N, I, O, w_out_in);
+        hw::cpu::matmul_backward<double>(dinp.data(), dw.data(), nullptr, dout.data(), inp.data(), w.data(), N, I, O,
+                                 w_out_in);
+        INFO("N=" << N << " I=" << I << " O=" << O << " w_out_in=" << w_out_in << " threads=" << threads);
+        CHECK(max_err(out, ref) < 1e-11);
+        CHECK(max_err(dinp, ref_dinp) < 1e-11);
+        CHECK(max_err(dw, ref_dw) < 1e-11);
+      }
+    }
+  }
+  omp_set_num_threads(keep);
 }

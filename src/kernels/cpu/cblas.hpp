@@ -35,4 +35,21 @@ inline void set_threads(int n) {
 #endif
 }
 
+// While alive, the library runs every call on the calling thread (its count restored after):
+// for callers that are themselves one thread of an OpenMP team.
+class SingleThreaded {
+ public:
+  SingleThreaded() : saved_(threads()) {
+    if (saved_ != 1) set_threads(1);
+  }
+  ~SingleThreaded() {
+    if (saved_ != 1) set_threads(saved_);
+  }
+  SingleThreaded(const SingleThreaded&) = delete;
+  SingleThreaded& operator=(const SingleThreaded&) = delete;
+
+ private:
+  int saved_;
+};
+
 }  // namespace hw::blas

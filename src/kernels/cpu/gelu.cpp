@@ -41,17 +41,17 @@ void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n) {
   }
 }
 
-// Column blocks as in matmul's bias_grad (same block width, rows summed in order in double),
-// so dbias is bit for bit the unfused one; each block's rows are done while they are in cache.
+// Column blocks as in matmul's bias_grad (each column's rows summed in order in double, so
+// dbias is bit for bit the unfused one); each block's rows are done while they are in cache.
 template <class F>
 void gelu_backward_bias(F* dinp, F* dbias, const F* inp, const F* dout, int64_t N, int64_t O) {
-  constexpr int64_t kBlock = 64;
-  const int64_t nblocks = (O + kBlock - 1) / kBlock;
+  const int64_t block = detail::column_block_width(O);
+  const int64_t nblocks = (O + block - 1) / block;
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
   for (int64_t blk = 0; blk < nblocks; blk++) {
-    const int64_t o0 = blk * kBlock;
-    const int64_t w = std::min(kBlock, O - o0);
-    double acc[kBlock] = {};
+    const int64_t o0 = blk * block;
+    const int64_t w = std::min(block, O - o0);
+    double acc[detail::kMaxColumnBlock] = {};
     for (int64_t n = 0; n < N; n++) {
       const F* x_row = inp + n * O + o0;
       const F* g_row = dout + n * O + o0;

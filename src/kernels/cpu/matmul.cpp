@@ -2,6 +2,8 @@
 // handled by the transpose flags of one gemm call, never by copying W.
 #include "kernels/cpu/cblas.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <climits>
 #include <string>
@@ -14,13 +16,52 @@ namespace hw::cpu {
 
 namespace {
 
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a, int lda, const float* b,
-          int ldb, float beta, float* c, int ldc) {
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* a, int lda, const float* b,
+               int ldb, float beta, float* c, int ldc) {
   cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, a, lda, b, ldb, beta, c, ldc);
 }
-void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda, const double* b,
-          int ldb, double beta, double* c, int ldc) {
+void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* a, int lda,
+               const double* b, int ldb, double beta, double* c, int ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, a, lda, b, ldb, beta, c, ldc);
+}
+
+// Below this many multiply-adds a GEMM runs whole on the calling thread.
+constexpr int64_t kParallelGemmMinWork = int64_t(1) << 21;
+// Piece boundaries fall on multiples of this (the BLAS kernels' register tiles are 16 or 32 wide).
+constexpr int kPieceAlign = 32;
+
+// C = A B + beta C on the step's one thread pool: each OpenMP thread multiplies one contiguous
+// block of C's rows (or of its columns, when C is wider than tall) with single-threaded BLAS.
+// The BLAS library's own pool stays asleep: two pools on the same cores made OpenBLAS's workers
+// spin in sched_yield between calls while the OpenMP team wanted the cores (20% of a 2-thread
+// step in sched_yield/__schedule; bench_cpu_small ran at 1.5x its 1-thread speed instead of 1.8x).
+// Every element is still one BLAS call's full-length dot product, in a fixed partition for a
+// given thread count, so runs repeat bit for bit.
+template <class F>
+void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const F* a, int lda, const F* b, int ldb,
+          F beta, F* c, int ldc) {
+  const blas::SingleThreaded blas_on_calling_thread;
+  const bool split_rows = m >= n;
+  const int len = split_rows ? m : n;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int pieces = std::min(threads, (len + kPieceAlign - 1) / kPieceAlign);
+  if (pieces <= 1 || int64_t(m) * n * k < kParallelGemmMinWork) {
+    blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(pieces)
+  for (int p = 0; p < pieces; ++p) {
+    const int lo = int(int64_t(len) * p / pieces) / kPieceAlign * kPieceAlign;
+    const int hi = p + 1 == pieces ? len : int(int64_t(len) * (p + 1) / pieces) / kPieceAlign * kPieceAlign;
+    if (hi <= lo) continue;
+    if (split_rows) {  // rows lo..hi of C need rows lo..hi of op(A)
+      const F* a_rows = ta == CblasNoTrans ? a + int64_t(lo) * lda : a + lo;
+      blas_gemm(ta, tb, hi - lo, n, k, a_rows, lda, b, ldb, beta, c + int64_t(lo) * ldc, ldc);
+    } else {  // columns lo..hi of C need columns lo..hi of op(B)
+      const F* b_cols = tb == CblasNoTrans ? b + lo : b + int64_t(lo) * ldb;
+      blas_gemm(ta, tb, m, hi - lo, k, a, lda, b_cols, ldb, beta, c + lo, ldc);
+    }
+  }
 }
 
 // BLAS takes 32-bit sizes; a larger layer is a caller bug, reported instead of truncated.
@@ -34,13 +75,13 @@ int blas_dim(int64_t v, const char* what) {
 // all rows in order, so the result does not depend on the thread count.
 template <class F>
 void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
-  constexpr int64_t kBlock = 64;
-  const int64_t nblocks = (O + kBlock - 1) / kBlock;
+  const int64_t block = detail::column_block_width(O);
+  const int64_t nblocks = (O + block - 1) / block;
 #pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
   for (int64_t blk = 0; blk < nblocks; blk++) {
-    const int64_t o0 = blk * kBlock;
-    const int64_t w = std::min(kBlock, O - o0);
-    double acc[kBlock] = {};
+    const int64_t o0 = blk * block;
+    const int64_t w = std::min(block, O - o0);
+    double acc[detail::kMaxColumnBlock] = {};
     for (int64_t n = 0; n < N; n++) {
       const F* row = dout + n * O + o0;
 #pragma omp simd
