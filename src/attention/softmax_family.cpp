@@ -84,12 +84,10 @@ void softmax_family_forward(const KeySet& ks, const HeadFwd<F>& a) {
           }
           const F m_new = std::max(mrow[r], mx);
           const F corr = exp_or_zero(mrow[r] - m_new);
+#pragma omp simd
+          for (int c = 0; c < n; ++c) row[c] = exp_or_zero(row[c] - m_new);  // masked: -inf -> 0
           F sum = F(0);
-          for (int c = 0; c < n; ++c) {
-            const F p = exp_or_zero(row[c] - m_new);  // masked: -inf -> 0
-            row[c] = p;
-            sum += p;
-          }
+          for (int c = 0; c < n; ++c) sum += row[c];  // in order: the same bits for any vector width
           if (corr != F(1)) {
             F* o = out0 + r * a.ldo;
             for (int d = 0; d < a.D; ++d) o[d] *= corr;
@@ -138,6 +136,7 @@ void softmax_family_backward(const KeySet& ks, const HeadBwd<F>& a) {
           const F lse = a.stats[i];
           F* prow = P + int64_t(r) * kTile;
           F* drow = dS + int64_t(r) * kTile;
+#pragma omp simd
           for (int c = 0; c < n; ++c) {
             const F p = visible(ks, i, j0 + c) ? exp_or_zero(prow[c] - lse) : F(0);
             prow[c] = p;
