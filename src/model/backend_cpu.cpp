@@ -82,7 +82,7 @@ class CpuBackend final : public Backend<F> {
   }
   double sum_squares(const F* x, int64_t n) const override { return cpu::sum_squares(x, n); }
   void scale(F* x, F s, int64_t n) const override { cpu::scale(x, s, n); }
-  void fill_zero(F* x, int64_t n) const override { std::memset(x, 0, sizeof(F) * static_cast<size_t>(n)); }
+  void fill_zero(F* x, int64_t n) const override { cpu::fill_zero(x, n); }
   void adamw_update(F* p, const F* g, F* m, F* v, int64_t n, const AdamWStep& s) const override {
     cpu::adamw_update(p, g, m, v, n, s);
   }

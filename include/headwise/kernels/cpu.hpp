@@ -84,6 +84,8 @@ template <class F>
 double sum_squares(const F* x, int64_t n);
 template <class F>
 void scale(F* x, F s, int64_t n);
+template <class F>
+void fill_zero(F* x, int64_t n);
 
 // LoRA (lora_ops.cpp). dst[n, col0 + j] += src[n, j] (dst rows `stride` wide, src rows `width`).
 template <class F>

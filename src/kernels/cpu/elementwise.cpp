@@ -13,6 +13,14 @@ void residual_forward(F* out, const F* a, const F* b, int64_t n) {
   for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
+// Zeroing is memory-bound: one thread rarely fills a core's share of bandwidth (gradients and
+// activation gradients are zeroed several times per update).
+template <class F>
+void fill_zero(F* x, int64_t n) {
+#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
+  for (int64_t i = 0; i < n; i++) x[i] = F(0);
+}
+
 template <class F>
 void accumulate(F* dst, const F* src, int64_t n) {
 #pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
@@ -56,6 +64,8 @@ template void accumulate<float>(float*, const float*, int64_t);
 template void accumulate<double>(double*, const double*, int64_t);
 template double sum_squares<float>(const float*, int64_t);
 template double sum_squares<double>(const double*, int64_t);
+template void fill_zero<float>(float*, int64_t);
+template void fill_zero<double>(double*, int64_t);
 template void scale<float>(float*, float, int64_t);
 template void scale<double>(double*, double, int64_t);
 
