@@ -99,54 +99,25 @@ double baseline_loss(const HeadRows& h, const BaselineHead& b, const int* positi
 
 BaselineFit fit_baseline(const HeadSamples& s, const BaselineHead& start, const CalibOptions& opt, uint64_t seed) {
   check(!s.fit.empty() && !s.val.empty(), "OAL baseline fit: needs fit and validation sequences");
+  BaselineHead cur = start;
+  const AdamFit fit = adam_fit(
+      s, get_params(start), opt, seed,
+      [&](const HeadRows& h, const std::vector<double>& theta, const int* pos, int n, const double* targets,
+          double* grad) {
+        set_params(cur, theta);
+        baseline_loss(h, cur, pos, n, targets, grad);
+      },
+      [&](const std::vector<double>& theta) {
+        set_params(cur, theta);
+        return val_mse(s, cur);
+      });
   BaselineFit res;
   res.head = start;
-  res.init_val_mse = res.val_mse = val_mse(s, start);
-  const int P = baseline_params(start);
-  if (P == 0) return res;
-  BaselineHead cur = start;
-  std::vector<double> theta = get_params(start), m(static_cast<size_t>(P), 0.0), v(static_cast<size_t>(P), 0.0), grad(static_cast<size_t>(P));
-  const double b1 = 0.9, b2 = 0.999, adam_eps = 1e-8;
-  Rng rng(seed);
-  std::vector<int> pos;
-  std::vector<double> targets;
-  int since_best = 0;
-  for (int u = 1; u <= opt.max_updates; ++u) {
-    const HeadRows& h = s.fit[size_t(rng.below(uint64_t(s.fit.size())))];
-    pos.resize(size_t(h.T));
-    std::iota(pos.begin(), pos.end(), 0);
-    const int n = std::min(opt.positions, h.T);
-    for (int i = 0; i < n; ++i) std::swap(pos[size_t(i)], pos[size_t(i) + size_t(rng.below(uint64_t(h.T - i)))]);
-    pos.resize(static_cast<size_t>(n));
-    targets.resize(size_t(n) * size_t(h.d));
-    for (int i = 0; i < n; ++i) softmax_output(h, pos[size_t(i)], targets.data() + size_t(i) * size_t(h.d));
-    std::fill(grad.begin(), grad.end(), 0.0);
-    baseline_loss(h, cur, pos.data(), n, targets.data(), grad.data());
-    double norm = 0;
-    for (double g : grad) norm += g * g;
-    norm = std::sqrt(norm);
-    const double scale = opt.grad_clip > 0 && norm > opt.grad_clip ? opt.grad_clip / norm : 1.0;
-    const double c1 = 1.0 - std::pow(b1, u), c2 = 1.0 - std::pow(b2, u);
-    for (int p = 0; p < P; ++p) {
-      const double g = grad[size_t(p)] * scale;
-      m[size_t(p)] = b1 * m[size_t(p)] + (1 - b1) * g;
-      v[size_t(p)] = b2 * v[size_t(p)] + (1 - b2) * g * g;
-      theta[size_t(p)] -= opt.lr * (m[size_t(p)] / c1) / (std::sqrt(v[size_t(p)] / c2) + adam_eps);
-    }
-    set_params(cur, theta);
-    res.updates = u;
-    since_best += 1;
-    if (u % opt.val_every == 0 || u == opt.max_updates) {
-      const double mse = val_mse(s, cur);
-      if (mse < res.val_mse) {
-        res.val_mse = mse;
-        res.head = cur;
-        res.best_update = u;
-        since_best = 0;
-      }
-    }
-    if (since_best >= opt.patience) break;
-  }
+  set_params(res.head, fit.best);
+  res.init_val_mse = fit.init_val_mse;
+  res.val_mse = fit.val_mse;
+  res.updates = fit.updates;
+  res.best_update = fit.best_update;
   return res;
 }
 

@@ -38,17 +38,15 @@ nlohmann::json FitResult::to_json() const {
           {"val_mse", val_mse},      {"updates", updates},      {"best_update", best_update}};
 }
 
-FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed) {
+AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOptions& opt, uint64_t seed,
+                 const FitLoss& loss, const FitValidation& validate) {
+  AdamFit res;
+  res.init_val_mse = res.val_mse = validate(theta);
+  res.best = theta;
+  const size_t P = theta.size();
+  if (P == 0) return res;
   check(!s.fit.empty(), "OAL calibration: no fit sequences");
-  const int G1 = init.G + 1, nL = G1 * G1;
-  init.eps = opt.eps;
-  for (int a = 0; a < G1; ++a)  // the upper triangle is not a parameter
-    for (int b = a + 1; b < G1; ++b) init.L[size_t(a * G1 + b)] = 0.0;
-  FitResult res;
-  res.kernel = init;
-  res.init_val_mse = res.val_mse = validation_mse(s, init);
-  GroupedKernel cur = init;
-  std::vector<double> m(static_cast<size_t>(nL), 0.0), v(static_cast<size_t>(nL), 0.0), grad(static_cast<size_t>(nL));
+  std::vector<double> m(P, 0.0), v(P, 0.0), grad(P);
   const double b1 = 0.9, b2 = 0.999, adam_eps = 1e-8;
   Rng rng(seed);
   std::vector<int> pos;
@@ -65,33 +63,58 @@ FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOption
     targets.resize(size_t(n) * size_t(h.d));
     for (int i = 0; i < n; ++i) softmax_output(h, pos[size_t(i)], targets.data() + size_t(i) * size_t(h.d));
     std::fill(grad.begin(), grad.end(), 0.0);
-    kernel_loss(h, cur, pos.data(), n, targets.data(), grad.data());
+    loss(h, theta, pos.data(), n, targets.data(), grad.data());
     double norm = 0.0;
     for (double g : grad) norm += g * g;
     norm = std::sqrt(norm);
     const double scale = opt.grad_clip > 0 && norm > opt.grad_clip ? opt.grad_clip / norm : 1.0;
     const double c1 = 1.0 - std::pow(b1, u), c2 = 1.0 - std::pow(b2, u);
-    for (int a = 0; a < G1; ++a)
-      for (int b = 0; b <= a; ++b) {
-        const size_t e = size_t(a * G1 + b);
-        const double g = grad[e] * scale;
-        m[e] = b1 * m[e] + (1 - b1) * g;
-        v[e] = b2 * v[e] + (1 - b2) * g * g;
-        cur.L[e] -= opt.lr * (m[e] / c1) / (std::sqrt(v[e] / c2) + adam_eps);
-      }
+    for (size_t e = 0; e < P; ++e) {  // an entry whose gradient stays 0 keeps its value exactly
+      const double g = grad[e] * scale;
+      m[e] = b1 * m[e] + (1 - b1) * g;
+      v[e] = b2 * v[e] + (1 - b2) * g * g;
+      theta[e] -= opt.lr * (m[e] / c1) / (std::sqrt(v[e] / c2) + adam_eps);
+    }
     res.updates = u;
     since_best += 1;
     if (u % opt.val_every == 0 || u == opt.max_updates) {
-      const double mse = validation_mse(s, cur);
+      const double mse = validate(theta);
       if (mse < res.val_mse) {
         res.val_mse = mse;
-        res.kernel = cur;
+        res.best = theta;
         res.best_update = u;
         since_best = 0;
       }
     }
     if (since_best >= opt.patience) break;
   }
+  return res;
+}
+
+FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed) {
+  check(!s.fit.empty(), "OAL calibration: no fit sequences");
+  const int G1 = init.G + 1;
+  init.eps = opt.eps;
+  for (int a = 0; a < G1; ++a)  // the upper triangle is not a parameter (kernel_loss leaves its gradient 0)
+    for (int b = a + 1; b < G1; ++b) init.L[size_t(a * G1 + b)] = 0.0;
+  GroupedKernel cur = init;
+  const AdamFit fit = adam_fit(
+      s, init.L, opt, seed,
+      [&](const HeadRows& h, const std::vector<double>& L, const int* pos, int n, const double* targets, double* grad) {
+        cur.L = L;
+        kernel_loss(h, cur, pos, n, targets, grad);
+      },
+      [&](const std::vector<double>& L) {
+        cur.L = L;
+        return validation_mse(s, cur);
+      });
+  FitResult res;
+  res.kernel = init;
+  res.kernel.L = fit.best;
+  res.init_val_mse = fit.init_val_mse;
+  res.val_mse = fit.val_mse;
+  res.updates = fit.updates;
+  res.best_update = fit.best_update;
   return res;
 }
 

@@ -12,6 +12,7 @@
 // initialisations of the grouped kernel (the embedded global kernel, the second-order Taylor
 // kernel, the embedded global kernel plus Gaussian noise), the best kept by validation MSE.
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -51,6 +52,20 @@ struct FitResult {
 };
 
 FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed);
+
+// The protocol above for any parameter vector theta (L, or a baseline's learnable values):
+// loss adds d MSE / d theta at the drawn positions of one fit sequence into grad; validate gives
+// the validation MSE of a theta. fit_kernel and fit_baseline (baseline_fit.hpp) are this fit.
+using FitLoss = std::function<void(const HeadRows& h, const std::vector<double>& theta, const int* positions,
+                                   int n, const double* targets, double* grad)>;
+using FitValidation = std::function<double(const std::vector<double>& theta)>;
+struct AdamFit {
+  std::vector<double> best;  // the best theta by validation MSE (the start if nothing beat it)
+  double init_val_mse = 0.0, val_mse = 0.0;
+  int updates = 0, best_update = 0;
+};
+AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOptions& opt, uint64_t seed,
+                 const FitLoss& loss, const FitValidation& validate);
 
 struct HeadCalibration {
   FitResult global;          // the learned global kernel (G = 1)
