@@ -9,6 +9,7 @@ Random tokens. Prints ONE JSON line: {"impl":"pytorch","ms_per_step":...,"tok_pe
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -17,6 +18,11 @@ import torch
 from pytorch_gpt import GPT
 
 VOCAB, BLOCK, N_EMBD, N_HEAD, N_LAYER = 256, 256, 256, 4, 4
+
+
+def rss_now_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
 def main():
@@ -30,6 +36,7 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
+    rss_before_model = rss_now_bytes()
     torch.manual_seed(0)
     model = GPT(VOCAB, BLOCK, N_LAYER, N_EMBD, N_HEAD)
     decay = [p for p in model.parameters() if p.dim() >= 2]
@@ -76,7 +83,11 @@ def main():
     print(json.dumps({"impl": "pytorch" + ("-compile" if compiled else ""), "ms_per_step": round(dt * 1e3, 2),
                       "tok_per_s": round(args.batch * args.seq / dt, 1), "threads": args.threads,
                       "batch": args.batch, "seq": args.seq, "steps": args.steps,
-                      "final_loss": round(loss.item(), 4), "torch": torch.__version__}))
+                      "final_loss": round(loss.item(), 4), "torch": torch.__version__,
+                      # The process's peak (Linux reports ru_maxrss in KiB) and its resident size
+                      # once torch was imported, before the model existed: the libraries' share.
+                      "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                      "rss_before_model_bytes": rss_before_model}))
 
 
 if __name__ == "__main__":

@@ -301,6 +301,8 @@ void add_bench_command(CLI::App& app) {
     for (double m : ms) mean += m / double(ms.size());
     const double tokens = double(cfg.train.micro_batch * cfg.train.seq_len * cfg.grad_accum());
     const auto cost = attn::plan_cost(cfg.model.head_plan, cfg.train.seq_len, cfg.model.head_dim());
+    const double flops_per_token = dense_flops_per_token(cfg.model, cfg.train.seq_len);
+    const double achieved_tflops = flops_per_token * tokens / (mean / 1000.0) / 1e12;
     nlohmann::json out = {{"ms_per_step", mean},
                           {"ms_per_step_median", ms[ms.size() / 2]},
                           {"tok_per_s", tokens / (mean / 1000.0)},
@@ -311,16 +313,18 @@ void add_bench_command(CLI::App& app) {
                           {"threads", omp_get_max_threads()},
                           {"tokens_per_step", int64_t(tokens)},
                           {"acr", cost.acr},
-                          {"attn_flops_relative", cost.relative()}};
+                          {"attn_flops_relative", cost.relative()},
+                          {"flops_per_token", flops_per_token},
+                          {"achieved_gflops", achieved_tflops * 1e3},
+                          {"peak_rss_bytes", peak_rss_bytes()}};
     if (trainer.ops().device() == Device::CUDA) {
       // MFU against the card's measured bf16 GEMM rate (printed alongside), as the PyTorch
       // baseline (scripts/bench_pytorch_gpu.py) reports it.
       const double bf16 = measure_bf16_gemm_tflops(), tf32 = measure_tf32_gemm_tflops();
-      const double achieved = dense_flops_per_token(cfg.model, cfg.train.seq_len) * tokens / (mean / 1000.0) / 1e12;
-      out["achieved_tflops"] = achieved;
+      out["achieved_tflops"] = achieved_tflops;
       out["bf16_gemm_tflops"] = bf16;
       out["tf32_gemm_tflops"] = tf32;
-      out["mfu"] = bf16 > 0 ? achieved / bf16 : 0.0;
+      out["mfu"] = bf16 > 0 ? achieved_tflops / bf16 : 0.0;
       out["tf32"] = cfg.train.tf32;
     }
     std::printf("%s\n", out.dump().c_str());

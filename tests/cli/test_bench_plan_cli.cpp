@@ -54,3 +54,22 @@ TEST_CASE("bench --plan prints one row per plan with ratios beside ACR", "[cli][
   CHECK(bad.code == 1);
   CHECK(bad.out.find("error: --plan " + dir + "/bad.json") != std::string::npos);
 }
+
+TEST_CASE("bench reports the dense FLOPs per token by hand count, the rate they give and peak RSS", "[cli][bench]") {
+  const std::string dir = cli_temp_dir("bench_flops");
+  write_text(dir + "/cfg.json", R"({
+    "model": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 128, "vocab_size": 64},
+    "train": {"micro_batch": 1, "seq_len": 128, "steps": 4, "threads": 1},
+    "data": {}
+  })");
+  const CmdResult r = run_headwise("bench --config " + dir + "/cfg.json --steps 1 --warmup 0");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const nlohmann::json j = last_json_line(r.out);
+  // Parameters: wte 64 x 32 + wpe 128 x 32 + 2 layers x (12 C^2 + 13 C) + ln_f 2 C = 31,616;
+  // 6 per parameter plus attention's 6 n_layer T C = 6 x 2 x 128 x 32.
+  CHECK(j["flops_per_token"].get<double>() == 6.0 * 31616 + 6.0 * 2 * 128 * 32);
+  CHECK(j["achieved_gflops"].get<double>() ==
+        Approx(j["flops_per_token"].get<double>() * j["tok_per_s"].get<double>() / 1e9).epsilon(1e-12));
+  CHECK(j["peak_rss_bytes"].get<double>() > 1e6);
+}
