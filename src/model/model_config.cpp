@@ -64,6 +64,10 @@ nlohmann::json ModelConfig::to_json() const {
   return j;
 }
 
+namespace {
+constexpr int kGpt2EndOfText = 50256;  // transformers' GPT2Config default for bos/eos
+}  // namespace
+
 nlohmann::json ModelConfig::to_hf_config() const {
   nlohmann::json j = {{"model_type", "gpt2"},
                       {"architectures", {"GPT2LMHeadModel"}},
@@ -92,6 +96,9 @@ nlohmann::json ModelConfig::to_hf_config() const {
   // The adapters themselves are in adapter_model.safetensors (PEFT names); transformers reads
   // model.safetensors as the base model.
   if (lora.enabled()) j["headwise_lora"] = lora.to_json();
+  // Without these keys transformers assumes GPT-2's <|endoftext|> (50256), which a smaller
+  // vocabulary (the byte tokenizer's 256) does not have: it warns on every load.
+  if (vocab_size <= kGpt2EndOfText) j["bos_token_id"] = j["eos_token_id"] = nullptr;
   return j;
 }
 

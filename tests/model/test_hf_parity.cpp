@@ -40,6 +40,19 @@ TEST_CASE("HF GPT-2 checkpoint loads with the right config", "[model][hf]") {
   CHECK(c.head_plan.all_softmax());
 }
 
+TEST_CASE("config.json names no end-of-text token a small vocabulary lacks", "[model][hf]") {
+  hw::ModelConfig c;
+  c.vocab_size = 256;  // the byte tokenizer: transformers' default 50256 is out of range
+  const nlohmann::json small = c.to_hf_config();
+  CHECK(small.contains("bos_token_id"));
+  CHECK(small["bos_token_id"].is_null());
+  CHECK(small["eos_token_id"].is_null());
+  c.vocab_size = 50257;  // GPT-2's own vocabulary: transformers' default is right
+  const nlohmann::json gpt2 = c.to_hf_config();
+  CHECK_FALSE(gpt2.contains("bos_token_id"));
+  CHECK_FALSE(gpt2.contains("eos_token_id"));
+}
+
 TEST_CASE("float32 loss and logits match GPT2LMHeadModel", "[model][hf]") {
   Fixture f;
   const double loss = f.model->forward(f.inputs.data(), f.targets.data(), f.B, f.T);
