@@ -28,11 +28,17 @@ def main():
         if r["kind"] not in kinds:
             kinds.append(r["kind"])
     fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    mib = 2.0**20
     for k in kinds:
-        pts = [(int(r["T"]), float(r["cpu_ms_fwd_bwd"]), int(r["total_bytes"]) / 2**30) for r in rows if r["kind"] == k]
-        a.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k)
-        b.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", label=k)
-    for ax, lab in ((a, "CPU ms, forward + backward (1 head, 1 thread)"), (b, "GiB (inputs, outputs, gradients, workspace)")):
+        pts = [(int(r["T"]), float(r["cpu_ms_fwd_bwd"]), int(r["total_bytes"]) / mib, int(r["workspace_bytes"]) / mib)
+               for r in rows if r["kind"] == k]
+        line, = a.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k)
+        b.plot([p[0] for p in pts], [p[2] for p in pts], marker="o", color=line.get_color(), label=k)
+        # The attention workspace alone (dashed): the part a kernel adds beyond its inputs and outputs.
+        b.plot([p[0] for p in pts], [p[3] for p in pts], linestyle="--", color=line.get_color())
+    a.set_title("latency")
+    b.set_title("memory: total (solid), attention workspace (dashed)")
+    for ax, lab in ((a, "CPU ms, forward + backward (1 head, 1 thread)"), (b, "MiB (inputs, outputs, gradients, workspace)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("sequence length T")
