@@ -10,13 +10,20 @@
 
 using namespace hw::test;
 
-TEST_CASE("bench --plan prints one row per plan with ratios beside ACR", "[cli][bench]") {
-  const std::string dir = cli_temp_dir("bench_plan");
+namespace {
+// A 2-layer, 4-head, 32-wide model at T = 128 (the hand counts below depend on this shape).
+void write_bench_config(const std::string& dir) {
   write_text(dir + "/cfg.json", R"({
     "model": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 128, "vocab_size": 64},
     "train": {"micro_batch": 1, "seq_len": 128, "steps": 4, "threads": 1},
     "data": {}
   })");
+}
+}  // namespace
+
+TEST_CASE("bench --plan prints one row per plan with ratios beside ACR", "[cli][bench]") {
+  const std::string dir = cli_temp_dir("bench_plan");
+  write_bench_config(dir);
   write_text(dir + "/w16.json", R"([["window:16", "window:16", "window:16", "window:16"],
                                     ["window:16", "window:16", "window:16", "window:16"]])");
   // An intervention report's head_plan is read too.
@@ -57,11 +64,7 @@ TEST_CASE("bench --plan prints one row per plan with ratios beside ACR", "[cli][
 
 TEST_CASE("bench reports the dense FLOPs per token by hand count, the rate they give and peak RSS", "[cli][bench]") {
   const std::string dir = cli_temp_dir("bench_flops");
-  write_text(dir + "/cfg.json", R"({
-    "model": {"n_layer": 2, "n_head": 4, "n_embd": 32, "block_size": 128, "vocab_size": 64},
-    "train": {"micro_batch": 1, "seq_len": 128, "steps": 4, "threads": 1},
-    "data": {}
-  })");
+  write_bench_config(dir);
   const CmdResult r = run_headwise("bench --config " + dir + "/cfg.json --steps 1 --warmup 0");
   INFO(r.out);
   REQUIRE(r.code == 0);
