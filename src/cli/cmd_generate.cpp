@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/token_ids.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/data/tokenizer.hpp"
@@ -34,23 +35,7 @@ struct GenerateArgs {
 std::vector<int32_t> read_prompt_tokens(const std::string& path, int vocab) {
   std::ifstream in(path);
   check(in.is_open(), "--prompt-tokens " + path + ": cannot open the file");
-  std::vector<int32_t> out;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    check(used == word.size(), "--prompt-tokens " + path + ": '" + word + "' is not a token id");
-    check(v >= 0 && v < vocab, "--prompt-tokens " + path + ": token " + word + " is outside the vocabulary of " +
-                                   std::to_string(vocab));
-    out.push_back(int32_t(v));
-  }
-  check(!in.bad(), "--prompt-tokens " + path + ": read error");
-  return out;
+  return parse_token_ids(in, "--prompt-tokens " + path, vocab);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "cli/commands.hpp"
+#include "cli/token_ids.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 
@@ -18,24 +19,6 @@ struct TokenizeArgs {
   std::string tokenizer, text, file;
   bool decode = false;
 };
-
-std::vector<uint32_t> parse_ids(const std::string& text, const std::string& where) {
-  std::istringstream in(text);
-  std::vector<uint32_t> ids;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = -1;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    check(used == word.size() && v >= 0 && v < (1LL << 32), where + ": '" + word + "' is not a token id");
-    ids.push_back(uint32_t(v));
-  }
-  return ids;
-}
 
 }  // namespace
 
@@ -60,7 +43,9 @@ void add_tokenize_command(CLI::App& app) {
       where = "--file '" + a->file + "'";
     }
     if (a->decode) {
-      const std::string text = tok.decode(parse_ids(input, where));
+      std::istringstream ids_in(input);
+      const std::vector<int32_t> ids = parse_token_ids(ids_in, where, tok.vocab_size());
+      const std::string text = tok.decode(std::vector<uint32_t>(ids.begin(), ids.end()));
       std::fwrite(text.data(), 1, text.size(), stdout);
       return;
     }

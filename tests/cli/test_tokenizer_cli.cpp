@@ -66,6 +66,8 @@ TEST_CASE("tokenize prints the tokenizers package's ids and decodes them back", 
   }
   expect_one_error(test::run_headwise("tokenize --tokenizer " + kFixtures + "gpt2_style.json --decode --text 'x 1'"),
                    "not a token id");
+  expect_one_error(test::run_headwise("tokenize --tokenizer " + kFixtures + "gpt2_style.json --decode --text '1 999999'"),
+                   "token 999999 is outside the vocabulary");
   expect_one_error(test::run_headwise("tokenize --tokenizer " + dir + "/none.json --text a"), "none.json");
 }
 
