@@ -5,10 +5,7 @@
 # paper's layout, rows the report does not know (a DiJiang baseline) appear with their own claims,
 # and each verdict follows the stated rule. The numbers are chosen (and the expected verdicts
 # worked out by hand in the comments) so that every verdict kind occurs. No headwise binary.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/report_test_lib.sh"
 python3 - "$tmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]
@@ -59,68 +56,64 @@ write("b", [t1row("performer", 0.3, 0.1, 0.1, 1.0, 0)],
 PY
 python3 "$root/scripts/reproduce/oal_report.py" "$tmp/a" cpu "test rows" 60 "test machine" 0 2>/dev/null
 python3 "$root/scripts/reproduce/oal_report.py" "$tmp/b" cpu "test rows" 60 "test machine" 1 2>/dev/null
-fail=0
-expect() {  # expect CASE LINE: a line of CASE's REPORT.md must contain LINE
-  grep -qF -- "$2" "$tmp/$1/REPORT.md" || { echo "missing in case $1's REPORT.md: $2" >&2; fail=1; }
-}
 # Table 1: performer 37.8% > random 10.0% with p 0.001 <= 0.05: holds; taylor2 1.6% > 1.0% but
 # p 0.2: not measurable, and 1.6% < Gaussian 2.0%: does not hold; DiJiang 5.0% < random 8.0%: does
 # not hold, 5.0% > Gaussian 1.0%: holds (with the paper's 64.8% vs 19.4%).
-expect a "| Performer | 17 of 256 (6.6%) | 37.8000 | 4.7000 | 10.0000 | 0.0010 | 1000 |"
-expect a "| Table 1, Performer: approximating only the top-contribution dimensions keeps more of the full error than as many random bulk dimensions | p = 0.000999 (none of 1,000 draws) | 37.8% vs 10.0% (p = 0.001, 1000 draws) | holds |"
-expect a "| 1.6% vs 1.0% (p = 0.200, 100 draws) | not measurable at this scale |"
-expect a "| 37.8-64.8% vs 4.7-19.4% (other approximations) | 1.6% vs 2.0% | does not hold |"
-expect a "| 5.0% vs 8.0% (p = 0.900, 100 draws) | does not hold |"
-expect a "| Table 1, DiJiang: the top dimensions keep more of the error on the model's Q/K than on Gaussian Q/K | 64.8% vs 19.4% | 5.0% vs 1.0% | holds |"
-expect a "| DiJiang | 147 of 2,688 (5.47%) | 64.8% | 19.4% |"
+expect a/REPORT.md "| Performer | 17 of 256 (6.6%) | 37.8000 | 4.7000 | 10.0000 | 0.0010 | 1000 |"
+expect a/REPORT.md "| Table 1, Performer: approximating only the top-contribution dimensions keeps more of the full error than as many random bulk dimensions | p = 0.000999 (none of 1,000 draws) | 37.8% vs 10.0% (p = 0.001, 1000 draws) | holds |"
+expect a/REPORT.md "| 1.6% vs 1.0% (p = 0.200, 100 draws) | not measurable at this scale |"
+expect a/REPORT.md "| 37.8-64.8% vs 4.7-19.4% (other approximations) | 1.6% vs 2.0% | does not hold |"
+expect a/REPORT.md "| 5.0% vs 8.0% (p = 0.900, 100 draws) | does not hold |"
+expect a/REPORT.md "| Table 1, DiJiang: the top dimensions keep more of the error on the model's Q/K than on Gaussian Q/K | 64.8% vs 19.4% | 5.0% vs 1.0% | holds |"
+expect a/REPORT.md "| DiJiang | 147 of 2,688 (5.47%) | 64.8% | 19.4% |"
 # Table 2 (OAL 0.150 / 0.110): global 0.160 / 0.113 is 6.3% / 2.7% worse (both >= 2%): holds;
 # random 0.151 / 0.1105 is within 2%: not measurable; DiJiang 0.140 / 0.100 is better: does not
 # hold; the fixed:4 row is listed but not compared.
-expect a "| DiJiang | 0.0130 | 0.1400 | 0.0060 | 0.1000 | 0.0100 |"
-expect a "| OAL fixed:4 | 0.0141 | 0.1490 | 0.0065 | 0.1090 | 0.0100 |"
-expect a "| Table 2: OAL (bootstrap) has a lower RelMSE than Learned global (G = 1), before and after W_O | not in Table 2 (Fig. 2 and Table 3 isolate G = 1) | 0.1500 vs 0.1600; 0.1100 vs 0.1130 | holds |"
-expect a "| implied (the grouping is the method) | 0.1500 vs 0.1510; 0.1100 vs 0.1105 | not measurable at this scale |"
-expect a "| Table 2: OAL (bootstrap) has a lower RelMSE than DiJiang, before and after W_O | 0.432 vs 0.474; 0.595 vs 0.631 | 0.1500 vs 0.1400; 0.1100 vs 0.1000 | does not hold |"
-expect a "| OAL | 0.0780 | 0.4320 | 0.0310 | 0.5950 |"
+expect a/REPORT.md "| DiJiang | 0.0130 | 0.1400 | 0.0060 | 0.1000 | 0.0100 |"
+expect a/REPORT.md "| OAL fixed:4 | 0.0141 | 0.1490 | 0.0065 | 0.1090 | 0.0100 |"
+expect a/REPORT.md "| Table 2: OAL (bootstrap) has a lower RelMSE than Learned global (G = 1), before and after W_O | not in Table 2 (Fig. 2 and Table 3 isolate G = 1) | 0.1500 vs 0.1600; 0.1100 vs 0.1130 | holds |"
+expect a/REPORT.md "| implied (the grouping is the method) | 0.1500 vs 0.1510; 0.1100 vs 0.1105 | not measurable at this scale |"
+expect a/REPORT.md "| Table 2: OAL (bootstrap) has a lower RelMSE than DiJiang, before and after W_O | 0.432 vs 0.474; 0.595 vs 0.631 | 0.1500 vs 0.1400; 0.1100 vs 0.1000 | does not hold |"
+expect a/REPORT.md "| OAL | 0.0780 | 0.4320 | 0.0310 | 0.5950 |"
 # Fig. 2: 0.0150 -> 0.0138 is -8.0% with no step up: holds; G 1 -> 3 gives 0.0007 of 0.0012 (58%): holds.
-expect a "| G = 1..5: 0.015 -> 0.0138 (-8.0%) | holds |"
-expect a "| G = 1 -> 3: 58% of the drop | holds |"
-expect a "| 3 | 0.0143 | 0.0143 | 10 |"
+expect a/REPORT.md "| G = 1..5: 0.015 -> 0.0138 (-8.0%) | holds |"
+expect a/REPORT.md "| G = 1 -> 3: 58% of the drop | holds |"
+expect a/REPORT.md "| 3 | 0.0143 | 0.0143 | 10 |"
 # Table 3: OAL 9.453 vs global 9.452 (0.01%): not measurable; OAL vs DiJiang 9.9 (4.5% lower):
 # holds; softmax 9.336 vs the best converted 9.452 (1.2% lower): holds.
-expect a "| 27.50 vs 31.71 (Qwen); 32.99 vs 36.03 (Llama) | 9.453 vs 9.452 | not measurable at this scale |"
-expect a "| Table 3: OAL reaches a lower PPL than DiJiang after the same LoRA budget | 27.50 vs 36.05 (Qwen) | 9.453 vs 9.900 | holds |"
-expect a "| 9.336 vs best converted 9.452 (Learned global (G = 1)) | holds |"
+expect a/REPORT.md "| 27.50 vs 31.71 (Qwen); 32.99 vs 36.03 (Llama) | 9.453 vs 9.452 | not measurable at this scale |"
+expect a/REPORT.md "| Table 3: OAL reaches a lower PPL than DiJiang after the same LoRA budget | 27.50 vs 36.05 (Qwen) | 9.453 vs 9.900 | holds |"
+expect a/REPORT.md "| 9.336 vs best converted 9.452 (Learned global (G = 1)) | holds |"
 # A label the report does not know still finds the paper's value by its leading letters.
-expect a "| Table 3: OAL reaches a lower PPL than TaylorShift-conv after the same LoRA budget | 27.50 vs 39.50 (Qwen) | 9.453 vs 10.500 | holds |"
-expect a "| OAL | 9.4530 | 80 | 9.5000 |"
-expect a "| Llama-3.2-1B | OAL | 32.9900 | 63.6600 | 35.4200 | 41.6700 |"
+expect a/REPORT.md "| Table 3: OAL reaches a lower PPL than TaylorShift-conv after the same LoRA budget | 27.50 vs 39.50 (Qwen) | 9.453 vs 10.500 | holds |"
+expect a/REPORT.md "| OAL | 9.4530 | 80 | 9.5000 |"
+expect a/REPORT.md "| Llama-3.2-1B | OAL | 32.9900 | 63.6600 | 35.4200 | 41.6700 |"
 # Fig. 3: linear G=4 / softmax = 3.42, 0.69, 0.21: softmax faster everywhere does not hold; the
 # linear kernel is faster from 4096 on: holds; slope ln(1185.22 / 321.59) / ln 4 = 0.94 <= 1.25:
 # holds (softmax 1.81); G=4 / G=1 = 1.01 <= 1.25: holds; softmax's buffers are smaller: holds.
-expect a "| linear G=4 / softmax CPU time: 3.42x at 1024, 0.69x at 4096, 0.21x at 16384 | does not hold |"
-expect a "| not within 32K (against FlashAttention) | faster from T = 4096 (0.21x at 16384) | holds |"
-expect a "| log-log slope 0.94 from T = 4096 to 16384 (softmax 1.81) | holds |"
-expect a "| curves close (G = 5 vs G = 1) | 1.01x at T = 16384 | holds |"
-expect a "| 32.11 vs 34.34 MiB at T = 16384 | holds |"
-expect a "| linear G=4 | 16384 | 4741 | 1185 | 0.0000 | 0.0477 | 34.3418 |"
+expect a/REPORT.md "| linear G=4 / softmax CPU time: 3.42x at 1024, 0.69x at 4096, 0.21x at 16384 | does not hold |"
+expect a/REPORT.md "| not within 32K (against FlashAttention) | faster from T = 4096 (0.21x at 16384) | holds |"
+expect a/REPORT.md "| log-log slope 0.94 from T = 4096 to 16384 (softmax 1.81) | holds |"
+expect a/REPORT.md "| curves close (G = 5 vs G = 1) | 1.01x at T = 16384 | holds |"
+expect a/REPORT.md "| 32.11 vs 34.34 MiB at T = 16384 | holds |"
+expect a/REPORT.md "| linear G=4 | 16384 | 4741 | 1185 | 0.0000 | 0.0477 | 34.3418 |"
 # Case b: no draws: not measurable; random grouping 0.100 / 0.080 beats OAL 0.120 / 0.081: does
 # not hold; Fig. 2 rises 6.7% at G = 2: does not hold, so 'most at low G' (0.0150 - 0.0160 of a 0.0010 drop: -100%) is not measurable; OAL
 # 10.0 beats global 11.0 by 9.1%: holds; softmax 12.0 is 20% above OAL: does not hold; G=4 is 3x
 # softmax at both lengths: holds / does not hold; slope ln 4 / ln 2 = 2.00: does not hold;
 # softmax's buffers are larger at 256: does not hold.
-expect b "OAL (Outlier-Aware Attention Linearization, arXiv 2610.13674) -- SMOKE RUN, numbers mean nothing"
-expect b "- scale: **cpu (smoke)**"
-expect b "| 30.0% vs 10.0% (p = 1.000, 0 draws) | not measurable at this scale |"
-expect b "| 0.1200 vs 0.1000; 0.0810 vs 0.0800 | does not hold |"
-expect b "| G = 1..3: 0.015 -> 0.014 (-6.7%) | does not hold |"
-expect b "| G = 1 -> 2: -100% of the drop | not measurable at this scale |"
-expect b "| 10.000 vs 11.000 | holds |"
-expect b "| 12.000 vs best converted 10.000 (OAL) | does not hold |"
-expect b "| linear G=4 / softmax CPU time: 3.00x at 128, 3.00x at 256 | holds |"
-expect b "| 3.00x at the longest T = 256 | does not hold |"
-expect b "| log-log slope 2.00 from T = 128 to 256 (softmax 2.00) | does not hold |"
-expect b "| 0.00 vs 0.01 MiB at T = 256 | does not hold |"
+expect b/REPORT.md "OAL (Outlier-Aware Attention Linearization, arXiv 2610.13674) -- SMOKE RUN, numbers mean nothing"
+expect b/REPORT.md "- scale: **cpu (smoke)**"
+expect b/REPORT.md "| 30.0% vs 10.0% (p = 1.000, 0 draws) | not measurable at this scale |"
+expect b/REPORT.md "| 0.1200 vs 0.1000; 0.0810 vs 0.0800 | does not hold |"
+expect b/REPORT.md "| G = 1..3: 0.015 -> 0.014 (-6.7%) | does not hold |"
+expect b/REPORT.md "| G = 1 -> 2: -100% of the drop | not measurable at this scale |"
+expect b/REPORT.md "| 10.000 vs 11.000 | holds |"
+expect b/REPORT.md "| 12.000 vs best converted 10.000 (OAL) | does not hold |"
+expect b/REPORT.md "| linear G=4 / softmax CPU time: 3.00x at 128, 3.00x at 256 | holds |"
+expect b/REPORT.md "| 3.00x at the longest T = 256 | does not hold |"
+expect b/REPORT.md "| log-log slope 2.00 from T = 128 to 256 (softmax 2.00) | does not hold |"
+expect b/REPORT.md "| 0.00 vs 0.01 MiB at T = 256 | does not hold |"
 grep -qF "costs about as much as the learned global" "$tmp/b/REPORT.md" && { echo "case b has no G=1 row, yet a G=1 claim" >&2; fail=1; }
 for c in a b; do
   for f in table1 table2 table3 fig2 fig3; do

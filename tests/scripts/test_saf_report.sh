@@ -5,10 +5,7 @@
 # single-seed rows use sqrt(2) x SAF 25%'s seed std; speedups within 1 +- 0.01 are not measurable).
 # The numbers are chosen so every verdict kind occurs; the expected lines are worked out by hand in
 # the comments. No training.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+source "$(dirname "$0")/report_test_lib.sh"
 python3 - "$tmp" <<'PY'
 import json, math, os, sys
 d = sys.argv[1]
@@ -42,10 +39,6 @@ for i, seed in enumerate((1337, 1338)):
 open(f"{d}/commands.txt", "w").write("headwise experiment ...\n")
 PY
 python3 "$root/scripts/reproduce/saf_report.py" "$tmp" cpu "test rows" 60 "test machine" 256 128 256 2>/dev/null
-fail=0
-expect() {  # expect FILE LINE: FILE must hold LINE (a fixed string)
-  grep -qF -- "$2" "$tmp/$1" || { echo "missing in $1: $2" >&2; fail=1; }
-}
 # Table 1: SAF 0.70 vs random 0.75 (d -0.05 < hypot(0.05, 0.10) = 0.112): not measurable; vs pruning
 # 0.85 (d -0.15 >= 0.1): holds. Matched time: pruning 0.90 vs SAF 0.40 (+0.5, paper's sign is -):
 # does not hold. Random vs SAF at time: 25% +0.80 holds, 50% +0.05 (< 0.141) not measurable -> not measurable.
