@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "headwise/core/error.hpp"
-#include "headwise/core/rng.hpp"
 
 namespace hw::oal {
 

@@ -92,7 +92,6 @@ AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOpt
 }
 
 FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed) {
-  check(!s.fit.empty(), "OAL calibration: no fit sequences");
   const int G1 = init.G + 1;
   init.eps = opt.eps;
   for (int a = 0; a < G1; ++a)  // the upper triangle is not a parameter (kernel_loss leaves its gradient 0)
