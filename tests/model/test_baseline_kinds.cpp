@@ -11,6 +11,7 @@
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/gpt.hpp"
 #include "model/model_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace hw;
 
@@ -89,8 +90,7 @@ TEST_CASE("baseline kinds: a checkpoint round trip keeps features, weights and t
   Rng rng(12);
   Model<float> m(cfg, cpu_backend<float>(), baseline_extras(cfg, rng));
   m.init_weights(5);
-  const std::string dir = (std::filesystem::temp_directory_path() / "hw_baseline_kinds_ckpt").string();
-  std::filesystem::remove_all(dir);
+  const std::string dir = test::scratch_dir("baseline_kinds_ckpt");
   save_model_files(m, dir);
   auto back = load_model(dir, cpu_backend<float>());
   REQUIRE(back->config().head_plan == cfg.head_plan);

@@ -9,6 +9,7 @@
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "model/model_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace hw;
 
@@ -100,9 +101,7 @@ TEST_CASE("loading accepts transformers' extra buffers and a tied lm_head", "[mo
   // Rewrite the fixture with the variants transformers may save: attn.bias / attn.masked_bias
   // mask buffers and an explicit lm_head.weight equal to wte.
   const std::string src = test::fixture_dir("hf_tiny_gpt2");
-  const auto dir = std::filesystem::temp_directory_path() / "headwise_hf_variants";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::filesystem::path dir = test::scratch_dir("hf_variants");
   std::filesystem::copy_file(src + "/config.json", dir / "config.json");
   io::SafetensorsReader st(src + "/model.safetensors");
   auto write_variant = [&](bool corrupt_lm_head) {

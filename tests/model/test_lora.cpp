@@ -13,6 +13,7 @@
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "model/model_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace hw;
 
@@ -188,8 +189,7 @@ TEST_CASE("merged adapters give the unmerged model's logits and add_adapters cha
 TEST_CASE("adapters are saved in PEFT form and read back, a merged checkpoint is a plain HF GPT-2",
           "[model][lora][checkpoint]") {
   namespace fs = std::filesystem;
-  const std::string dir = fs::temp_directory_path().string() + "/headwise_lora_ckpt";
-  fs::remove_all(dir);
+  const std::string dir = test::scratch_dir("lora_ckpt");
   // The transformers-made fixture as the base model.
   auto m = load_model(test::fixture_dir("hf_tiny_gpt2"), cpu_backend<float>());
   LoraConfig l = lora(2, {1}, {true, false, true, true});

@@ -4,9 +4,33 @@
 
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace hw::test {
+
+// A named scratch directory for this process: `<tmp>/headwise_<name>_<pid>`, emptied on each call
+// and removed when the process exits. ctest runs every test case as its own process, in
+// parallel, so a name without the pid let two cases delete each other's files mid-run.
+inline std::string scratch_dir(const std::string& name) {
+  struct Registry {
+    std::mutex mutex;
+    std::vector<std::filesystem::path> paths;
+    ~Registry() {
+      std::error_code ec;
+      for (const auto& p : paths) std::filesystem::remove_all(p, ec);
+    }
+  };
+  static Registry registry;
+  const auto d = std::filesystem::temp_directory_path() /
+                 ("headwise_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  std::lock_guard<std::mutex> lock(registry.mutex);
+  registry.paths.push_back(d);
+  return d.string();
+}
 
 class TempDir {
  public:

@@ -11,6 +11,7 @@
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/gpt.hpp"
 #include "headwise/optim/adamw.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace hw;
 
@@ -39,12 +40,7 @@ std::vector<int32_t> tokens(int64_t n, uint64_t seed, int vocab) {
   return v;
 }
 
-std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("headwise_test_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+std::string temp_dir(const std::string& name) { return test::scratch_dir("plan_params_" + name); }
 
 }  // namespace
 

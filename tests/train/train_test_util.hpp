@@ -9,15 +9,11 @@
 #include "headwise/dist/comm.hpp"
 #include "headwise/train/run_config.hpp"
 #include "headwise/train/trainer.hpp"
+#include "support/temp_dir.hpp"
 
 namespace hw::test {
 
-inline std::string temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("headwise_train_" + name);
-  std::filesystem::remove_all(d);
-  std::filesystem::create_directories(d);
-  return d.string();
-}
+inline std::string temp_dir(const std::string& name) { return scratch_dir("train_" + name); }
 
 // A shard of `n` tokens from a repetitive byte-like stream (learnable, not constant).
 inline std::string write_text_like_shard(const std::string& dir, const std::string& name, int64_t n, uint64_t seed,
