@@ -82,7 +82,10 @@ void add_mqar_command(CLI::App& app) {
   auto& o = a->opt;
   cmd->add_option("--steps", o.steps, "Adaptation updates (default 1500)");
   cmd->add_option("--batch", o.batch, "Examples per update (default 16)");
-  cmd->add_option("--lr", o.lr, "Constant AdamW learning rate (default 1e-4)");
+  cmd->add_option("--lr", o.lr, "AdamW learning rate, constant after the warm-up (default 1e-4)");
+  cmd->add_option("--warmup-steps", o.warmup_steps,
+                  "Linear learning-rate warm-up over the first N updates (default 0, the paper's adaptation; "
+                  "a model trained from scratch needs ~100)");
   cmd->add_option("--weight-decay", o.weight_decay, "AdamW weight decay (default 0.01)");
   cmd->add_option("--beta2", o.beta2, "AdamW beta2 (default 0.999)");
   cmd->add_option("--grad-clip", o.grad_clip, "Gradient clipping norm (default 1.0; 0 = off)");
@@ -112,6 +115,7 @@ void add_mqar_command(CLI::App& app) {
                              {"options",
                               {{"seq_len", a->opt.seq_len}, {"vocab", a->opt.vocab}, {"train_pairs", a->opt.train_pairs},
                                {"steps", a->opt.steps}, {"batch", a->opt.batch}, {"lr", a->opt.lr},
+                               {"warmup_steps", a->opt.warmup_steps},
                                {"weight_decay", a->opt.weight_decay}, {"grad_clip", a->opt.grad_clip},
                                {"eval_examples", a->opt.eval_examples}, {"seed", a->opt.seed}}}};
     if (!method.is_null()) {

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -36,6 +37,7 @@ void MqarOptions::validate(const ModelConfig& model) const {
   check(steps >= 0 && batch >= 1 && eval_examples >= 1 && eval_batch >= 1 && log_every >= 1,
         "mqar: --steps must be >= 0 and --batch, --eval-examples, --eval-batch positive");
   check(lr > 0 && weight_decay >= 0 && grad_clip >= 0, "mqar: --lr must be positive, --weight-decay and --grad-clip >= 0");
+  check(warmup_steps >= 0, "mqar: --warmup-steps must be >= 0");
 }
 
 std::vector<int32_t> mqar_loss_targets(const data::MqarBatch& b) {
@@ -81,6 +83,7 @@ std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, cons
   AdamW adam(AdamWConfig{opt.beta1, opt.beta2, opt.eps, opt.weight_decay}, model.ops(), model.params());
   std::ofstream metrics;
   if (!metrics_path.empty()) metrics.open(metrics_path, std::ios::trunc);
+  const LrSchedule schedule{opt.lr, /*min_lr=*/opt.lr, opt.warmup_steps, std::max<int64_t>(opt.steps, 1)};
   std::vector<double> losses;
   for (int64_t step = 0; step < opt.steps; ++step) {
     const data::MqarBatch b = data::generate_mqar(opt.batch, opt.seq_len, opt.train_pairs, opt.vocab, opt.seed,
@@ -92,7 +95,7 @@ std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, cons
                                    " (lower --lr)");
     const double norm = grad_global_norm(model.ops(), model.grads());
     clip_grads(model.ops(), model.grads(), norm, opt.grad_clip);
-    adam.step(model.params(), model.grads(), opt.lr, step + 1);
+    adam.step(model.params(), model.grads(), schedule.at(step), step + 1);
     losses.push_back(loss);
     if (metrics.is_open()) metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"grad_norm", norm}}.dump() << "\n";
     if (step % opt.log_every == 0 || step + 1 == opt.steps)

@@ -331,6 +331,7 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   Tensor* lnf_mean = stat("lnf_mean", {N});
   Tensor* lnf_rstd = stat("lnf_rstd", {N});
   Tensor* logits = decl("logits", {R, V});  // one classifier chunk of rows
+  Tensor* target_rows = decl("target_rows", {N, C});
   Tensor* losses = stat("losses", {N});
   Tensor* dresid = decl("grad.resid", {N, C});
   Tensor* dln = decl("grad.ln", {N, C});
@@ -370,6 +371,10 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   S.lnf_mean = lnf_mean->template as<F>();
   S.lnf_rstd = lnf_rstd->template as<F>();
   S.logits = logits->template as<A>();
+  S.target_rows = target_rows->template as<A>();
+  I.sparse_target_rows.clear();
+  I.sparse_target_rows.reserve(size_t(N));
+  I.packed_targets.reserve(size_t(N));
   S.losses = losses->as<F>();
   S.dresid = dresid->as<A>();
   S.dln = dln->as<A>();
@@ -468,7 +473,19 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
 template <class F>
 int64_t Model<F>::upload_targets(const int32_t* targets, int64_t N) {
   const int64_t counted = count_targets(targets, N);
-  write_device(ops_, impl_->targets, targets, N);
+  auto& rows = impl_->sparse_target_rows;
+  rows.clear();
+  if (2 * counted > N) {
+    write_device(ops_, impl_->targets, targets, N);
+    return counted;
+  }
+  // Sparse targets: the rows that have one, and their targets packed at the front.
+  for (int64_t i = 0; i < N; ++i)
+    if (targets[i] != cpu::kIgnoreTarget) rows.push_back(i);
+  auto& packed = impl_->packed_targets;
+  packed.clear();
+  for (const int64_t i : rows) packed.push_back(targets[i]);
+  write_device(ops_, impl_->targets, packed.data(), counted);
   return counted;
 }
 
@@ -497,6 +514,11 @@ double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double 
   const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
   ops_.range_push("classifier");
   if (backward) o.fill_zero(S.dln, N * C);
+  if (!I.sparse_target_rows.empty()) {
+    const double sum = sparse_classifier_as(o, backward, dloss);
+    ops_.range_pop();
+    return sum;
+  }
   double sum = 0.0;
   for (int64_t r0 = 0; r0 < N; r0 += R) {
     const int64_t n = std::min(R, N - r0);
@@ -510,6 +532,42 @@ double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double 
   }
   logits_whole_ = !backward && R == N;
   ops_.range_pop();
+  return sum;
+}
+
+// The classifier over the rows that have targets only (upload_targets packed them): the LM head's
+// cost follows the targets, not the sequence (MQAR scores 4 of 64 positions). The rows are
+// gathered into target_rows, each chunk's logits and loss computed as in classifier_as, wte's
+// gradient taken from the gathered rows, then target_rows is reused for the rows' gradient and
+// scattered into grad.ln (zero elsewhere, as ignored rows' dlogits are). Row copies use the
+// accumulate op onto zeroed rows, which every backend has.
+template <class F>
+template <class A>
+double Model<F>::sparse_classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss) {
+  auto& I = *impl_;
+  auto& S = I.template acts<A>();
+  const A* wte = I.template compute_weights<A>().wte;
+  const std::vector<int64_t>& rows = I.sparse_target_rows;
+  const int64_t n_rows = int64_t(rows.size()), C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(B_ * T_);
+  o.fill_zero(S.target_rows, n_rows * C);
+  for (int64_t j = 0; j < n_rows; ++j) o.accumulate(S.target_rows + j * C, S.lnf + rows[size_t(j)] * C, C);
+  double sum = 0.0;
+  for (int64_t r0 = 0; r0 < n_rows; r0 += R) {
+    const int64_t n = std::min(R, n_rows - r0);
+    const A* x = S.target_rows + r0 * C;
+    o.matmul_forward(S.logits, x, wte, nullptr, n, C, V, /*w_out_in=*/true);
+    sum += o.crossentropy_forward_backward(S.losses + r0, backward ? S.logits : nullptr, S.logits, I.targets + r0, n,
+                                           V, backward ? dloss : 0.0);
+    if (!backward) continue;
+    o.matmul_backward(nullptr, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+    // This chunk's input rows are no longer needed: their gradient takes their place.
+    A* dx = S.target_rows + r0 * C;
+    o.fill_zero(dx, n * C);
+    o.matmul_backward(dx, nullptr, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+  }
+  if (backward)
+    for (int64_t j = 0; j < n_rows; ++j) o.accumulate(S.dln + rows[size_t(j)] * C, S.target_rows + j * C, C);
+  logits_whole_ = false;
   return sum;
 }
 

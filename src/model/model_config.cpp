@@ -46,6 +46,7 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
   f.get("bias", c.bias);
   f.get("layer_norm_epsilon", c.layer_norm_epsilon);
   f.get("init_std", c.init_std);
+  f.get("init_residual_scale", c.init_residual_scale);
   f.get("linear_eps", c.linear_eps);
   if (auto* plan = f.raw("head_plan")) c.head_plan = attn::HeadPlan::from_json(*plan);
   if (auto* lora = f.raw("lora")) c.lora = LoraConfig::from_json(*lora);
@@ -59,6 +60,7 @@ nlohmann::json ModelConfig::to_json() const {
           {"n_embd", n_embd},     {"block_size", block_size}, {"vocab_size", vocab_size},
           {"pos", pos},           {"rope_theta", rope_theta}, {"bias", bias},
           {"layer_norm_epsilon", layer_norm_epsilon},         {"init_std", init_std},
+          {"init_residual_scale", init_residual_scale},
           {"linear_eps", linear_eps},                         {"head_plan", head_plan.to_json()}};
   if (lora.enabled()) j["lora"] = lora.to_json();
   return j;

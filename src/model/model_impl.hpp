@@ -52,6 +52,9 @@ template <class F>
 template <class A>
 struct Model<F>::StepActs {
   A *encoded = nullptr, *lnf = nullptr, *logits = nullptr;
+  // The final LayerNorm rows that have targets, gathered when most rows have none (then their
+  // gradient, before it is scattered back into grad.ln).
+  A* target_rows = nullptr;
   F *lnf_mean = nullptr, *lnf_rstd = nullptr, *losses = nullptr;
   std::vector<model_detail::LayerActs<A, F>> layers;
   // backward scratch, shared by all layers
@@ -68,6 +71,12 @@ struct Model<F>::Impl {
   model_detail::Weights<bf16> w16;  // Precision::Bf16: the GEMMs' and the embedding's rounded copy of w
   std::vector<attn::LayerHeadParams<F>> head_params;
   int32_t *tokens = nullptr, *targets = nullptr;
+  // Rows of the micro-batch whose target is not ignored, in order, when at most half of them
+  // are (MQAR's query positions, a prompt's answer): the classifier then runs on those rows
+  // alone and `targets` holds their targets, packed. Empty: every row goes through it.
+  // Reserved for the batch's rows when the activations are laid out (no allocation per step).
+  std::vector<int64_t> sparse_target_rows;
+  std::vector<int32_t> packed_targets;  // their targets, staged on the host
   StepActs<F> full;   // Precision::Full
   StepActs<bf16> half;  // Precision::Bf16
 

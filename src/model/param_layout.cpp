@@ -20,8 +20,9 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
   const int64_t C = cfg.n_embd, hd = cfg.head_dim();
   const int64_t full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * hd;
   const float std = static_cast<float>(cfg.init_std);
-  // GPT-2 scales the residual output projections by 1/sqrt(2 * n_layer).
-  const float proj_std = static_cast<float>(cfg.init_std / std::sqrt(2.0 * cfg.n_layer));
+  // GPT-2 scales the residual output projections by 1/sqrt(2 * n_layer) (init_residual_scale).
+  const float proj_std =
+      static_cast<float>(cfg.init_residual_scale ? cfg.init_std / std::sqrt(2.0 * cfg.n_layer) : cfg.init_std);
   const auto layouts = build_layouts(cfg);
   std::vector<ParamSpec> specs;
   auto add = [&](std::string name, std::vector<int64_t> shape, float init_std, float init_value = 0.f,

@@ -131,6 +131,38 @@ TEST_CASE("SAF calibrated on MQAR sequences installs static heads before adaptat
   for (const auto& [key, v] : before.statics) CHECK(after.statics.at(key).alpha == v.alpha);
 }
 
+TEST_CASE("MQAR warm-up: update k of N uses lr (k + 1) / N, then the constant lr", "[mqar]") {
+  // The reference for each warm-up update is a run without warm-up at that update's rate: Adam's
+  // state after one update does not depend on the rate, so one update must agree bit for bit.
+  auto params_of = [](Model<float>& m) {
+    const auto* p = static_cast<const unsigned char*>(m.params().base());
+    return std::vector<unsigned char>(p, p + m.params().bytes());
+  };
+  auto after_one_update = [&](double lr, int64_t warmup) {
+    auto m = small_model();
+    MqarOptions o = small_options();
+    o.steps = 1;
+    o.lr = lr;
+    o.warmup_steps = warmup;
+    adapt_mqar(*m, o);
+    return params_of(*m);
+  };
+  const auto untouched = [&] {
+    auto m = small_model();
+    return params_of(*m);
+  }();
+  const auto warm = after_one_update(4e-3, 4);  // first of 4 warm-up updates: 1e-3
+  CHECK(warm != untouched);
+  CHECK(warm == after_one_update(1e-3, 0));
+  CHECK(warm != after_one_update(4e-3, 0));
+  CHECK(after_one_update(2e-3, 1) == after_one_update(2e-3, 0));  // N = 1 is no warm-up
+  // A negative warm-up is an error naming the option.
+  auto m = small_model();
+  MqarOptions o = small_options();
+  o.warmup_steps = -1;
+  CHECK_THROWS_WITH(o.validate(m->config()), Catch::Contains("--warmup-steps"));
+}
+
 TEST_CASE("MQAR options that the model cannot take are errors naming the option", "[mqar]") {
   auto m = small_model();
   MqarOptions o = small_options();

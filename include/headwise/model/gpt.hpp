@@ -186,13 +186,16 @@ class Model {
   void forward_layers(const int32_t* inputs, int64_t B, int64_t T);
   template <class A>
   void forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T);
-  // Uploads targets and returns how many are not ignored (at least one).
+  // Uploads targets (packed, with the rows that have one, when at most half of the rows do) and
+  // returns how many are not ignored (at least one).
   int64_t upload_targets(const int32_t* targets, int64_t N);
   // Classifier over row chunks: logits, loss sum (returned) and, when `backward`, dlogits and
   // the LM head's gradients (into grads and the final LayerNorm output's gradient).
   double classifier(bool backward, double dloss);
   template <class A>
   double classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss);
+  template <class A>
+  double sparse_classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss);
   void backward();
   template <class A>
   void backward_as(const ComputeOps<A, F>& o);

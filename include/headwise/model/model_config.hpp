@@ -20,6 +20,10 @@ struct ModelConfig {
   bool bias = true;  // GPT-2 has biases; the SAF paper's recipe has none
   double layer_norm_epsilon = 1e-5;
   double init_std = 0.02;
+  // GPT-2 scales the residual output projections' init (attn.c_proj, mlp.c_proj) by
+  // 1/sqrt(2 n_layer). false keeps init_std for them too: a 2-layer model trained from scratch on
+  // MQAR leaves the recall plateau only without the scaling (measured in headwise and PyTorch).
+  bool init_residual_scale = true;
   double linear_eps = 1e-6;  // epsilon of linear (OAL) heads
   attn::HeadPlan head_plan;  // empty = all softmax
   LoraConfig lora;           // adapters (lora_config.hpp); rank 0 = none
