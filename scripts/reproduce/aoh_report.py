@@ -6,6 +6,7 @@ OUT/bench_<context>.json, bench-infer's JSON line).
 """
 import csv
 import json
+import math
 import os
 import subprocess
 import sys
@@ -52,6 +53,16 @@ half = {r["selection"].split(" ")[0]: r for r in table["rows"] if abs(r["S"] - 0
 spec_r, rand_r = half["AoH"], half["random"]
 sd = rand_r.get("sd", {}).get("ppl_retention", 0.0)
 gap = spec_r["ppl_retention"] - rand_r["ppl_retention"]
+mqar_sd = rand_r.get("sd", {}).get("mqar_retention", 0.0)
+mqar_gap = spec_r["mqar_retention"] - rand_r["mqar_retention"]
+
+
+def beats_random(gap, sd):
+    if not math.isfinite(gap) or not math.isfinite(sd):  # an MQAR model with zero accuracy (smoke runs)
+        return "not measurable at this scale"
+    return "not measurable at this scale" if abs(gap) <= max(sd, 0.01) else ("holds" if gap > 0 else "does not hold")
+
+
 longest = lat_rows[-1]
 claims = [
     {"claim": "AoH at 50% sparsity keeps at least 96.5% of full-attention quality (PPL retention)",
@@ -59,7 +70,11 @@ claims = [
      "verdict": "holds" if spec_r["ppl_retention"] >= 96.5 else "does not hold"},
     {"claim": "the spectrum's choice of streaming heads beats a random choice (PPL retention at 50%)",
      "paper": "implied by the method", "ours": f"{spec_r['ppl_retention']:.2f} vs {rand_r['ppl_retention']:.2f} +- {sd:.2f}",
-     "verdict": "not measurable at this scale" if abs(gap) <= max(sd, 0.01) else ("holds" if gap > 0 else "does not hold")},
+     "verdict": beats_random(gap, sd)},
+    {"claim": "the spectrum's choice of streaming heads beats a random choice on retrieval (MQAR retention at 50%)",
+     "paper": "retrieval heads are the high-rank ones",
+     "ours": f"{spec_r['mqar_retention']:.2f} vs {rand_r['mqar_retention']:.2f} +- {mqar_sd:.2f}",
+     "verdict": beats_random(mqar_gap, mqar_sd)},
     {"claim": f"prefill is faster with 50% streaming heads (longest context, {longest[0]})", "paper": "up to -41.4%",
      "ours": f"{100 * (longest[3] - 1):+.1f}%", "verdict": "holds" if longest[3] < 1 else "does not hold"},
     {"claim": f"decode per token is faster with 50% streaming heads (context {longest[0]})", "paper": "up to -66.0%",
@@ -80,7 +95,7 @@ spec = {
          "reference": {"columns": ["context", "prefill change", "decode change", "KV change"],
                        "rows": [["up to 256K", "-41.4%", "-66.0%", "-50%"]]}}],
     "figures": figures, "claims": claims,
-    "rule": ("retention holds at >= the paper's 96.5%; the spectrum-vs-random claim holds when the spectrum's "
+    "rule": ("retention holds at >= the paper's 96.5%; each spectrum-vs-random claim holds when the spectrum's "
              "retention exceeds the random mean by more than one standard deviation of the random seeds (not "
              "measurable within it); latency and KV claims hold when the ratio at the longest context is below 1 "
              "(KV: at most 0.55).")}
