@@ -505,69 +505,51 @@ void Model<F>::logits_rows_as(const ComputeOps<A, F>& o, int64_t r0, int64_t n) 
                    cfg_.vocab_size, /*w_out_in=*/true);
 }
 
+// The classifier runs over the final LayerNorm rows in chunks of R. When upload_targets packed
+// the targets (most rows have none: MQAR scores 4 of 64 positions), it runs over the rows that
+// have one only, gathered into target_rows, so the LM head's cost follows the targets; each
+// chunk's gathered rows then give way to their gradient, scattered into grad.ln at the end (zero
+// elsewhere, as ignored rows' dlogits are). Row copies are accumulate onto zeroed rows, an op
+// every backend has.
 template <class F>
 template <class A>
 double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss) {
   auto& I = *impl_;
   auto& S = I.template acts<A>();
   const A* wte = I.template compute_weights<A>().wte;
+  const std::vector<int64_t>& packed = I.sparse_target_rows;
   const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
+  const int64_t n_rows = packed.empty() ? N : int64_t(packed.size());
   ops_.range_push("classifier");
   if (backward) o.fill_zero(S.dln, N * C);
-  if (!I.sparse_target_rows.empty()) {
-    const double sum = sparse_classifier_as(o, backward, dloss);
-    ops_.range_pop();
-    return sum;
+  A* rows = S.lnf;
+  if (!packed.empty()) {
+    rows = S.target_rows;
+    o.fill_zero(rows, n_rows * C);
+    for (int64_t j = 0; j < n_rows; ++j) o.accumulate(rows + j * C, S.lnf + packed[size_t(j)] * C, C);
   }
-  double sum = 0.0;
-  for (int64_t r0 = 0; r0 < N; r0 += R) {
-    const int64_t n = std::min(R, N - r0);
-    const A* x = S.lnf + r0 * C;
-    logits_rows_as(o, r0, n);
-    // With backward, dlogits overwrite the logits in place: they are not needed afterwards.
-    sum += o.crossentropy_forward_backward(S.losses + r0, backward ? S.logits : nullptr, S.logits, I.targets + r0, n,
-                                           V, backward ? dloss : 0.0);
-    if (backward)  // LM head (tied with wte): gradients of this chunk's rows and of wte
-      o.matmul_backward(S.dln + r0 * C, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
-  }
-  logits_whole_ = !backward && R == N;
-  ops_.range_pop();
-  return sum;
-}
-
-// The classifier over the rows that have targets only (upload_targets packed them): the LM head's
-// cost follows the targets, not the sequence (MQAR scores 4 of 64 positions). The rows are
-// gathered into target_rows, each chunk's logits and loss computed as in classifier_as, wte's
-// gradient taken from the gathered rows, then target_rows is reused for the rows' gradient and
-// scattered into grad.ln (zero elsewhere, as ignored rows' dlogits are). Row copies use the
-// accumulate op onto zeroed rows, which every backend has.
-template <class F>
-template <class A>
-double Model<F>::sparse_classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss) {
-  auto& I = *impl_;
-  auto& S = I.template acts<A>();
-  const A* wte = I.template compute_weights<A>().wte;
-  const std::vector<int64_t>& rows = I.sparse_target_rows;
-  const int64_t n_rows = int64_t(rows.size()), C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(B_ * T_);
-  o.fill_zero(S.target_rows, n_rows * C);
-  for (int64_t j = 0; j < n_rows; ++j) o.accumulate(S.target_rows + j * C, S.lnf + rows[size_t(j)] * C, C);
   double sum = 0.0;
   for (int64_t r0 = 0; r0 < n_rows; r0 += R) {
     const int64_t n = std::min(R, n_rows - r0);
-    const A* x = S.target_rows + r0 * C;
+    A* x = rows + r0 * C;
     o.matmul_forward(S.logits, x, wte, nullptr, n, C, V, /*w_out_in=*/true);
+    // With backward, dlogits overwrite the logits in place: they are not needed afterwards.
     sum += o.crossentropy_forward_backward(S.losses + r0, backward ? S.logits : nullptr, S.logits, I.targets + r0, n,
                                            V, backward ? dloss : 0.0);
     if (!backward) continue;
-    o.matmul_backward(nullptr, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
-    // This chunk's input rows are no longer needed: their gradient takes their place.
-    A* dx = S.target_rows + r0 * C;
-    o.fill_zero(dx, n * C);
-    o.matmul_backward(dx, nullptr, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+    // LM head (tied with wte): gradients of wte and of this chunk's rows.
+    if (packed.empty()) {
+      o.matmul_backward(S.dln + r0 * C, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+    } else {
+      o.matmul_backward(nullptr, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+      o.fill_zero(x, n * C);
+      o.matmul_backward(x, nullptr, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+    }
   }
-  if (backward)
-    for (int64_t j = 0; j < n_rows; ++j) o.accumulate(S.dln + rows[size_t(j)] * C, S.target_rows + j * C, C);
-  logits_whole_ = false;
+  if (backward && !packed.empty())
+    for (int64_t j = 0; j < n_rows; ++j) o.accumulate(S.dln + packed[size_t(j)] * C, rows + j * C, C);
+  logits_whole_ = !backward && packed.empty() && R == N;
+  ops_.range_pop();
   return sum;
 }
 

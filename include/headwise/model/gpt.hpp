@@ -194,8 +194,6 @@ class Model {
   double classifier(bool backward, double dloss);
   template <class A>
   double classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss);
-  template <class A>
-  double sparse_classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss);
   void backward();
   template <class A>
   void backward_as(const ComputeOps<A, F>& o);
