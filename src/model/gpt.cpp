@@ -331,7 +331,8 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   Tensor* lnf_mean = stat("lnf_mean", {N});
   Tensor* lnf_rstd = stat("lnf_rstd", {N});
   Tensor* logits = decl("logits", {R, V});  // one classifier chunk of rows
-  Tensor* target_rows = decl("target_rows", {N, C});
+  // Packed rows are at most half of the batch (upload_targets packs only then).
+  Tensor* target_rows = decl("target_rows", {std::max<int64_t>(N / 2, 1), C});
   Tensor* losses = stat("losses", {N});
   Tensor* dresid = decl("grad.resid", {N, C});
   Tensor* dln = decl("grad.ln", {N, C});
@@ -480,11 +481,13 @@ int64_t Model<F>::upload_targets(const int32_t* targets, int64_t N) {
     return counted;
   }
   // Sparse targets: the rows that have one, and their targets packed at the front.
-  for (int64_t i = 0; i < N; ++i)
-    if (targets[i] != cpu::kIgnoreTarget) rows.push_back(i);
   auto& packed = impl_->packed_targets;
   packed.clear();
-  for (const int64_t i : rows) packed.push_back(targets[i]);
+  for (int64_t i = 0; i < N; ++i)
+    if (targets[i] != cpu::kIgnoreTarget) {
+      rows.push_back(i);
+      packed.push_back(targets[i]);
+    }
   write_device(ops_, impl_->targets, packed.data(), counted);
   return counted;
 }
