@@ -10,8 +10,8 @@
 // 2^-9). Outputs start as NaN, so every element the layout has must be written; a second
 // run must give the same bits, and so must a run whose bf16 arrays sit 2 bytes off a
 // 16-byte boundary (the kernels' scalar load path instead of their 16-byte vector loads).
-// A host-side case checks the fp32 staging slots the bf16 backward gives KV groups that mix
-// linear heads with others (none for fp32) against the plan and the workspace size.
+// The launch parameters these plans produce are checked on the host in
+// test_attention_setup_host.cpp (which CI runs without a GPU, in test_emulated).
 #include <catch2/catch.hpp>
 
 #include <cuda_runtime.h>
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "attention/layer_fixture.hpp"
+#include "cuda/attention_bf16_cases.hpp"
 #include "cuda/attention_bf16_util.hpp"
 #include "cuda/cuda_test_util.hpp"
 #include "headwise/core/bf16.hpp"
@@ -37,11 +38,6 @@
 namespace {
 
 using namespace hw::cudatest::attn16;
-
-struct Case {
-  std::vector<std::string> plan;
-  int kv = 1;
-};
 
 void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   Bf16Case c = prepare_case(cs.plan, cs.kv, D, T, B, seed);
@@ -94,15 +90,6 @@ void run_case(const Case& cs, int D, int64_t T, int64_t B, unsigned seed) {
   for (size_t h = 0; h < g.dL.size(); ++h) CHECK(g.dL[h] == shifted.dL[h]);
 }
 
-const std::vector<Case> kCases = {
-    // groups of two: (softmax, window), (sink_window, static), (linear, pruned), (softmax, window:1)
-    {{"softmax", "window:40", "sink_window:3:50", "static", "linear", "pruned", "softmax", "window:1"}, 4},
-    // groups of four mixing linear heads with softmax-family and static ones (fp32 dK/dV staging)
-    {{"static", "linear", "softmax", "pruned", "window:100", "linear", "static", "sink_window:64:64"}, 2},
-    // a group of static heads only (no K block), a group of linear heads only, a pruned group
-    {{"static", "static", "linear", "linear", "pruned", "pruned"}, 3},
-};
-
 }  // namespace
 
 TEST_CASE("attention bf16 parity: mixed head plans against the double reference, head_dim 64 and 128") {
@@ -119,39 +106,4 @@ TEST_CASE("attention bf16 parity: mixed head plans against the double reference,
 TEST_CASE("attention bf16: linear heads over 64 chunks (T = 2048), chains in flight, same bits on rerun") {
   run_case(Case{{"linear", "linear", "linear", "linear"}, 2}, 64, 2048, 2, 900);
   run_case(Case{{"linear", "linear", "linear", "linear"}, 2}, 128, 2048, 2, 901);
-}
-
-TEST_CASE("attention bf16: fp32 staging slots of KV groups mixing linear heads with others fit the workspace") {
-  for (const Case& cs : kCases) {
-    std::vector<hw::attn::HeadSpec> plan;
-    for (const auto& s : cs.plan) plan.push_back(fx::spec(s.c_str()));
-    const ref::Layer layer = fx::make_layer(plan, cs.kv, 64, 3, 70, 1);
-    const fx::Packed<float> pk(layer);
-    INFO("kv " << cs.kv);
-    const int per_group = layer.H / cs.kv;
-    auto f32 = std::make_unique<hw::cuda::AttnLaunchParams>();  // large: keep off the stack
-    auto b16 = std::make_unique<hw::cuda::AttnLaunchParamsBf16>();
-    hw::cuda::fill_attention_params(*f32, pk.plan, pk.layout, pk.dims, pk.params, true);
-    hw::cuda::fill_attention_params(*b16, pk.plan, pk.layout, pk.dims, pk.params, true);
-    CHECK(f32->n_stage == 0);
-    int mixed = 0;
-    for (int g = 0; g < cs.kv; ++g) {
-      bool linear = false, other = false;
-      for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
-        const auto k = plan[size_t(h)].kind;
-        linear = linear || k == hw::attn::HeadKind::Linear;
-        other = other || (k != hw::attn::HeadKind::Linear && k != hw::attn::HeadKind::Pruned);
-      }
-      for (int h = g * per_group; h < (g + 1) * per_group; ++h) {
-        CHECK(f32->heads[h].stage_slot == -1);
-        CHECK(b16->heads[h].stage_slot == (h == g * per_group && linear && other ? mixed : -1));
-      }
-      mixed += linear && other;
-    }
-    CHECK(b16->n_stage == mixed);
-    // Linear slots first, then B x n_stage staging slots of [dK][dV]: together the whole workspace.
-    CHECK(b16->stage_offset == pk.dims.B * b16->n_linear * b16->linear_slot_floats);
-    CHECK(b16->stage_offset + pk.dims.B * mixed * 2 * pk.dims.T * 64 ==
-          hw::cuda::attention_workspace_floats(pk.plan, pk.layout, pk.dims));
-  }
 }
