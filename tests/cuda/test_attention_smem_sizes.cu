@@ -108,17 +108,40 @@ static_assert(ad::LinCfg<64, hw::bf16>::LDU % 32 == 8 && ad::LinCfg<128, hw::bf1
 
 // The largest per-item need of a precision at head_dim HD (what the launchers may ask for).
 template <int HD>
-int bf16_max_need() {
+constexpr int bf16_max_need() {
   return std::max({am::forward_smem_bytes<HD>(), am::backward_smem_bytes<HD>(), am::static_forward_smem_bytes<HD>(),
                    static_dkv_bytes<HD>(), ad::linear_forward_smem_bytes<HD, hw::bf16>(),
                    ad::linear_backward_smem_bytes<HD, hw::bf16>()});
 }
 template <int HD>
-int fp32_max_need() {
+constexpr int fp32_max_need() {
   return std::max({ai::softmax_forward_smem_floats<HD>() * kF, ai::softmax_backward_smem_floats<HD>() * kF,
                    ad::static_forward_smem_bytes<HD>(), 64 * HD * kF + ad::static_backward_smem_bytes<HD>(),
                    ad::linear_forward_smem_bytes<HD, float>(), ad::linear_backward_smem_bytes<HD, float>()});
 }
+
+// The word tiles make the bf16 softmax-family and static items smaller than their fp32 SIMT
+// counterparts. Not the whole launch: the bf16 linear items keep fp32 tiles with the tensor-core
+// strides, so at head_dim 64 the bf16 linear backward (107,776 B) needs more than anything of the
+// fp32 path (softmax backward, 100,352 B). Compile-time facts, so CI checks them without a GPU.
+static_assert(am::forward_smem_bytes<64>() < ai::softmax_forward_smem_floats<64>() * kF &&
+                  am::forward_smem_bytes<128>() < ai::softmax_forward_smem_floats<128>() * kF,
+              "bf16 softmax forward smaller than fp32");
+static_assert(am::backward_smem_bytes<64>() < ai::softmax_backward_smem_floats<64>() * kF &&
+                  am::backward_smem_bytes<128>() < ai::softmax_backward_smem_floats<128>() * kF,
+              "bf16 softmax backward smaller than fp32");
+static_assert(am::static_forward_smem_bytes<64>() < ad::static_forward_smem_bytes<64>() &&
+                  am::static_forward_smem_bytes<128>() < ad::static_forward_smem_bytes<128>(),
+              "bf16 static forward smaller than fp32");
+static_assert(bf16_max_need<64>() == ad::linear_backward_smem_bytes<64, hw::bf16>() &&
+                  bf16_max_need<64>() > fp32_max_need<64>(),
+              "at head_dim 64 the bf16 linear backward is the largest item of either precision");
+// Hopper's opt-in limit per block is 227 KB (232,448 B), Ampere's (sm_80) 163 KB (166,912 B):
+// every item must fit the smaller one.
+constexpr int kSm80OptIn = 166912;
+static_assert(bf16_max_need<64>() <= kSm80OptIn && bf16_max_need<128>() <= kSm80OptIn &&
+                  fp32_max_need<64>() <= kSm80OptIn && fp32_max_need<128>() <= kSm80OptIn,
+              "every item fits sm_80's opt-in shared memory");
 
 }  // namespace
 
@@ -131,7 +154,4 @@ TEST_CASE("attention shared memory: every item's need fits the device's opt-in l
   CHECK(bf16_max_need<128>() <= optin);
   CHECK(fp32_max_need<64>() <= optin);
   CHECK(fp32_max_need<128>() <= optin);
-  // The bf16 path needs less than the fp32 one at both widths (the point of the word tiles).
-  CHECK(bf16_max_need<64>() < fp32_max_need<64>());
-  CHECK(bf16_max_need<128>() < fp32_max_need<128>());
 }
