@@ -10,8 +10,12 @@
 // Why waiting cannot deadlock: items are handed out in ticket order (grab_item), not by
 // blockIdx, and a stage's predecessor always has the lower item index (the schedule puts it
 // first), so it was handed to a block that is already running; stage 0 waits for nobody.
-// A wait that still spins after a minute means a broken schedule: it traps instead of hanging.
+// A wait that still spins after kWaitLimitNs means a broken schedule (or a predecessor that
+// faulted): it prints which item waited for what, then traps, instead of hanging. The limit is
+// far above any real wait (a predecessor's chunk takes microseconds) and below the per-case
+// timeout of scripts/gpu_check.sh's reruns, so the message reaches the log.
 #include <cstdint>
+#include <cstdio>
 
 namespace hw::cuda::chain {
 
@@ -24,15 +28,38 @@ __device__ __forceinline__ int32_t grab_item(int32_t* counter) {
   return ticket;
 }
 
+// Which wait timed out, for the message before the trap.
+struct WaitSite {
+  const char* item;  // "forward", "dQ" or "dK/dV"
+  int b, head, stage;
+};
+
+inline constexpr unsigned long long kWaitLimitNs = 10ull * 1000 * 1000 * 1000;  // 10 s
+
+// Nanoseconds of the GPU's global timer (wall clock: unlike clock64() it does not depend on the
+// SM clock, which ranges from ~345 MHz idle to ~2 GHz). Host compilation (the block emulator)
+// never gets here: a wait there aborts at its first sleep.
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t = 0;
+#ifdef __CUDA_ARCH__
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+#endif
+  return t;
+}
+
 // Waits until *progress >= at_least (another block's publish). Every thread calls it.
-__device__ __forceinline__ void wait_at_least(const int32_t* progress, int32_t at_least) {
+__device__ __forceinline__ void wait_at_least(const int32_t* progress, int32_t at_least, const WaitSite& site) {
   if (threadIdx.x == 0) {
-    const long long start = clock64();
-    while (*static_cast<const volatile int32_t*>(progress) < at_least) {
+    const unsigned long long start = global_ns();
+    int32_t seen;
+    while ((seen = *static_cast<const volatile int32_t*>(progress)) < at_least) {
       __nanosleep(100);
-      // 2^37 SM cycles (over a minute at 2 GHz): a predecessor that never publishes. Timed by the
-      // clock, not by the number of polls, since __nanosleep's sleep is only approximate.
-      if (clock64() - start > (1ll << 37)) __trap();
+      if (global_ns() - start > kWaitLimitNs) {
+        printf("headwise: linear chain wait timed out after 10 s: %s item, batch %d head %d stage %d waits for "
+               "stage %d to publish chunk %d (it has published %d); trapping\n",
+               site.item, site.b, site.head, site.stage, site.stage - 1, at_least - 1, seen);
+        __trap();
+      }
     }
     __threadfence();
   }
