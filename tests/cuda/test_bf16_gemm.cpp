@@ -66,7 +66,8 @@ TEST_CASE("cuda bf16 GELU epilogue gives pre and gelu(pre) in bf16, and shapes i
         CHECK_FALSE(fused);  // the aux leading dimension must be a multiple of 8
         continue;
       }
-      REQUIRE(fused);
+      CHECK(fused);  // cuBLASLt took the epilogue (a CHECK: the other shapes still run if not)
+      if (!fused) continue;
       reference().matmul_gelu_forward(pre.r(), out.r(), inp.r(), w.r(), bias.r(), N, I, O, w_out_in);
       CHECK(pre.err(be) <= kBf16Tol);
       CHECK(out.err(be) <= kBf16Tol);

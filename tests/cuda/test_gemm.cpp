@@ -1,6 +1,6 @@
 // The cuBLASLt GEMM layer beyond the exact-fp32 parity of test_backend_ops: TF32 tensor-core
 // mode within its looser tolerance, plan reuse, pointers less aligned than an arena slice,
-// bitwise repeatability, the fused GELU epilogue against the CPU's tanh GELU, and the GEMM
+// bitwise repeatability, the fused GELU epilogue against the tanh and erf forms of GELU, and the GEMM
 // rate measurement returning a usable number.
 #include <catch2/catch.hpp>
 
@@ -87,7 +87,12 @@ TEST_CASE("GemmLt builds one plan per shape and alignment, and handles pointers 
   CHECK(gemm.plan_count() == 2);  // the repeated call reused its plan; the shifted one has its own
 }
 
-TEST_CASE("cuda GELU epilogue (opt-in) equals the CPU's tanh GELU, and shapes it cannot take fall back") {
+// cuBLASLt documents its GELU epilogue only as "GELU"; the CPU (and GPT-2) use the tanh form.
+// The two forms differ by up to ~5e-4 on these values, and a fast tanh inside the epilogue may
+// differ from ours by more than fp32 rounding, so the bound is set by the forms themselves: the
+// fused output must be four times closer to tanh GELU than tanh GELU is to erf GELU. An erf
+// epilogue fails (keep the option off then); a tanh one with any reasonable tanh passes.
+TEST_CASE("cuda GELU epilogue (opt-in) computes tanh GELU, and shapes it cannot take fall back") {
   const auto fused = make_cuda_backend({.tf32 = false, .gelu_epilogue = true});
   for (auto [N, I, O] : {std::tuple<int64_t, int64_t, int64_t>{kN, kI, kO}, {37, 50, 70}}) {
     INFO("N=" << N << " I=" << I << " O=" << O << (O % 8 == 0 ? " (epilogue)" : " (fallback)"));
@@ -96,8 +101,15 @@ TEST_CASE("cuda GELU epilogue (opt-in) equals the CPU's tanh GELU, and shapes it
     fused->matmul_gelu_forward(pre.d(), out.d(), inp.d(), w.d(), bias.d(), N, I, O);
     reference().matmul_gelu_forward(pre.r(), out.r(), inp.r(), w.r(), bias.r(), N, I, O);
     CHECK(pre.err(*fused) <= 1e-5);
-    // Fails if cuBLASLt's GELU is the erf form (they differ by up to ~5e-4): keep the option off then.
-    CHECK(out.err(*fused) <= 1e-5);
+    std::vector<double> erf_form(pre.ref.size());
+    for (size_t i = 0; i < erf_form.size(); ++i) erf_form[i] = 0.5 * pre.ref[i] * (1.0 + std::erf(pre.ref[i] / std::sqrt(2.0)));
+    const std::vector<float> got = out.got(*fused);
+    const double forms = max_rel_err(erf_form, out.ref);  // out.ref is the reference's tanh GELU
+    const double to_tanh = max_rel_err(got, out.ref), to_erf = max_rel_err(got, erf_form);
+    INFO("tanh vs erf GELU " << forms << "; fused output vs tanh " << to_tanh << ", vs erf " << to_erf);
+    CHECK(forms > 1e-5);  // the inputs reach where the forms differ
+    CHECK(to_tanh <= forms / 4);
+    if (to_tanh > 1e-5) WARN("the GELU epilogue differs from the CPU's tanh GELU by " << to_tanh << " (fp32 gives ~1e-7)");
   }
 }
 

@@ -28,8 +28,11 @@
 // sequentiality"), so equal inputs give equal bits.
 #include "kernels/cuda/gemm_lt.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "headwise/core/error.hpp"
 #include "kernels/cuda/cublaslt_objects.hpp"
@@ -38,6 +41,10 @@
 namespace hw::cuda {
 
 namespace {
+
+// Algorithms asked of the heuristic per plan: the first that cuBLASLt reports as usable is taken
+// (asking for one only would leave nothing to fall back on when that one is not).
+constexpr int kHeuristicCandidates = 8;
 
 // The largest power of two (at most 256, cuBLASLt's default requirement) dividing the
 // address; a null pointer counts as fully aligned. The floor of 2 is a bf16 element's own
@@ -145,27 +152,57 @@ const GemmLt::Plan& GemmLt::plan_for(const PlanKey& key, const RowMajorGemm& g) 
   plan->b = make_layout(key.ab_type, key.trans_b ? key.n : key.k, key.trans_b ? key.k : key.n, key.ldb);
   plan->c = make_layout(key.cd_type, key.m, key.n, key.ldc);
 
-  LtPreference pref = make_preference(workspace_bytes_);
-  set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
-  set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
-  set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
-  set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
   // A bf16 D is rounded once (see the top of the file): the split-K schemes that add partial
   // sums in the output type (INPLACE: "using the output buffer (and output data type)", and
   // OUTPUT_TYPE) would round every partial to bf16. Unsplit algorithms (scheme NONE) and fp32
   // partials (COMPUTE_TYPE) stay allowed; fp32 outputs keep every scheme.
-  if (key.cd_type == CUDA_R_16BF)
-    set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
-                  static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      handle_.get(), desc, plan->a.get(), plan->b.get(), plan->c.get(), plan->c.get(), pref.get(), 1, &result, &found);
-  // NOT_SUPPORTED means "no algorithm for this configuration": remembered, not retried.
-  if (status != CUBLAS_STATUS_NOT_SUPPORTED)
-    check_cublas(status, ("cublasLtMatmulAlgoGetHeuristic for " + describe(key)).c_str());
-  plan->has_algo = status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS;
-  if (plan->has_algo) plan->algo = result.algo;
+  const auto preference = [&](bool fp32_partials_only) {
+    LtPreference pref = make_preference(workspace_bytes_);
+    set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_a);
+    set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_b);
+    set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_c);
+    set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_c);
+    if (fp32_partials_only)
+      set_pref_attr(pref.get(), CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                    static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
+    return pref;
+  };
+  const auto candidates = [&](cublasLtMatmulPreference_t p) {
+    std::vector<cublasLtMatmulHeuristicResult_t> found(kHeuristicCandidates);
+    int n = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_.get(), desc, plan->a.get(), plan->b.get(),
+                                                                  plan->c.get(), plan->c.get(), p,
+                                                                  kHeuristicCandidates, found.data(), &n);
+    // NOT_SUPPORTED means "no algorithm for this configuration": remembered, not retried.
+    if (status != CUBLAS_STATUS_NOT_SUPPORTED)
+      check_cublas(status, ("cublasLtMatmulAlgoGetHeuristic for " + describe(key)).c_str());
+    found.resize(status == CUBLAS_STATUS_SUCCESS ? static_cast<size_t>(std::max(n, 0)) : 0);
+    std::erase_if(found, [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
+    return found;
+  };
+  std::vector<cublasLtMatmulHeuristicResult_t> found = candidates(preference(key.cd_type == CUDA_R_16BF).get());
+  if (found.empty() && key.cd_type == CUDA_R_16BF) {
+    // Nothing under the mask (hardware and library version decide; never seen yet): ask again
+    // without it and keep the unsplit algorithms, which round once too. Only when there is none
+    // of those either, take a split one and say that its partial sums may be rounded to bf16.
+    const std::vector<cublasLtMatmulHeuristicResult_t> any = candidates(preference(false).get());
+    const auto unsplit = std::find_if(any.begin(), any.end(), [](const cublasLtMatmulHeuristicResult_t& r) {
+      int32_t splits = 1;
+      size_t written = 0;
+      return cublasLtMatmulAlgoConfigGetAttribute(&r.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits, sizeof(splits),
+                                                  &written) == CUBLAS_STATUS_SUCCESS &&
+             splits <= 1;
+    });
+    if (unsplit != any.end()) {
+      found.assign(1, *unsplit);
+    } else if (!any.empty()) {
+      spdlog::warn("cuBLASLt offers only split-K algorithms whose partial sums may be rounded to bf16 for the GEMM {}",
+                   describe(key));
+      found.assign(1, any.front());
+    }
+  }
+  plan->has_algo = !found.empty();
+  if (plan->has_algo) plan->algo = found.front().algo;
   return *plans_.emplace(key, std::move(plan)).first->second;
 }
 
