@@ -12,21 +12,36 @@ namespace {
 void ok(cudaError_t e, const std::string& what) {
   if (e != cudaSuccess) fail(what + ": " + cudaGetErrorString(e));
 }
+
+// cudaGetDeviceCount's answer. A failure is not always "no GPU": a driver older than the
+// runtime, a missing device node or a broken driver install also end here, and the error's own
+// text is what tells them apart, so describe() passes it on.
+struct Probe {
+  int n = 0;
+  cudaError_t err = cudaSuccess;
+};
+Probe probe() {
+  Probe p;
+  p.err = cudaGetDeviceCount(&p.n);
+  if (p.err != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky error
+    p.n = 0;
+  }
+  return p;
+}
+
 }  // namespace
 
-int count() {
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) {
-    (void)cudaGetLastError();  // clear the sticky "no device" error
-    return 0;
-  }
-  return n;
-}
+int count() { return probe().n; }
 
 bool available() { return count() > 0; }
 
 std::string describe() {
-  const int n = count();
+  const Probe probed = probe();
+  if (probed.err != cudaSuccess)
+    return std::string("no GPU usable by the CUDA runtime: cudaGetDeviceCount failed with ") +
+           cudaGetErrorName(probed.err) + " (" + cudaGetErrorString(probed.err) + ")";
+  const int n = probed.n;
   if (n == 0) return "no GPU visible to the CUDA runtime";
   int dev = 0;
   ok(cudaGetDevice(&dev), "cudaGetDevice");
