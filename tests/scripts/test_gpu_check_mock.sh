@@ -54,7 +54,7 @@ case "${*: -1}" in
   'bad\, case \[x\]') echo "bad case FAILED (CUDA_LAUNCH_BLOCKING=$CUDA_LAUNCH_BLOCKING)"; exit 1 ;;
   'linear chain case')
     if [ "${MOCK_HANG:-0}" = 1 ]; then
-      echo "headwise: linear chain wait timed out after 10 s: dQ item, batch 1 head 3 stage 5 waits for stage 4 to publish chunk 7 (it has published 6); trapping"
+      echo "headwise: linear chain wait timed out after 10 s: item kind 1 (0 forward, 1 dQ, 2 dK/dV), batch 1 head 3 stage 5 waits for stage 4 to publish chunk 7 (it has published 6); trapping"
       sleep 1000
     fi
     exit 0 ;;
@@ -126,7 +126,7 @@ grep -q "bad case FAILED (CUDA_LAUNCH_BLOCKING=1)" "$W/logs1/test_cuda_cases.log
 rm -rf "${W:?}/out/"*
 MOCK_HANG=1 run_check "$W/run2.log" --budget 300 --quick
 grep -q "TIMED OUT after 30 s: linear chain case" "$W/run2.log" || fail "the hanging case is not reported as timed out"
-grep -q "linear chain wait timed out after 10 s: dQ item, batch 1 head 3 stage 5 waits for stage 4 to publish chunk 7" \
+grep -q "linear chain wait timed out after 10 s: item kind 1 (0 forward, 1 dQ, 2 dK/dV), batch 1 head 3 stage 5 waits for stage 4 to publish chunk 7" \
   "$W/run2.log" || fail "the hang's item, stage and chunk are not in the table"
 
 # 3. The CUDA runtime cannot start: FAILED with its text, the rest skipped.

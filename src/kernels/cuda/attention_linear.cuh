@@ -430,7 +430,7 @@ __device__ void linear_item_forward(const AttnLaunchParamsT<St>& p, int b, int h
     den = ld::group_sum<LPR>(den);
 
     // The chain: add the earlier stages' sums, pass them on (or finish the chunk).
-    if (!first) chain::wait_at_least(progress + stage - 1, chunk + 1, {"forward", b, h, stage});
+    if (!first) chain::wait_at_least(progress + stage - 1, chunk + 1, chain::kWaitForward, b, h, stage);
     float* den_at = run.ptr + (t0 + drow) * run.stride + HD;
     if (dlane == 0 && drow < n && !first) den += chain::load_shared_partial(den_at);
     if (!last) {
@@ -525,7 +525,7 @@ __device__ void linear_item_backward_dq(const AttnLaunchParamsT<St>& p, int b, i
       __syncthreads();
       for (int s = tid; s < nb * FB; s += tiles::kAttnThreads) totals[f_first + s] = sTt[s];
     }
-    if (!first) chain::wait_at_least(progress + stage - 1, chunk + 1, {"dQ", b, h, stage});
+    if (!first) chain::wait_at_least(progress + stage - 1, chunk + 1, chain::kWaitDq, b, h, stage);
     const Rows<float>* prev = first ? nullptr : &run;
     if (last) {
       ld::store_jacobian_rows<HD>(dq_rows(p, b, h), dq, prev, t0, n);
@@ -613,7 +613,7 @@ __device__ void linear_item_backward_dkv(const AttnLaunchParamsT<St>& p, int b, 
     __syncthreads();
     Tl::template gemm<C, HD, C, 1, LDP, LDU, 1>(dv, sPB, sG);  // dv_j += sum_{i>=j} Kap[i][j] G_i
 
-    if (!first) chain::wait_at_least(progress + stage - 1, done + 1, {"dK/dV", b, h, stage});
+    if (!first) chain::wait_at_least(progress + stage - 1, done + 1, chain::kWaitDkv, b, h, stage);
     const Rows<float>* prev = first ? nullptr : &dk_run;
     ld::store_jacobian_rows<HD>(dk_run, dk, prev, t0, n);
     Tl::for_each(dv, [&](int j, int e, float& x) {
