@@ -10,7 +10,7 @@
 #     Python packages);
 #   - kernel_resources.txt: registers, spills and stack of every kernel, from ptxas at build time
 #     (the check's table shows the attention kernels' and every spill).
-# The folder is ~55 MB (OpenBLAS alone 36 MB), the archive ~18 MB: carry the archive (the device
+# The folder is ~80 MB (OpenBLAS alone 36 MB), the archive ~25 MB (2026-12-03): carry the archive (the device
 # tool carries at most 64 MiB) and run `bash scripts/gpu_check.sh --bundle DIR.tar.gz` there.
 #
 # Usage: bash scripts/gpu_bundle.sh [DIR]                    (default DIR: .gpu_bundle; build dir build-gpu)
