@@ -13,6 +13,7 @@
 #include "headwise/eval/py_text.hpp"
 #include "headwise/eval/task_eval.hpp"
 #include "headwise/eval/task_file.hpp"
+#include "headwise/eval/task_finetune.hpp"
 #include "headwise/eval/text_perplexity.hpp"
 #include "infer/infer_fixture.hpp"
 #include "support/temp_dir.hpp"
@@ -290,4 +291,62 @@ TEST_CASE("text perplexity counts tokens, words and bytes as the wikitext task",
   CHECK(std::abs(r.ll - want) <= 1e-5 * std::abs(want));
   CHECK(r.bits_per_byte() == Approx(-want / 18 / std::log(2.0)).epsilon(1e-5));
   CHECK(r.word_perplexity() == Approx(std::exp(-want / double(r.words))).epsilon(1e-5));
+}
+
+TEST_CASE("answer-only fine-tuning: targets on the answer tokens, and a rule is learnt", "[eval]") {
+  // Hand-worked sequence with bytes: context "ab", answer " c" -> tokens a b ' ' c; the inputs
+  // are a b ' ', and only the positions of ' ' (after b) and c (after ' ') carry targets.
+  McExample ex;
+  ex.contexts = {"ab", "ab"};
+  ex.continuations = {" c", " d"};
+  ex.choices = {"c", "d"};
+  ex.label = 0;
+  const EvalTokenizer bytes = EvalTokenizer::bytes();
+  AnswerSequence s = answer_sequence(ex, bytes, 5);
+  CHECK(s.inputs == std::vector<int32_t>{'a', 'b', ' ', 0, 0});
+  CHECK(s.targets == std::vector<int32_t>{-1, ' ', 'c', -1, -1});
+  s = answer_sequence(ex, bytes, 2);  // left-truncated like the scorer: inputs "b ", targets " c"
+  CHECK(s.inputs == std::vector<int32_t>{'b', ' '});
+  CHECK(s.targets == std::vector<int32_t>{' ', 'c'});
+
+  // A rule a small byte model cannot guess: the answer is "yes" when the context's first letter
+  // is in a..m. Fine-tuning on 512 examples takes held-out accuracy from chance to (nearly) all.
+  auto make = [](uint64_t seed, int n) {
+    TaskFile tf;
+    tf.path = "rule";
+    tf.format = "generic";
+    Rng rng(seed);
+    for (int i = 0; i < n; ++i) {
+      std::string ctx;
+      for (int k = 0; k < 4; ++k) ctx += char('a' + rng.below(26));
+      const int label = ctx[0] <= 'm' ? 0 : 1;
+      tf.examples.push_back(example_from_json({{"context", ctx + "?"}, {"choices", {"yes", "no"}}, {"label", label}},
+                                              "generic", "rule"));
+    }
+    return tf;
+  };
+  ModelConfig cfg;
+  cfg.n_layer = 1;
+  cfg.n_head = 2;
+  cfg.n_embd = 32;
+  cfg.block_size = 16;
+  cfg.vocab_size = 256;
+  cfg.head_plan = attn::HeadPlan::from_json(json::parse(R"([["softmax", "static"]])"));
+  cfg.validate();
+  Model<float> m(cfg, cpu_backend<float>());
+  m.init_weights(1);
+  const TaskFile train = make(1, 512), held_out = make(2, 64);
+  LoglikelihoodScorer scorer(m, 16, 16);
+  const double before = evaluate_task(held_out, bytes, scorer).acc.mean;
+  FinetuneOptions opt;
+  opt.steps = 300;
+  opt.batch = 16;
+  opt.lr = 3e-3;
+  opt.min_lr = 3e-4;
+  const std::vector<double> losses = finetune_on_task(m, train, bytes, opt);
+  const double after = evaluate_task(held_out, bytes, scorer).acc.mean;
+  INFO("held-out acc " << before << " -> " << after << ", answer loss " << losses.front() << " -> " << losses.back());
+  CHECK(before < 0.75);
+  CHECK(after >= 0.9);
+  CHECK(losses.back() < 0.5 * losses.front());
 }
