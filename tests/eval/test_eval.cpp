@@ -254,6 +254,8 @@ TEST_CASE("a static + window + linear plan scores what full forwards give, left-
   reqs.push_back({ctx, {}});
   reqs.back().continuation = reqs[2].continuation;  // input a prefix of another row's
   reqs.back().continuation.resize(1);
+  reqs.push_back({ctx, {3, 5}});  // inputs that differ in their last token only: never one row
+  reqs.push_back({ctx, {4, 5}});
   LoglikelihoodScorer scorer(*scored, 12, 3);
   const std::vector<LlResult> got = scorer.score(reqs);
   CHECK(scorer.stats().rows < int64_t(reqs.size()));  // rows were shared
