@@ -20,9 +20,10 @@ def main():
     bad = []
     rows = []
     n_total = 0
-    for t in hw["tasks"]:
-        fmt = t["format"]
-        h = hx["tasks"][fmt]
+    if len(hw["tasks"]) != len(hx["tasks"]):
+        sys.exit(f"MISMATCH: {len(hw['tasks'])} tasks vs the harness's {len(hx['tasks'])}")
+    for t, h in zip(hw["tasks"], hx["tasks"]):
+        fmt = h["name"]
         mine = [s for s in samples if s["task"] == t["task"]]
         if len(mine) != h["examples"]:
             bad.append(f"{fmt}: {len(mine)} examples vs the harness's {h['examples']}")
@@ -43,20 +44,22 @@ def main():
             if t[m] != h[m]:
                 bad.append(f"{fmt}: {m} {t[m]} vs harness {h[m]}")
         n_total += t["examples"]
-        rows.append((fmt, t["examples"], t["acc"], h["acc"], t["acc_norm"], h["acc_norm"], worst))
-    print(f"{'format':<11} {'n':>3}  {'acc hw':>7} {'acc lm':>7}  {'norm hw':>7} {'norm lm':>7}  max|dll|")
+        rows.append((fmt, t["examples"], t["acc"], h["acc"], t["acc_norm"], h["acc_norm"], worst,
+                     t["examples_per_s"], t["examples"] / h["seconds"]))
+    print(f"{'task':<11} {'n':>4}  {'acc hw':>7} {'acc lm':>7}  {'norm hw':>7} {'norm lm':>7}  max|dll|  ex/s hw  ex/s lm")
     for r in rows:
-        print(f"{r[0]:<11} {r[1]:>3}  {r[2]:7.4f} {r[3]:7.4f}  {r[4]:7.4f} {r[5]:7.4f}  {r[6]:.2e}")
+        print(f"{r[0]:<11} {r[1]:>4}  {r[2]:7.4f} {r[3]:7.4f}  {r[4]:7.4f} {r[5]:7.4f}  {r[6]:.2e}  {r[7]:7.1f}  {r[8]:7.1f}")
     print(f"{'text metric':<17} {'headwise':>12} {'harness':>12}")
     for m in ("word_perplexity", "byte_perplexity", "bits_per_byte"):
         a, b = hw_text[m], hx["text"][m]
         print(f"{m:<17} {a:12.6f} {b:12.6f}")
         if abs(a - b) > TOL * abs(b):
             bad.append(f"text: {m} {a} vs harness {b}")
-    print(f"examples/s (wall, {n_total} examples, model load included): headwise {n_total / hw_seconds:.1f}, "
-          f"lm-evaluation-harness {n_total / hx['mc_seconds']:.1f}")
-    print("headwise examples/s per task (scoring only): " +
-          ", ".join(f"{t['format']} {t['examples_per_s']:.1f}" for t in hw["tasks"]))
+    hw_s = sum(t["seconds"] for t in hw["tasks"])
+    lm_s = sum(h["seconds"] for h in hx["tasks"])
+    print(f"examples/s over all {n_total} examples (requests built and scored; model loaded before): "
+          f"headwise {n_total / hw_s:.1f}, lm-evaluation-harness {n_total / lm_s:.1f}; "
+          f"headwise's whole process (load included) {n_total / hw_seconds:.1f}")
     for b in bad:
         print("MISMATCH:", b)
     sys.exit(1 if bad else 0)

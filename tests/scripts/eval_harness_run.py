@@ -1,10 +1,10 @@
 """Run lm-evaluation-harness (`--model hf`, through lm_eval.simple_evaluate) on a headwise
 checkpoint, on local tasks that reuse the harness's own task definitions for each format (its
 installed YAML files, by `include`) with the data files given, and write what it computed as JSON:
-every example's log-likelihoods and greedy flags, acc / acc_norm per task, the perplexity
-metrics of the text documents, and the wall time of the evaluation.
+every example's log-likelihoods and greedy flags, acc / acc_norm and the time per task (requests
+built and scored; the model is loaded once before), and the perplexity metrics of the texts.
 
-Usage: eval_harness_run.py CKPT OUT.json THREADS TEXT_JSONL FORMAT=FILE.jsonl...
+Usage: eval_harness_run.py CKPT OUT.json THREADS TEXT_JSONL NAME:FORMAT=FILE.jsonl...
 """
 import json
 import os
@@ -14,6 +14,7 @@ import time
 
 import lm_eval
 import torch
+from lm_eval.models.huggingface import HFLM
 from lm_eval.tasks import TaskManager
 
 # Where each format's definition lives in the installed harness (lm_eval/tasks/...).
@@ -37,13 +38,13 @@ def data_files(path):
 
 def main():
     ckpt, out_path, threads, text_jsonl = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    tasks = [a.split("=", 1) for a in sys.argv[5:]]
+    tasks = [(a.split(":", 1)[0],) + tuple(a.split(":", 1)[1].split("=", 1)) for a in sys.argv[5:]]
     torch.set_num_threads(threads)
     root = os.path.join(os.path.dirname(lm_eval.__file__), "tasks")
     tdir = tempfile.mkdtemp()
     names = []
-    for fmt, path in tasks:
-        name = "hw_" + fmt
+    for tname, fmt, path in tasks:
+        name = "hw_" + tname
         names.append(name)
         with open(os.path.join(tdir, name + ".yaml"), "w") as f:
             f.write(f"task: {name}\n")
@@ -61,20 +62,21 @@ def main():
                 "metric_list:\n  - metric: word_perplexity\n  - metric: byte_perplexity\n"
                 "  - metric: bits_per_byte\n")
     tm = TaskManager(include_path=tdir, include_defaults=True)
-    t0 = time.time()
-    res = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={ckpt},dtype=float32", tasks=names,
-                                  device="cpu", batch_size=8, num_fewshot=0, log_samples=True, task_manager=tm)
-    mc_seconds = time.time() - t0
-    t0 = time.time()
-    text = lm_eval.simple_evaluate(model="hf", model_args=f"pretrained={ckpt},dtype=float32", tasks=["hw_text"],
-                                   device="cpu", batch_size=8, log_samples=False, task_manager=tm)
-    text_seconds = time.time() - t0
-    out = {"mc_seconds": mc_seconds, "text_seconds": text_seconds, "tasks": {}, "text": {}}
-    for (fmt, path), name in zip(tasks, names):
+    # One model object for every run (what `--model hf --model_args pretrained=CKPT,dtype=float32`
+    # builds), so each task's time is its own: building its requests and scoring them.
+    lm = HFLM(pretrained=ckpt, dtype="float32", batch_size=8, device="cpu")
+    out = {"tasks": [], "text": {}}
+    for (tname, fmt, path), name in zip(tasks, names):
+        t0 = time.time()
+        res = lm_eval.simple_evaluate(model=lm, tasks=[name], num_fewshot=0, log_samples=True, task_manager=tm)
+        seconds = time.time() - t0
         r = res["results"][name]
         samples = sorted(res["samples"][name], key=lambda s: s["doc_id"])
-        out["tasks"][fmt] = {
+        out["tasks"].append({
+            "name": tname,
+            "format": fmt,
             "file": path,
+            "seconds": seconds,
             "acc": r["acc,none"],
             "acc_norm": r["acc_norm,none"],
             "acc_stderr": r.get("acc_stderr,none"),
@@ -82,7 +84,8 @@ def main():
             "examples": len(samples),
             "lls": [[float(x[0][0]) for x in s["resps"]] for s in samples],
             "greedy": [[bool(x[0][1]) for x in s["resps"]] for s in samples],
-        }
+        })
+    text = lm_eval.simple_evaluate(model=lm, tasks=["hw_text"], log_samples=False, task_manager=tm)
     t = text["results"]["hw_text"]
     out["text"] = {k: t[k + ",none"] for k in ("word_perplexity", "byte_perplexity", "bits_per_byte")}
     with open(out_path, "w") as f:

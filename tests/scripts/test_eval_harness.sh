@@ -46,8 +46,15 @@ declare -A FILE=([generic]=generic [hellaswag]=hellaswag [piqa]=piqa [arc]=arc_e
 HW_ARGS=() LM_ARGS=()
 for fmt in generic hellaswag piqa arc boolq sst2 winogrande mmlu; do
   HW_ARGS+=(--task "$FIX/${FILE[$fmt]}.jsonl")
-  LM_ARGS+=("$fmt=$FIX/${FILE[$fmt]}.jsonl")
+  LM_ARGS+=("$fmt:$fmt=$FIX/${FILE[$fmt]}.jsonl")
 done
+# A larger generic task, for throughput: which Exodus verse comes next (200 examples of 4 choices).
+if command -v bible >/dev/null; then
+  env -u COLUMNS bible -f Ex1:1-Ex40:38 >"$TMP/exodus.txt"
+  python3 "$SRC/scripts/make_verse_task.py" --text "$TMP/exodus.txt" --out "$TMP/verses.jsonl" --n 200 --from 0 --to 1
+  HW_ARGS+=(--task "$TMP/verses.jsonl")
+  LM_ARGS+=("verses:generic=$TMP/verses.jsonl")
+fi
 start=$(date +%s.%N)
 "$HEADWISE" eval-tasks --checkpoint "$CKPT" "${HW_ARGS[@]}" --batch 8 --json "$TMP/hw.json" --samples "$TMP/hw_samples.jsonl" \
   --threads "$THREADS" --no-progress >/dev/null
