@@ -34,7 +34,7 @@ std::string utf8(uint32_t cp) {
   return s;
 }
 
-EvalTokenizer tiny_tokenizer() {
+json tiny_tokenizer_json() {
   json vocab = json::object();
   uint32_t extra = 0;
   for (uint32_t b = 0; b < 256; ++b) {
@@ -54,7 +54,24 @@ EvalTokenizer tiny_tokenizer() {
        json::array({{{"id", 259}, {"content", "<|endoftext|>"}, {"single_word", false}, {"lstrip", false},
                      {"rstrip", false}, {"normalized", false}, {"special", true}}})},
       {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", json::array({"a b", "b c", "\u0120 a"})}}}};
-  return EvalTokenizer::bpe(data::BpeTokenizer::from_json_text(j.dump(), "tiny"));
+  return j;
+}
+
+EvalTokenizer tiny_tokenizer() {
+  return EvalTokenizer::bpe(data::BpeTokenizer::from_json_text(tiny_tokenizer_json().dump(), "tiny"));
+}
+
+// Llama 3's post-processor shape: a template putting a special token before the text.
+json bos_template(bool after_too = false) {
+  json single = json::array({{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}},
+                             {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
+  if (after_too) single.push_back({{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}});
+  return {{"type", "Sequence"},
+          {"processors",
+           json::array({{{"type", "ByteLevel"}},
+                        {{"type", "TemplateProcessing"},
+                         {"single", single},
+                         {"special_tokens", {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {259}}}}}}}})}};
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -218,6 +235,23 @@ TEST_CASE("a choice is tokenized as it reads after its context", "[eval]") {
   r = encode_pair(tok, "", "<|endoftext|>a");  // starts with the prefix token: it becomes the context
   CHECK(r.context == std::vector<int32_t>{259});
   CHECK(r.continuation == std::vector<int32_t>{97});
+}
+
+TEST_CASE("a post-processor's BOS goes before every encoded text but not an empty context's choice", "[eval]") {
+  const EvalTokenizer tok = EvalTokenizer::bpe(data::BpeTokenizer::from_json_text(tiny_tokenizer_json().dump(), "tiny"),
+                                               template_prefix_ids(bos_template(), "tiny"));
+  CHECK(tok.encode("ab") == std::vector<int32_t>{259, 256});
+  CHECK(tok.encode("<|endoftext|>a") == std::vector<int32_t>{259, 97});  // starts with the BOS: none added
+  CHECK(tok.prefix_token() == 259);
+  LlRequest r = encode_pair(tok, "a ", "a");
+  CHECK(r.context == std::vector<int32_t>{259, 97});
+  CHECK(r.continuation == std::vector<int32_t>{258});
+  r = encode_pair(tok, "", " a");  // tok_encode(continuation, add_special_tokens=False) after the prefix
+  CHECK(r.context == std::vector<int32_t>{259});
+  CHECK(r.continuation == std::vector<int32_t>{258});
+  CHECK_THAT(error_of([] { template_prefix_ids(bos_template(true), "t.json"); }),
+             Catch::Contains("t.json: the post_processor template appends tokens after the text"));
+  CHECK(template_prefix_ids({{"type", "ByteLevel"}}, "t.json").empty());
 }
 
 TEST_CASE("rolling windows: every token once, the harness's contexts", "[eval]") {

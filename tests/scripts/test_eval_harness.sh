@@ -55,19 +55,45 @@ if command -v bible >/dev/null; then
   HW_ARGS+=(--task "$TMP/verses.jsonl")
   LM_ARGS+=("verses:generic=$TMP/verses.jsonl")
 fi
-start=$(date +%s.%N)
-"$HEADWISE" eval-tasks --checkpoint "$CKPT" "${HW_ARGS[@]}" --batch 8 --json "$TMP/hw.json" --samples "$TMP/hw_samples.jsonl" \
-  --threads "$THREADS" --no-progress >/dev/null
-hw_seconds=$(echo "$(date +%s.%N) - $start" | bc)
-"$HEADWISE" eval --checkpoint "$CKPT" --text "$FIX/text_a.txt" --text "$FIX/text_b.txt" --threads "$THREADS" \
-  | tail -n 1 >"$TMP/hw_text.json"
+# Both tools on checkpoint $1 ($2: a label); the tasks are HW_ARGS / LM_ARGS.
+compare() {
+  local ckpt=$1 out=$TMP/$2
+  mkdir -p "$out"
+  local start
+  start=$(date +%s.%N)
+  "$HEADWISE" eval-tasks --checkpoint "$ckpt" "${HW_ARGS[@]}" --batch 8 --json "$out/hw.json" \
+    --samples "$out/hw_samples.jsonl" --threads "$THREADS" --no-progress >/dev/null
+  local hw_seconds
+  hw_seconds=$(echo "$(date +%s.%N) - $start" | bc)
+  "$HEADWISE" eval --checkpoint "$ckpt" --text "$FIX/text_a.txt" --text "$FIX/text_b.txt" --threads "$THREADS" \
+    | tail -n 1 >"$out/hw_text.json"
+  "$VENV/bin/python" "$SRC/tests/scripts/eval_harness_run.py" "$ckpt" "$out/harness.json" "$THREADS" "$TMP/text.jsonl" \
+    "${LM_ARGS[@]}" >"$out/harness.log" 2>&1 || { cat "$out/harness.log"; exit 1; }
+  echo "== $2"
+  python3 "$SRC/tests/scripts/eval_harness_compare.py" "$out/hw.json" "$out/hw_samples.jsonl" "$hw_seconds" \
+    "$out/hw_text.json" "$out/harness.json"
+}
 "$VENV/bin/python" - "$FIX" "$TMP/text.jsonl" <<'PY'
 import json, sys
 with open(sys.argv[2], "w") as f:
     for name in ("text_a.txt", "text_b.txt"):
         f.write(json.dumps({"page": open(f"{sys.argv[1]}/{name}", encoding="utf-8").read()}) + "\n")
 PY
-"$VENV/bin/python" "$SRC/tests/scripts/eval_harness_run.py" "$CKPT" "$TMP/harness.json" "$THREADS" "$TMP/text.jsonl" \
-  "${LM_ARGS[@]}" >"$TMP/harness.log" 2>&1 || { cat "$TMP/harness.log"; exit 1; }
-python3 "$SRC/tests/scripts/eval_harness_compare.py" "$TMP/hw.json" "$TMP/hw_samples.jsonl" "$hw_seconds" \
-  "$TMP/hw_text.json" "$TMP/harness.json"
+compare "$CKPT" "checkpoint with the GPT-2-style tokenizer (no BOS)"
+# The same weights with a tokenizer whose post-processor puts a BOS before every text, as Llama 3's
+# does (transformers then adds it in tok_encode, and the harness conditions empty contexts on it):
+# the fixture files only.
+cp -r "$CKPT" "$TMP/ckpt_bos"
+"$VENV/bin/python" - "$TMP/ckpt_bos/tokenizer.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+seq = lambda i, t: {"Sequence": {"id": i, "type_id": t}}
+bos = lambda t: {"SpecialToken": {"id": "<|endoftext|>", "type_id": t}}
+d["post_processor"] = {"type": "Sequence", "processors": [
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True},
+    {"type": "TemplateProcessing", "single": [bos(0), seq("A", 0)], "pair": [bos(0), seq("A", 0), bos(1), seq("B", 1)],
+     "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0], "tokens": ["<|endoftext|>"]}}}]}
+json.dump(d, open(sys.argv[1], "w"))
+PY
+HW_ARGS=("${HW_ARGS[@]:0:16}") LM_ARGS=("${LM_ARGS[@]:0:8}")
+compare "$TMP/ckpt_bos" "the same weights, a tokenizer that puts a BOS before each text (Llama 3 style)"
