@@ -44,7 +44,7 @@ void expect_one_error(const test::CmdResult& r, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("eval-tasks: every committed format on a mixed plan; eval --text", "[cli][eval]") {
+TEST_CASE("eval-tasks on every committed format with a mixed plan, and eval --text", "[cli][eval]") {
   const std::string dir = test::cli_temp_dir("eval_tasks");
   const std::string ckpt = make_checkpoint(dir + "/ckpt", 3328, true);
   std::string args = "eval-tasks --checkpoint " + ckpt + " --batch 3 --json " + dir + "/out.json --samples " + dir +
