@@ -42,7 +42,7 @@ void eval_text(const EvalArgs& a) {
                                              std::to_string(model->config().block_size));
   const int64_t S = a.stride > 0 ? a.stride : N;
   eval::LoglikelihoodScorer scorer(*model, N, a.micro_batch);
-  nlohmann::json out = eval::text_perplexity(docs, tok, scorer, N, S).to_json();
+  nlohmann::json out = eval::text_perplexity(docs, tok, scorer, N, S, /*show_progress=*/true).to_json();
   out["context"] = N;
   out["stride"] = S;
   out["checkpoint"] = a.checkpoint;

@@ -1,51 +1,14 @@
 // One task file, end to end (task_eval.hpp).
 #include "headwise/eval/task_eval.hpp"
 
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdio>
-
+#include "eval/progress_line.hpp"
 #include "headwise/core/error.hpp"
 
 namespace hw::eval {
 
-namespace {
-
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-class ProgressLine {
- public:
-  ProgressLine(bool on, std::string name, int64_t examples)
-      : on_(on), tty_(::isatty(2) == 1), name_(std::move(name)), examples_(examples), start_(now_s()) {}
-  void update(int64_t done, int64_t total, bool last = false) {
-    if (!on_) return;
-    const double t = now_s() - start_;
-    if (!last && t - shown_ < (tty_ ? 0.5 : 10.0)) return;
-    shown_ = t;
-    const double frac = total > 0 ? double(done) / double(total) : 1.0;
-    const double ex = frac * double(examples_), rate = t > 0 ? ex / t : 0.0;
-    const double eta = rate > 0 ? (double(examples_) - ex) / rate : 0.0;
-    std::fprintf(stderr, "%seval-tasks %s: %.0f of %lld examples (%.0f%%), %.1f examples/s, ETA %.0f s%s",
-                 tty_ ? "\r" : "", name_.c_str(), ex, static_cast<long long>(examples_), 100.0 * frac, rate, eta,
-                 tty_ && !last ? "" : "\n");
-    std::fflush(stderr);
-  }
-
- private:
-  bool on_, tty_;
-  std::string name_;
-  int64_t examples_;
-  double start_, shown_ = -1e9;
-};
-
-}  // namespace
-
 TaskResult evaluate_task(const TaskFile& task, const EvalTokenizer& tok, LoglikelihoodScorer& scorer,
                          bool show_progress) {
-  const double t0 = now_s();
+  const double t0 = now_seconds();
   TaskResult res;
   res.path = task.path;
   res.format = task.format;
@@ -69,10 +32,10 @@ TaskResult evaluate_task(const TaskFile& task, const EvalTokenizer& tok, Loglike
       requests.push_back(std::move(r));
     }
   }
-  ProgressLine progress(show_progress, task.path, int64_t(task.examples.size()));
+  ProgressLine progress(show_progress, "eval-tasks " + task.path, "examples", int64_t(task.examples.size()));
   const ScoreStats before = scorer.stats();
   const std::vector<LlResult> lls =
-      scorer.score(requests, [&](int64_t done, int64_t total) { progress.update(done, total, done == total); });
+      scorer.score(requests, [&](int64_t done, int64_t total) { progress.update(done, total); });
   res.stats = scorer.stats();
   res.stats.requests -= before.requests;
   res.stats.rows -= before.rows;
@@ -95,7 +58,7 @@ TaskResult evaluate_task(const TaskFile& task, const EvalTokenizer& tok, Loglike
   }
   res.acc = mean_stderr(acc);
   res.acc_norm = mean_stderr(acc_norm);
-  res.seconds = now_s() - t0;
+  res.seconds = now_seconds() - t0;
   return res;
 }
 

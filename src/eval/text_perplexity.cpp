@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "eval/progress_line.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/eval/py_text.hpp"
 
@@ -55,7 +56,7 @@ nlohmann::json TextPerplexity::to_json() const {
 }
 
 TextPerplexity text_perplexity(const std::vector<std::string>& documents, const EvalTokenizer& tok,
-                               LoglikelihoodScorer& scorer, int64_t context, int64_t stride) {
+                               LoglikelihoodScorer& scorer, int64_t context, int64_t stride, bool show_progress) {
   check(context >= 1 && context <= scorer.max_length(),
         "--context " + std::to_string(context) + " is outside 1.." + std::to_string(scorer.max_length()));
   check(stride >= 1 && stride <= context,
@@ -73,7 +74,9 @@ TextPerplexity text_perplexity(const std::vector<std::string>& documents, const 
     r.words += py_split_whitespace_count(doc);
     r.bytes += int64_t(doc.size());
   }
-  for (const LlResult& x : scorer.score(requests)) r.ll += x.ll;
+  ProgressLine progress(show_progress, "eval --text", "windows", int64_t(requests.size()));
+  for (const LlResult& x : scorer.score(requests, [&](int64_t done, int64_t all) { progress.update(done, all); }))
+    r.ll += x.ll;
   r.windows = int64_t(requests.size());
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

@@ -40,8 +40,10 @@ struct TextPerplexity {
 };
 
 // Each document is scored on its own (its first window starts at the prefix token); totals are
-// summed as the harness's weighted means do. context: N; stride: S (1 <= S <= N).
+// summed as the harness's weighted means do. context: N; stride: S (1 <= S <= N). show_progress:
+// a progress line on stderr (windows done, windows/s, ETA).
 TextPerplexity text_perplexity(const std::vector<std::string>& documents, const EvalTokenizer& tok,
-                               LoglikelihoodScorer& scorer, int64_t context, int64_t stride);
+                               LoglikelihoodScorer& scorer, int64_t context, int64_t stride,
+                               bool show_progress = false);
 
 }  // namespace hw::eval
