@@ -42,3 +42,45 @@ run() {  # run CMD...: log it for the report, run it
   "$@"
 }
 [ -e data/kjv/train_000000.bin ] || run bash scripts/prepare_default_corpus.sh "$HW" data/kjv
+# The task columns (zero-shot multiple choice, `headwise eval-tasks`) of the models LABEL=CKPT...:
+# at cpu scale a next-verse task made from the held-out end of the KJV text (the last 5%, which
+# `prepare` keeps for validation; --smoke: short verses from anywhere, to fit a context of 32);
+# at gpu/cluster scale every TASKS_DIR/*.jsonl, or "not run (no task files)". Writes OUT/tasks.md
+# and OUT/tasks.csv; append_task_section adds tasks.md to REPORT.md after the paper's writer.
+task_columns() {
+  local dir=$OUT/tasks files=() evals=() note
+  mkdir -p "$dir"
+  if [ "$SCALE" = cpu ]; then
+    if [ ! -s "$dir/verses.jsonl" ]; then
+      env -u COLUMNS bible -f Gen1:1-Rev22:21 > "$dir/kjv.txt"
+      if [ "$SMOKE" = 1 ]; then
+        run python3 scripts/make_verse_task.py --text "$dir/kjv.txt" --out "$dir/verses.jsonl" --n 8 --from 0 --max-chars 24
+      else
+        run python3 scripts/make_verse_task.py --text "$dir/kjv.txt" --out "$dir/verses.jsonl" --n 200
+      fi
+    fi
+    files=("$dir/verses.jsonl")
+    note="Task: which verse comes next, among the true one and three others (scripts/make_verse_task.py on the held-out last 5% of the KJV text, 4 choices, chance 0.25)."
+    [ "$SMOKE" = 1 ] && note="Task (smoke): which verse comes next, 8 examples with choices of at most 24 characters from the whole KJV text (numbers meaningless)."
+  elif [ -n "${TASKS_DIR:-}" ]; then
+    files=("$TASKS_DIR"/*.jsonl)
+    [ -e "${files[0]}" ] || { echo "error: TASKS_DIR=$TASKS_DIR has no *.jsonl task files" >&2; exit 1; }
+    note="Tasks: every task file of TASKS_DIR=$TASKS_DIR."
+  fi
+  if [ ${#files[@]} = 0 ]; then
+    python3 scripts/reproduce/tasks_table.py "$OUT" --not-run "no task files: set TASKS_DIR to a folder of eval-tasks JSONL files"
+    return 0
+  fi
+  local pair label ckpt task_args=()
+  for f in "${files[@]}"; do task_args+=(--task "$f"); done
+  for pair in "$@"; do
+    label=${pair%%=*}
+    ckpt=${pair#*=}
+    [ -s "$dir/$label.json" ] || run "$HW" eval-tasks --checkpoint "$ckpt" "${task_args[@]}" --json "$dir/$label.json" \
+      --no-progress > "$dir/$label.log" 2>&1 \
+      || { echo "error: eval-tasks of $label failed; its log: $dir/$label.log" >&2; tail -n 3 "$dir/$label.log" >&2; exit 1; }
+    evals+=("$label=$dir/$label.json")
+  done
+  python3 scripts/reproduce/tasks_table.py "$OUT" "$note" "${evals[@]}"
+}
+append_task_section() { [ -s "$OUT/tasks.md" ] && cat "$OUT/tasks.md" >> "$OUT/REPORT.md"; return 0; }

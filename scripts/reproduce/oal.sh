@@ -14,7 +14,9 @@
 #   draws, positions and fine-tuning updates and a two-point curve at head_dim 16 (under 90 s):
 #   every file and claim line is written, the numbers mean nothing.
 # gpu, cluster: refused with one error line (what is missing is named there).
-# Writes OUT/table1.{md,csv}, table2.*, table3.*, fig2.{png,csv,md}, fig3.{png,csv,md} and OUT/REPORT.md.
+# Task columns: a next-verse task made from the held-out KJV text, scored on the corpus model and
+#   every Table 3 row (tasks.{md,csv}; the paper's PIQA/HellaSwag/ARC-E columns need its Qwen model).
+# Writes OUT/table1.{md,csv}, table2.*, table3.*, fig2.{png,csv,md}, fig3.{png,csv,md}, tasks.* and OUT/REPORT.md.
 PAPER=oal
 # Refused before common.sh, which would build the binary and prepare the corpus first.
 case " $* " in *" --scale gpu "*) REFUSE=gpu ;; *" --scale cluster "*) REFUSE=cluster ;; *) REFUSE="" ;; esac
@@ -54,7 +56,18 @@ fi
 # One thread: the curve's workspace is one slice per OpenMP thread and the paper times one kernel.
 [ -s "$OUT/curve_raw.csv" ] || run env OMP_NUM_THREADS=1 "$HW" bench-attention --curve --T "$CURVE_T" \
   --head-dim "$HEAD_DIM" --repeats 1 --csv "$OUT/curve_raw.csv" > "$OUT/curve.log"
+# Task columns (the paper's Table 3 accuracy columns): the corpus model and each Table 3 row.
+last_ckpt() { ls -d "$1"/checkpoints/step_* | sort -V | tail -n 1; }
+BASE=${LM_ARG[0]:-}
+[ -n "$BASE" ] || BASE=$(last_ckpt "$OUT/eval/lm")
+TASK_MODELS=("base=$BASE")
+for ft in "$OUT"/eval/ft_*/; do
+  ft=${ft%/}
+  TASK_MODELS+=("${ft##*/ft_}=$(last_ckpt "$ft")")
+done
+task_columns "${TASK_MODELS[@]}"
 WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
 python3 scripts/reproduce/oal_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" "$SMOKE"
+append_task_section
 echo "reproduce[oal]: $OUT/REPORT.md"

@@ -28,9 +28,11 @@
 #   numbers mean nothing (for CI).
 # Environment: HEADWISE_BIN (the binary), SEEDS (a JSON list, default [1337,1338,1339]), STEPS
 #   (cpu: 100, gpu: 500), MQAR_STEPS (cpu: 200, gpu: 300). A finished experiment (its results.json)
-#   or MQAR run is not run again: rerunning into the same OUT resumes.
+#   or MQAR run is not run again: rerunning into the same OUT resumes. TASKS_DIR (gpu/cluster): a
+#   folder of eval-tasks JSONL files for the task columns (cpu: a next-verse task from the corpus;
+#   without TASKS_DIR the report says "not run (no task files)").
 # Writes OUT/table1.{md,csv}, table2.*, fig3.*, timing.*, mqar.*, fig3_patterns.{png,csv},
-# fig_timing.{png,csv}, fig_mqar.{png,csv} and OUT/REPORT.md.
+# fig_timing.{png,csv}, fig_mqar.{png,csv}, tasks.{md,csv} and OUT/REPORT.md.
 PAPER=saf
 source "$(dirname "$0")/common.sh" "$@"
 SEEDS=${SEEDS:-'[1337,1338,1339]'}
@@ -184,9 +186,16 @@ else
     done
   done
 fi
+# Task columns (the paper's zero-shot accuracy of the ordinary model and SAF at 25% / 50%).
+TASK_MODELS=()
+for s in $(mqar_seeds); do
+  for br in ordinary saf_25 saf_50; do TASK_MODELS+=("${br}_seed$s=$OUT/tokens/seed_$s/$br/final"); done
+done
+task_columns "${TASK_MODELS[@]}"
 WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
 REPORT_SCALE=$SCALE
 [ "$SMOKE" = 1 ] && REPORT_SCALE="cpu --smoke (numbers meaningless)"
 python3 scripts/reproduce/saf_report.py "$OUT" "$REPORT_SCALE" "$NOTE" "$WALL" "$MACHINE" "$MAIN_T" $CONTEXTS
+append_task_section
 echo "reproduce[saf]: $OUT/REPORT.md"

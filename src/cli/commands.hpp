@@ -21,5 +21,7 @@ void add_generate_command(CLI::App& app);    // cached decoding from a checkpoin
 void add_bench_infer_command(CLI::App& app); // prefill/decode latency and KV bytes vs all-softmax (cmd_bench_infer.cpp)
 void add_tokenize_command(CLI::App& app);    // ids of a text with a tokenizer.json (cmd_tokenize.cpp)
 void add_plot_command(CLI::App& app);        // training curves of runs as a PNG (cmd_plot.cpp)
+void add_eval_tasks_command(CLI::App& app);  // zero-shot multiple-choice tasks (cmd_eval_tasks.cpp)
+void add_finetune_tasks_command(CLI::App& app);  // answer-only fine-tuning on a task file (cmd_eval_tasks.cpp)
 
 }  // namespace hw::cli

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   hw::cli::add_bench_infer_command(app);
   hw::cli::add_tokenize_command(app);
   hw::cli::add_plot_command(app);
+  hw::cli::add_eval_tasks_command(app);
+  hw::cli::add_finetune_tasks_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

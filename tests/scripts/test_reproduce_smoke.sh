@@ -13,10 +13,10 @@ trap 'rm -rf "$tmp"' EXIT
 files=""
 named_claims=()
 case "$paper" in
-  saf) tables="table1 table2 fig3 timing mqar"; figures="fig3_patterns fig_timing fig_mqar"; claims=16 ;;
+  saf) tables="table1 table2 fig3 timing mqar tasks"; figures="fig3_patterns fig_timing fig_mqar"; claims=16 ;;
   aah) tables="table4 table5 table6"; figures="fig_acr_vs_loss"; claims=7 ;;
   aoh) tables="retention latency"; figures="fig_latency_vs_context"; claims=6 ;;
-  oal) tables="table1 table2 table3 fig2 fig3"; figures="fig2 fig3"; files="curve_raw.csv"; claims=25
+  oal) tables="table1 table2 table3 fig2 fig3 tasks"; figures="fig2 fig3"; files="curve_raw.csv"; claims=25
        named_claims=(
     "| Table 1, Performer: approximating only the top-contribution dimensions keeps more of the full error than as many random bulk dimensions |"
     "| Table 1, Performer: the top dimensions keep more of the error on the model's Q/K than on Gaussian Q/K |"
