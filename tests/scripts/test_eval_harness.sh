@@ -4,8 +4,8 @@
 # and the committed task files of every supported format (tests/fixtures/eval/): every example's
 # log-likelihoods (1e-4), acc and acc_norm (exactly), word/byte perplexity and bits per byte
 # (1e-4 relative); prints the table and both tools' examples/s.
-# Installs lm_eval[hf] (transformers, torch from PyPI) into VENV, kept between runs; exits 77
-# (ctest: skipped) when pip cannot install it.
+# Installs lm_eval[hf] (transformers, torch) into VENV through scripts/python_env.sh (shared with
+# the other cross-checks, kept between runs); exits 77 (ctest: skipped) when pip cannot install it.
 # Usage: test_eval_harness.sh path/to/headwise VENV [THREADS]
 set -euo pipefail
 HEADWISE=$1
@@ -13,12 +13,8 @@ VENV=$2
 THREADS=${3:-2}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 FIX=$SRC/tests/fixtures/eval
-if ! "$VENV/bin/python" -c "import lm_eval, transformers, torch" 2>/dev/null; then
-  python3 -m venv "$VENV" >/dev/null 2>&1 || { echo "SKIP: cannot create a venv at $VENV"; exit 77; }
-  "$VENV/bin/pip" install --quiet "lm_eval[hf]==0.4.13" >/dev/null 2>&1 ||
-    { echo "SKIP: cannot pip install lm_eval[hf]"; exit 77; }
-  "$VENV/bin/python" -c "import lm_eval, transformers, torch" 2>/dev/null || { echo "SKIP: lm_eval not importable"; exit 77; }
-fi
+bash "$SRC/scripts/python_env.sh" "$VENV" "lm_eval[hf]==0.4.13" || exit 77
+"$VENV/bin/hwpy" -c "import lm_eval, transformers, torch" 2>/dev/null || { echo "SKIP: lm_eval not importable"; exit 77; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -67,13 +63,13 @@ compare() {
   hw_seconds=$(echo "$(date +%s.%N) - $start" | bc)
   "$HEADWISE" eval --checkpoint "$ckpt" --text "$FIX/text_a.txt" --text "$FIX/text_b.txt" --threads "$THREADS" \
     | tail -n 1 >"$out/hw_text.json"
-  "$VENV/bin/python" "$SRC/tests/scripts/eval_harness_run.py" "$ckpt" "$out/harness.json" "$THREADS" "$TMP/text.jsonl" \
+  "$VENV/bin/hwpy" "$SRC/tests/scripts/eval_harness_run.py" "$ckpt" "$out/harness.json" "$THREADS" "$TMP/text.jsonl" \
     "${LM_ARGS[@]}" >"$out/harness.log" 2>&1 || { cat "$out/harness.log"; exit 1; }
   echo "== $2"
   python3 "$SRC/tests/scripts/eval_harness_compare.py" "$out/hw.json" "$out/hw_samples.jsonl" "$hw_seconds" \
     "$out/hw_text.json" "$out/harness.json"
 }
-"$VENV/bin/python" - "$FIX" "$TMP/text.jsonl" <<'PY'
+"$VENV/bin/hwpy" - "$FIX" "$TMP/text.jsonl" <<'PY'
 import json, sys
 with open(sys.argv[2], "w") as f:
     for name in ("text_a.txt", "text_b.txt"):
@@ -84,7 +80,7 @@ compare "$CKPT" "checkpoint with the GPT-2-style tokenizer (no BOS)"
 # does (transformers then adds it in tok_encode, and the harness conditions empty contexts on it):
 # the fixture files only.
 cp -r "$CKPT" "$TMP/ckpt_bos"
-"$VENV/bin/python" - "$TMP/ckpt_bos/tokenizer.json" <<'PY'
+"$VENV/bin/hwpy" - "$TMP/ckpt_bos/tokenizer.json" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 seq = lambda i, t: {"Sequence": {"id": i, "type_id": t}}
