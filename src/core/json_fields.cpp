@@ -70,6 +70,8 @@ nlohmann::json read_json_file(const std::string& path) {
 }
 
 void apply_override(nlohmann::json& doc, const std::string& assignment) {
+  // (fuzz_config_json found this: a document "2" made operator[] throw json's type_error)
+  check(doc.is_object(), "--set " + text_brief(assignment) + ": the config is not a JSON object, got " + json_brief(doc));
   auto eq = assignment.find('=');
   check(eq != std::string::npos && eq > 0, "--set expects section.key=value, got '" + assignment + "'");
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);

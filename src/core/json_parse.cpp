@@ -49,6 +49,8 @@ nlohmann::json parse_json(std::string_view text, const std::string& what, JsonSy
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() quotes the last token read, which can be the whole of a long string: only the place.
     fail(what + ": not valid JSON (error at " + position_of(text, e.byte > 0 ? e.byte - 1 : 0) + ")");
+  } catch (const nlohmann::json::exception&) {  // out_of_range 406: 1e400 (fuzz_config_json found it)
+    fail(what + ": not valid JSON (a number beyond the range of a double)");
   }
 }
 

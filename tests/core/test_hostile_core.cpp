@@ -51,6 +51,8 @@ TEST_CASE("json: parse_json refuses deep documents and names the place of a synt
   const std::string e = error_of([&] { parse_json(long_bad, "f"); });
   CHECK_THAT(e, Contains("not valid JSON"));
   CHECK(e.size() < 100);
+  // A number past a double's range is a json out_of_range, not a parse_error (found by fuzz_config_json).
+  CHECK(error_of([] { parse_json("{\"a\": 1e400}", "f"); }) == "f: not valid JSON (a number beyond the range of a double)");
   CHECK(parse_json("{/* c */ \"a\": 1}", "f", JsonSyntax{.comments = true})["a"] == 1);
   CHECK_THAT(error_of([] { parse_json("{/* c */ \"a\": 1}", "f"); }), Contains("not valid JSON"));
 }
