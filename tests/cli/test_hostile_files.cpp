@@ -303,7 +303,7 @@ TEST_CASE("hostile: a line of 200k combining marks normalizes in linear time", "
 }
 
 TEST_CASE("hostile: prepare running out of memory inside its parallel loop is one error and leaves nothing",
-          "[cli][hostile]") {
+          "[cli][hostile][oom]") {
   Sandbox s("prepare_oom");
   // One line of 64M Hangul syllables' bytes (each decomposes to 2-3 jamo under NFC): the encoder
   // needs several GB for it, far beyond the 1.5 GiB limit, and fails inside the OpenMP loop
