@@ -5,7 +5,7 @@
 #   sanitize.sh fuzz-build SRC DIR        the libFuzzer targets of tests/fuzz (one per parser) in DIR
 #   sanitize.sh fuzz DIR TARGET SECONDS   run DIR/fuzz_TARGET on a copy of its seed corpus for SECONDS
 #   sanitize.sh build SRC DIR             the whole CPU binary in DIR (only with HEADWISE_SANITIZE=1:
-#                                         it is most of an hour of CPU)
+#                                         45 min at -O1 on a shared 2-core machine)
 #   sanitize.sh cli DIR TEST_CLI          TEST_CLI's [hostile] cases against DIR/headwise
 #
 # Each skips with exit 77 where clang++ or libFuzzer's runtime is missing (Debian: clang,
@@ -69,11 +69,11 @@ fuzz-build)
 build)
   src=$(cd "${2:?SRC}" && pwd) dir=${3:?DIR}
   if [ "${HEADWISE_SANITIZE:-0}" != 1 ]; then
-    echo "sanitize: the sanitizer build of the CPU binary runs with HEADWISE_SANITIZE=1 (most of an hour of CPU): skipped"
+    echo "sanitize: the sanitizer build of the CPU binary runs with HEADWISE_SANITIZE=1 (tens of minutes on 2 cores): skipped"
     exit 77
   fi
   find_clang
-  # -O0: a third of -O1's compile time; the hostile-file runs are tiny.
+  # -O0: about a third of -O1's compile time per file (one file measured); the hostile-file runs are tiny.
   configure_tree "$src" "$dir" -O0
   start=$(date +%s)
   cmake --build "$dir" -j "$(nproc)" --target headwise
@@ -107,6 +107,7 @@ fuzz)
   ;;
 cli)
   dir=${2:?DIR} test_cli=${3:?TEST_CLI}
+  [ "${HEADWISE_SANITIZE:-0}" = 1 ] || { echo "sanitize: runs with HEADWISE_SANITIZE=1 (as its build): skipped"; exit 77; }
   [ -x "$dir/headwise" ] || { echo "sanitize: $dir/headwise not built (sanitize:build skipped?): skipped"; exit 77; }
   # The sanitized binary reserves terabytes of shadow address space: no ulimit -v for it; its
   # allocation limit is ASAN_OPTIONS' malloc_limit_mb. [oom] cases need bad_alloc, which a
