@@ -7,8 +7,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${1:-build}
+# clang, libclang-rt-14-dev (libFuzzer, the sanitizer runtimes) and libomp-dev (clang's OpenMP):
+# the sanitizer tree and fuzz targets of the bad-input tests (tests/scripts/sanitize.sh).
 pkgs=(build-essential cmake nlohmann-json3-dev libcli11-dev libspdlog-dev catch2 libopenblas-dev
-      libopenmpi-dev openmpi-bin bible-kjv python3-numpy python3-matplotlib)
+      libopenmpi-dev openmpi-bin bible-kjv python3-numpy python3-matplotlib clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

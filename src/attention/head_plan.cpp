@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 
 namespace hw::attn {
 namespace {
@@ -16,7 +17,7 @@ constexpr const char* kExpected =
     "taylorshift)";
 
 [[noreturn]] void bad_kind(const std::string& text) {
-  fail("head plan: bad head kind '" + text + "' " + kExpected);
+  fail("head plan: bad head kind '" + text_brief(text) + "' " + kExpected);
 }
 
 // Strict decimal: digits only (no sign, spaces or trailing characters), fits int32.
@@ -60,23 +61,23 @@ HeadSpec HeadSpec::parse(const std::string& text) {
   if (name == "performer" && parts.size() == 2) {
     spec.kind = HeadKind::Performer;
     if (!parse_int(parts[1], spec.features) || !spec.invalid_reason().empty())
-      fail("head plan: bad feature count in '" + text + "' (expected an integer in 1.." +
+      fail("head plan: bad feature count in '" + text_brief(text) + "' (expected an integer in 1.." +
            std::to_string(HeadSpec::kMaxPerformerFeatures) + ")");
     return spec;
   }
   if (name == "window" && parts.size() == 2) {
     spec.kind = HeadKind::Window;
     if (!parse_int(parts[1], spec.window) || !spec.invalid_reason().empty())
-      fail("head plan: bad window in '" + text + "' (expected an integer >= 1)");
+      fail("head plan: bad window in '" + text_brief(text) + "' (expected an integer >= 1)");
     return spec;
   }
   if (name == "sink_window" && parts.size() == 3) {
     spec.kind = HeadKind::SinkWindow;
     if (!parse_int(parts[1], spec.sink))
-      fail("head plan: bad sink in '" + text + "' (expected an integer >= 0)");
+      fail("head plan: bad sink in '" + text_brief(text) + "' (expected an integer >= 0)");
     if (!parse_int(parts[2], spec.window))
-      fail("head plan: bad window in '" + text + "' (expected an integer >= 1)");
-    if (const std::string why = spec.invalid_reason(); !why.empty()) fail("head plan: '" + text + "': " + why);
+      fail("head plan: bad window in '" + text_brief(text) + "' (expected an integer >= 1)");
+    if (const std::string why = spec.invalid_reason(); !why.empty()) fail("head plan: '" + text_brief(text) + "': " + why);
     return spec;
   }
   bad_kind(text);

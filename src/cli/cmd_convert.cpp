@@ -72,8 +72,7 @@ void add_convert_command(CLI::App& app) {
 
     // Everything goes to OUT.tmp first; OUT is replaced only once it is complete.
     const std::string tmp = a->out + ".tmp";
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    io::fresh_dir(tmp);
     save_model_files(*model, tmp);
     io::write_file_atomic(tmp + "/convert.json", record.dump(2) + "\n");
     io::replace_dir_atomic(tmp, a->out);

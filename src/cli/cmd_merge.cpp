@@ -57,8 +57,7 @@ void add_merge_command(CLI::App& app) {
       scale = std::max(scale, std::abs(double(before[i])));
     }
     const std::string tmp = a->out + ".tmp";
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    io::fresh_dir(tmp);
     save_model_files(*model, tmp);
     io::replace_dir_atomic(tmp, a->out);
     std::printf("merged LoRA rank %d (alpha %g) of %s into %s\n", lora.rank, lora.alpha, a->checkpoint.c_str(),

@@ -13,6 +13,7 @@
 #include "cli/run_setup.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -34,8 +35,7 @@ struct MqarArgs {
 
 // A fresh model from a run config's model section (an "experiment" key is ignored).
 std::unique_ptr<Model<float>> fresh_model(const std::string& path, const std::vector<std::string>& sets) {
-  nlohmann::json doc = nlohmann::json::parse(io::read_file(path), nullptr, false, /*ignore_comments=*/true);
-  check(!doc.is_discarded(), "config file " + path + " is not valid JSON");
+  nlohmann::json doc = read_json_file(path);
   doc.erase("experiment");
   for (const auto& s : sets) apply_override(doc, s);
   const RunConfig rc = RunConfig::from_json(doc);
@@ -49,8 +49,8 @@ std::unique_ptr<Model<float>> fresh_model(const std::string& path, const std::ve
 nlohmann::json method_object(const std::string& method, const std::vector<std::string>& sets) {
   nlohmann::json m;
   if (!method.empty() && method.front() == '{') {
-    m = nlohmann::json::parse(method, nullptr, false);
-    check(!m.is_discarded() && m.is_object(), "mqar: --method is not a valid JSON object: " + method);
+    m = parse_json(method, "mqar: --method");
+    check(m.is_object(), "mqar: --method is not a JSON object: " + text_brief(method));
   } else {
     m = {{"name", method}};
   }
@@ -106,7 +106,7 @@ void add_mqar_command(CLI::App& app) {
     set_threads(a->threads);
     auto model = a->checkpoint.empty() ? fresh_model(a->config, a->sets) : load_model(a->checkpoint, cpu_backend<float>());
     a->opt.validate(model->config());
-    std::filesystem::create_directories(a->out);
+    io::ensure_dir(a->out);
     const std::string label = !a->label.empty() ? a->label : method.is_null() ? "none" : method["name"].get<std::string>();
     nlohmann::json result = {{"label", label},
                              {"checkpoint", a->checkpoint},
@@ -142,7 +142,7 @@ void add_mqar_command(CLI::App& app) {
     io::write_file_atomic(a->out + "/mqar.json", result.dump(2) + "\n");
     io::write_file_atomic(a->out + "/table.md", table);
     if (a->save) {
-      std::filesystem::create_directories(a->out + "/adapted");
+      io::ensure_dir(a->out + "/adapted");
       save_model_files(*model, a->out + "/adapted");
     }
     std::printf("%s", table.c_str());

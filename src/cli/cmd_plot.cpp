@@ -20,6 +20,7 @@
 
 #include "cli/commands.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/io/files.hpp"
 #include "plot_runs_py.hpp"
 
@@ -65,12 +66,7 @@ std::string run_rows(const std::string& run_dir, const std::string& label) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = metrics + " line " + std::to_string(line_no);
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::exception&) {
-      throw Error("plot: " + where + " is not JSON");
-    }
+    const json j = parse_json(line, "plot: " + where);
     check(j.is_object() && j.contains("step") && j["step"].is_number_integer(), "plot: " + where + " has no integer \"step\"");
     rows += csv_field(label) + "," + std::to_string(j["step"].get<int64_t>());
     for (const char* col : kColumns) {
@@ -90,12 +86,7 @@ std::string run_rows(const std::string& run_dir, const std::string& label) {
     for (const auto& e : fs::directory_iterator(dir))
       if (e.path().extension() == ".json") files.insert(e.path());
     for (const fs::path& p : files) {
-      json j;
-      try {
-        j = json::parse(io::read_file(p.string()));
-      } catch (const json::exception&) {
-        throw Error("plot: '" + p.string() + "' is not JSON");
-      }
+      const json j = read_json(p.string(), "plot: '" + p.string() + "'");
       check(j.is_object() && j.contains("step") && j["step"].is_number_integer() && j.contains("planner") &&
                 j["planner"].is_string(),
             "plot: '" + p.string() + "' lacks an integer \"step\" or a \"planner\" name");

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include "cli/commands.hpp"
 #include "headwise/core/error.hpp"
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const hw::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {  // (an input whose size the checks let through, beyond this machine)
+    std::fprintf(stderr, "error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 
 namespace hw::cli {
 
@@ -22,9 +23,9 @@ inline std::vector<int32_t> parse_token_ids(std::istream& in, const std::string&
     } catch (const std::exception&) {
       used = 0;
     }
-    check(used == word.size(), where + ": '" + word + "' is not a token id");
+    check(used == word.size(), where + ": '" + text_brief(word) + "' is not a token id");
     check(v >= 0 && v < vocab,
-          where + ": token " + word + " is outside the vocabulary of " + std::to_string(vocab));
+          where + ": token " + text_brief(word) + " is outside the vocabulary of " + std::to_string(vocab));
     ids.push_back(int32_t(v));
   }
   check(!in.bad(), where + ": read error");

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "headwise/core/checked_math.hpp"
 #include "headwise/core/device_memory.hpp"
 #include "headwise/core/error.hpp"
 
@@ -16,7 +17,7 @@ std::atomic<size_t> g_peak[2] = {0, 0};
 // Host slices are cache-line aligned; device slices 256-byte aligned (cuBLASLt and vectorised
 // kernels want at least 16).
 size_t align_of(Device d) { return d == Device::CPU ? 64 : 256; }
-size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
+size_t round_up(size_t n, size_t a) { return (n + a - 1) / a * a; }  // n <= SIZE_MAX - a (nbytes() <= 2^63)
 }  // namespace
 
 size_t arena_peak_bytes(Device d) { return g_peak[size_t(d)].load(); }
@@ -35,6 +36,7 @@ Tensor* Arena::declare(const std::string& name, std::vector<int64_t> shape, DTyp
   t->shape = std::move(shape);
   t->dtype = dtype;
   t->device = device_;
+  (void)t->nbytes();  // a shape whose byte size overflows is refused here, naming the tensor
   tensors_.push_back(std::move(t));
   return tensors_.back().get();
 }
@@ -43,7 +45,8 @@ void Arena::allocate() {
   check(!allocated(), "arena '" + role_ + "' allocated twice");
   const size_t align = align_of(device_);
   size_t total = 0;
-  for (auto& t : tensors_) total += round_up(t->nbytes(), align);
+  const std::string what = "arena '" + role_ + "'";
+  for (auto& t : tensors_) total = checked_add(total, round_up(t->nbytes(), align), what.c_str());
   total = std::max(total, align);
   if (device_ == Device::CPU) {
     base_ = std::aligned_alloc(align, total);

@@ -1,7 +1,6 @@
 #include "headwise/core/json_fields.hpp"
 
-#include <fstream>
-#include <sstream>
+#include "headwise/core/json_parse.hpp"
 
 namespace hw {
 
@@ -17,26 +16,23 @@ const nlohmann::json* JsonFields::find(const char* key) {
 
 namespace {
 [[noreturn]] void type_error(const std::string& section, const char* key, const char* want, const nlohmann::json& v) {
-  fail("config key " + section + "." + key + ": expected " + want + ", got " + v.dump());
+  fail("config key " + section + "." + key + ": expected " + want + ", got " + json_brief(v));
 }
 }  // namespace
 
 void JsonFields::get(const char* key, int& out) {
   int64_t v = out;
   get(key, v);
-  check(v >= INT32_MIN && v <= INT32_MAX, "config key " + section_ + "." + key + ": value out of range");
+  check(v >= INT32_MIN && v <= INT32_MAX,
+        "config key " + section_ + "." + key + ": " + std::to_string(v) + " is out of range (32-bit)");
   out = static_cast<int>(v);
 }
 
 void JsonFields::get(const char* key, int64_t& out) {
   if (auto* v = find(key)) {
-    if (v->is_number_integer()) {
-      out = v->get<int64_t>();
-    } else if (v->is_number_float() && v->get<double>() == static_cast<double>(static_cast<int64_t>(v->get<double>()))) {
-      out = static_cast<int64_t>(v->get<double>());  // 1e6 is a fine integer
-    } else {
-      type_error(section_, key, "an integer", *v);
-    }
+    const std::optional<int64_t> x = json_integer(*v);  // 1e6 is a fine integer; 2.5 and 1e30 are not
+    if (!x) type_error(section_, key, "an integer", *v);
+    out = *x;
   }
 }
 
@@ -70,16 +66,12 @@ void JsonFields::finish(const std::string& owner) const {
 }
 
 nlohmann::json read_json_file(const std::string& path) {
-  std::ifstream in(path);
-  check(in.good(), "cannot open config file " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  nlohmann::json doc = nlohmann::json::parse(ss.str(), nullptr, false, /*ignore_comments=*/true);
-  check(!doc.is_discarded(), "config file " + path + " is not valid JSON");
-  return doc;
+  return read_json(path, "config file " + path, JsonSyntax{.comments = true});
 }
 
 void apply_override(nlohmann::json& doc, const std::string& assignment) {
+  // (fuzz_config_json found this: a document "2" made operator[] throw json's type_error)
+  check(doc.is_object(), "--set " + text_brief(assignment) + ": the config is not a JSON object, got " + json_brief(doc));
   auto eq = assignment.find('=');
   check(eq != std::string::npos && eq > 0, "--set expects section.key=value, got '" + assignment + "'");
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
@@ -87,8 +79,12 @@ void apply_override(nlohmann::json& doc, const std::string& assignment) {
   check(dot != std::string::npos && dot > 0 && dot + 1 < path.size(),
         "--set expects section.key=value, got '" + assignment + "'");
   std::string section = path.substr(0, dot), key = path.substr(dot + 1);
-  nlohmann::json value = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (value.is_discarded()) value = text;  // bare words are strings
+  nlohmann::json value;
+  try {
+    value = parse_json(text, "--set " + path);
+  } catch (const Error&) {
+    value = text;  // bare words are strings (a value nested too deep is one too)
+  }
   if (!doc.contains(section)) doc[section] = nlohmann::json::object();
   check(doc[section].is_object(), "config section '" + section + "' must be a JSON object");
   // Nested keys: model.lora.rank=8 sets {"model": {"lora": {"rank": 8}}}.

@@ -1,5 +1,6 @@
 #include "headwise/core/tensor.hpp"
 
+#include "headwise/core/checked_math.hpp"
 #include "headwise/core/error.hpp"
 
 namespace hw {
@@ -28,7 +29,15 @@ const char* dtype_name(DType t) {
 
 int64_t Tensor::numel() const {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) fail("tensor '" + name + "' of shape " + shape_str() + " is too large");
+  return n;
+}
+
+size_t Tensor::nbytes() const {
+  size_t n = 0;
+  if (__builtin_mul_overflow(size_t(numel()), dtype_size(dtype), &n) || n > size_t(INT64_MAX))
+    fail("tensor '" + name + "' of shape " + shape_str() + " is too large");
   return n;
 }
 

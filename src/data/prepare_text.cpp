@@ -12,15 +12,19 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <new>
 #include <optional>
 #include <sstream>
 
 #include "data/text_chunks.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/parallel_errors.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/data/prepare.hpp"
 #include "headwise/data/shards.hpp"
 #include "headwise/data/tokenizer.hpp"
+#include "headwise/io/files.hpp"
+#include "io/atomic_file.hpp"
 
 namespace hw::data {
 
@@ -70,21 +74,20 @@ int64_t write_split(std::FILE* spool, const fs::path& spool_path, const fs::path
   for (int64_t done = 0; done < count; ++n) {
     const int64_t ntok = std::min(shard_tokens, count - done);
     const fs::path path = dir / shard_name(split, n);
-    File out = open_file(path, "wb");
+    io::AtomicFile out(path.string());  // a fresh file, never a link planted in the temp dir
     std::array<int32_t, 256> header{};
     header[0] = kShardMagic;
     header[1] = kShardVersion;
     header[2] = int32_t(ntok);
-    write_or_fail(out.get(), header.data(), sizeof header, path);
+    out.write(header.data(), sizeof header);
     for (int64_t left = ntok; left > 0;) {
       const size_t k = size_t(std::min<int64_t>(left, int64_t(buf.size())));
       if (std::fread(buf.data(), sizeof(uint16_t), k, spool) != k)
         fail("prepare: short read from the spool '" + spool_path.string() + "'");
-      write_or_fail(out.get(), buf.data(), k * sizeof(uint16_t), path);
+      out.write(buf.data(), k * sizeof(uint16_t));
       left -= int64_t(k);
     }
-    if (std::fflush(out.get()) != 0 || ::fsync(fileno(out.get())) != 0)
-      fail("prepare: write to '" + path.string() + "' failed (disk full?)");
+    out.commit();
     done += ntok;
   }
   return n;
@@ -161,6 +164,7 @@ std::string prepare_shards(const PrepareOptions& o) {
   std::error_code ec;
   const bool existed = fs::exists(dir, ec);
   TempDirGuard tmp{dir / (".prepare." + std::to_string(::getpid()) + ".tmp"), dir, false};
+  io::refuse_symlink(o.out_dir);
   fs::create_directories(dir, ec);
   tmp.created_out = !existed;
   if (ec) fail("prepare: cannot create output directory '" + o.out_dir + "' (" + ec.message() + ")");
@@ -171,13 +175,11 @@ std::string prepare_shards(const PrepareOptions& o) {
       fail("prepare: output directory '" + o.out_dir + "' already holds a prepared dataset (" + name +
            "); remove it first");
   }
-  fs::remove_all(tmp.dir, ec);
-  fs::create_directories(tmp.dir, ec);
-  if (ec) fail("prepare: cannot create '" + tmp.dir.string() + "' (" + ec.message() + ")");
+  io::fresh_dir(tmp.dir.string());
 
   // 1. Encode into the spool, chunks in file order, a batch of chunks at a time in parallel.
   const fs::path spool_path = tmp.dir / "ids.spool";
-  File spool = open_file(spool_path, "w+b");
+  File spool = open_file(spool_path, "w+bx");  // x: created exclusively (O_EXCL), never a planted link
   std::vector<BpeCache> caches(size_t(o.threads));
   Progress progress(o.progress, total_bytes);
   int64_t n = 0, bytes_done = 0;
@@ -203,16 +205,23 @@ std::string prepare_shards(const PrepareOptions& o) {
       emit(nl);
     }
     TextChunks chunks(o.inputs[f], o.chunk_bytes, !tok || tok->cuttable_at_lines());
-    for (bool more = true; more;) {
-      size_t k = 0;
-      while (k < batch && (more = chunks.next(texts[k]))) ++k;
+    try {
+      for (bool more = true; more;) {
+        size_t k = 0;
+        while (k < batch && (more = chunks.next(texts[k]))) ++k;
+        ParallelErrors errors;  // (a huge line's bad_alloc, say: one error, and the temp dir is removed)
 #pragma omp parallel for num_threads(o.threads) schedule(dynamic, 1)
-      for (int64_t i = 0; i < int64_t(k); ++i) encode(texts[size_t(i)], ids[size_t(i)], omp_get_thread_num());
-      for (size_t i = 0; i < k; ++i) {
-        emit(ids[i]);
-        bytes_done += int64_t(texts[i].size());
+        for (int64_t i = 0; i < int64_t(k); ++i)
+          errors.run([&] { encode(texts[size_t(i)], ids[size_t(i)], omp_get_thread_num()); });
+        errors.rethrow();
+        for (size_t i = 0; i < k; ++i) {
+          emit(ids[i]);
+          bytes_done += int64_t(texts[i].size());
+        }
+        progress.update(bytes_done, n);
       }
-      progress.update(bytes_done, n);
+    } catch (const std::bad_alloc&) {  // memory follows the longest line (or a file read whole)
+      fail("prepare: out of memory encoding '" + o.inputs[f] + "' (a line too long for this machine's memory?)");
     }
     if (eos) emit({*eos});
   }
@@ -230,10 +239,7 @@ std::string prepare_shards(const PrepareOptions& o) {
   const int64_t val_shards = write_split(spool.get(), spool_path, tmp.dir, "val", n_val, o.shard_tokens);
   spool.reset();
   fs::remove(spool_path, ec);
-  if (tok) {
-    fs::copy_file(o.tokenizer, tmp.dir / "tokenizer.json", fs::copy_options::overwrite_existing, ec);
-    if (ec) fail("prepare: cannot copy '" + o.tokenizer + "' into '" + tmp.dir.string() + "' (" + ec.message() + ")");
-  }
+  if (tok) io::copy_file_atomic(o.tokenizer, (tmp.dir / "tokenizer.json").string());
 
   // 3. Into place.
   std::vector<fs::path> made;

@@ -1,8 +1,5 @@
 #include "headwise/data/shards.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -12,6 +9,7 @@
 #include <memory>
 
 #include "headwise/core/error.hpp"
+#include "io/atomic_file.hpp"
 
 namespace hw::data {
 
@@ -33,11 +31,20 @@ File open_checked(const std::string& path, int64_t& ntok) {
   if (!std::filesystem::is_regular_file(path, ec)) fail(quoted(path) + ": no such file");
   File f(std::fopen(path.c_str(), "rb"));
   if (!f) fail(quoted(path) + ": cannot open (" + std::strerror(errno) + ")");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) fail(quoted(path) + ": cannot read size (" + ec.message() + ")");
   std::array<int32_t, kHeaderInts> header{};
   const size_t got = std::fread(header.data(), 1, kHeaderBytes, f.get());
   if (got != kHeaderBytes)
     fail(quoted(path) + ": short header (" + std::to_string(got) + " of " + std::to_string(kHeaderBytes) +
          " bytes)");
+  ntok = shard_header_tokens(header.data(), uint64_t(size), path);
+  return f;
+}
+
+}  // namespace
+
+int64_t shard_header_tokens(const int32_t* header, uint64_t file_size, const std::string& path) {
   if (header[0] != kShardMagic)
     fail(quoted(path) + ": bad magic " + std::to_string(header[0]) + " (expected " + std::to_string(kShardMagic) +
          ")");
@@ -45,32 +52,13 @@ File open_checked(const std::string& path, int64_t& ntok) {
     fail(quoted(path) + ": unsupported version " + std::to_string(header[1]) + " (expected " +
          std::to_string(kShardVersion) + ")");
   if (header[2] < 0) fail(quoted(path) + ": negative token count " + std::to_string(header[2]));
-  ntok = header[2];
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) fail(quoted(path) + ": cannot read size (" + ec.message() + ")");
+  const int64_t ntok = header[2];
   const uint64_t expected = kHeaderBytes + static_cast<uint64_t>(ntok) * sizeof(uint16_t);
-  if (size != expected)
+  if (file_size != expected)
     fail(quoted(path) + ": header says " + std::to_string(ntok) + " tokens (" + std::to_string(expected) +
-         " bytes) but the file has " + std::to_string(size) + " bytes");
-  return f;
+         " bytes) but the file has " + std::to_string(file_size) + " bytes");
+  return ntok;
 }
-
-// write(2) until everything is written or an error occurs.
-bool write_all(int fd, const void* data, size_t n) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-}  // namespace
 
 int64_t shard_token_count(const std::string& path) {
   int64_t ntok = 0;
@@ -96,23 +84,11 @@ void write_shard(const std::string& path, const std::vector<uint16_t>& tokens) {
   header[1] = kShardVersion;
   header[2] = static_cast<int32_t>(tokens.size());
 
-  // Readers never see a partial shard: write a private temp file, fsync, then rename over.
-  const std::string tmp = path + "." + std::to_string(::getpid()) + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(quoted(path) + ": cannot create '" + tmp + "' (" + std::strerror(errno) + ")");
-  const bool ok = write_all(fd, header.data(), kHeaderBytes) &&
-                  write_all(fd, tokens.data(), tokens.size() * sizeof(uint16_t)) && ::fsync(fd) == 0;
-  const int err = errno;
-  const bool closed = ::close(fd) == 0;
-  if (!ok || !closed) {
-    ::unlink(tmp.c_str());
-    fail(quoted(path) + ": write failed (" + std::strerror(ok ? errno : err) + ")");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int rerr = errno;
-    ::unlink(tmp.c_str());
-    fail(quoted(path) + ": cannot rename temp file into place (" + std::strerror(rerr) + ")");
-  }
+  // Readers never see a partial shard: a fresh temp file (never a planted link), fsync, rename.
+  io::AtomicFile f(path);
+  f.write(header.data(), kHeaderBytes);
+  f.write(tokens.data(), tokens.size() * sizeof(uint16_t));
+  f.commit();
 }
 
 }  // namespace hw::data

@@ -15,6 +15,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
+#include "headwise/io/files.hpp"
 
 namespace hw::dist {
 namespace {
@@ -64,22 +65,9 @@ void write_nccl_id_file(const std::string& dir, const NcclId& id, const std::str
   std::error_code ec;
   fs::create_directories(dir, ec);
   check(!ec, "cannot create NCCL id folder " + dir + ": " + ec.message());
-  const std::string final_path = nccl_id_path(dir);
-  // A name of our own next to the target, so the rename stays on one filesystem.
-  const std::string tmp = final_path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    check(static_cast<bool>(f), "cannot write NCCL id file " + tmp);
-    const std::vector<char> bytes = encode(id, tag);
-    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    f.flush();
-    check(static_cast<bool>(f), "cannot write NCCL id file " + tmp);
-  }
-  fs::rename(tmp, final_path, ec);
-  if (ec) {
-    fs::remove(tmp);
-    fail("cannot move NCCL id file into place at " + final_path + ": " + ec.message());
-  }
+  const std::vector<char> bytes = encode(id, tag);
+  // A fresh temp name beside the target (one filesystem for the rename), never a planted link.
+  io::write_file_atomic(nccl_id_path(dir), std::string(bytes.begin(), bytes.end()));
 }
 
 NcclId read_nccl_id_file(const std::string& dir, const std::string& tag, double timeout_s) {

@@ -16,6 +16,7 @@
 
 #include "attention/tile_ops.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/parallel_errors.hpp"
 
 namespace hw::infer {
 namespace {
@@ -180,7 +181,12 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
         read.insert(lp + "L");
         const Tensor* gt = B.find(lp + "groups");
         check(Lt != nullptr && gt != nullptr, "decoder: the model has no tensor " + lp + "L or " + lp + "groups");
-        const int G = int(Lt->dim(0)) - 1;
+        // The model checked its groups; the decoder indexes L with them on its own, so again here
+        // (and G <= head_dim bounds linear_query_side's O(G^3)).
+        const std::string who = "decoder: layer " + std::to_string(l) + " linear head " + std::to_string(h);
+        check(Lt->rank() == 2 && Lt->dim(0) == Lt->dim(1) && gt->numel() == m.D, who + ": L or groups has a wrong shape");
+        const int G = int(std::min<int64_t>(Lt->dim(0) - 1, m.D + 1));
+        attn::check_linear_groups(gt->i32(), m.D, G, who);
         m.linears[size_t(l)][size_t(h)] = linear_query_side(Lt->f32(), gt->i32(), G, m.D, cfg.linear_eps);
       }
     }
@@ -457,10 +463,11 @@ void Decoder::attention(int l, int64_t n) {
     if (cache_.policy(l, g).linear_state) m.tasks.push_back({-(g + 1), -1, 0, 0});
   const int n_tasks = int(m.tasks.size());
   int failed = 0;
+  ParallelErrors errors;
   {
     const attn::detail::BlasSingleThreaded blas_on_calling_thread;  // tasks are the parallel dimension
 #pragma omp parallel for schedule(dynamic, 1) num_threads(m.threads) if (n_tasks > 1)
-    for (int t = 0; t < n_tasks; ++t) {
+    for (int t = 0; t < n_tasks; ++t) errors.run([&] {
       const int tid = omp_get_thread_num();
       float* S = m.scores.data() + size_t(tid) * size_t(m.chunk) * size_t(ldS);
       int64_t* cp = m.colpos.data() + size_t(tid) * size_t(ldS);
@@ -593,8 +600,9 @@ void Decoder::attention(int l, int64_t n) {
           }
         }
       }
-    }
+    });
   }
+  errors.rethrow();
   // Merge each split head's parts in part order: out = sum_p e^(m_p - M) o_p / sum_p e^(m_p - M) s_p.
   if (split)
     for (int h = 0; h < m.H; ++h) {

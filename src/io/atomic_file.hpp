@@ -1,6 +1,8 @@
 #pragma once
-// Internal: a file written to "<path>.tmp" and renamed over <path> only once it is complete
-// and fsynced, so a crash or an error never leaves a half-written <path>.
+// Internal: a file written to a fresh temp name beside <path> ("<path>.tmp.<random>", created
+// with O_CREAT | O_EXCL, so never an existing file or a link) and renamed over <path> only once it
+// is complete and fsynced, so a crash or an error never leaves a half-written <path>. An existing
+// symbolic link at <path> is refused.
 #include <cstddef>
 #include <string>
 
@@ -8,8 +10,8 @@ namespace hw::io {
 
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);  // creates/truncates path.tmp; throws naming it
-  ~AtomicFile();                           // removes the .tmp file if commit() never ran
+  explicit AtomicFile(std::string path);  // creates the temp file; throws naming path
+  ~AtomicFile();                           // removes the temp file if commit() never ran
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 

@@ -1,9 +1,12 @@
 #include "headwise/io/files.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -32,11 +35,35 @@ void sync_parent_dir(const std::string& path) {
   ::close(dfd);
 }
 
+// A suffix no other writer (thread, process) picks at the same moment.
+std::string temp_suffix() {
+  static std::atomic<uint64_t> counter{0};
+  const uint64_t t = uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+  const uint64_t x = (t * 0x9E3779B97F4A7C15ull) ^ (uint64_t(::getpid()) << 32) ^ counter.fetch_add(1);
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
+  return buf;
+}
+
+bool is_symlink(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+}
+
 }  // namespace
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  check(fd_ >= 0, "cannot create '" + tmp_ + "': " + errno_text());
+void refuse_symlink(const std::string& path) {
+  check(!is_symlink(path), "'" + path + "' is a symbolic link; headwise does not write through links");
+}
+
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  refuse_symlink(path_);
+  // O_EXCL: the name must not exist (not even as a dangling link), so nothing planted is opened.
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    tmp_ = path_ + ".tmp." + temp_suffix();
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ < 0 && (errno != EEXIST || attempt >= 16)) fail("cannot create a temp file for '" + path_ + "': " + errno_text());
+  }
 }
 
 AtomicFile::~AtomicFile() {
@@ -67,6 +94,10 @@ void AtomicFile::commit() {
     ::unlink(tmp_.c_str());
     fail("cannot close '" + tmp_ + "': " + errno_text());
   }
+  if (is_symlink(path_)) {  // planted while we wrote
+    ::unlink(tmp_.c_str());
+    refuse_symlink(path_);
+  }
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
     std::string why = errno_text();
     ::unlink(tmp_.c_str());
@@ -81,6 +112,8 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   f.commit();
 }
 
+void copy_file_atomic(const std::string& from, const std::string& to) { write_file_atomic(to, read_file(from)); }
+
 std::string read_file(const std::string& path) {
   std::error_code ec;
   check(fs::is_regular_file(path, ec), "file '" + path + "' does not exist or is not a regular file");
@@ -94,6 +127,8 @@ std::string read_file(const std::string& path) {
 
 void replace_dir_atomic(const std::string& tmp_dir, const std::string& final_dir) {
   std::error_code ec;
+  refuse_symlink(tmp_dir);
+  refuse_symlink(final_dir);
   check(fs::is_directory(tmp_dir, ec), "directory '" + tmp_dir + "' does not exist");
   const std::string aside = final_dir + ".old";
   const bool had_final = fs::exists(final_dir, ec);
@@ -110,6 +145,72 @@ void replace_dir_atomic(const std::string& tmp_dir, const std::string& final_dir
   }
   sync_parent_dir(final_dir);
   if (had_final) fs::remove_all(aside, ec);  // the new directory is in place; failure here is harmless
+}
+
+void ensure_dir(const std::string& path) {
+  refuse_symlink(path);
+  std::error_code ec;
+  fs::create_directories(path, ec);
+  check(!ec, "cannot create directory '" + path + "': " + ec.message());
+  refuse_symlink(path);  // (planted meanwhile)
+  check(fs::is_directory(path, ec), "'" + path + "' is not a directory");
+}
+
+void fresh_dir(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);  // removes a link itself, never what it points to
+  check(!ec, "cannot remove '" + path + "': " + ec.message());
+  ensure_dir(path);
+}
+
+AppendFile::AppendFile(const std::string& path, bool truncate) : path_(path) {
+  // Not O_TRUNC here: what is opened is checked before anything in it changes.
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd_ < 0 && errno == ELOOP) refuse_symlink(path);
+  check(fd_ >= 0, "cannot open '" + path + "': " + errno_text());
+  struct stat st {};
+  // A hard link to a file elsewhere is as bad as a symbolic one: a log has one name.
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+    ::close(fd_);
+    fd_ = -1;
+    fail("'" + path + "' is not a regular file of its own (a link or a device); headwise does not write through it");
+  }
+  if (truncate && ::ftruncate(fd_, 0) != 0) {
+    const std::string why = errno_text();
+    ::close(fd_);
+    fd_ = -1;
+    fail("cannot truncate '" + path + "': " + why);
+  }
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+AppendFile::AppendFile(AppendFile&& o) noexcept : path_(std::move(o.path_)), fd_(o.fd_) { o.fd_ = -1; }
+
+AppendFile& AppendFile::operator=(AppendFile&& o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    path_ = std::move(o.path_);
+    fd_ = o.fd_;
+    o.fd_ = -1;
+  }
+  return *this;
+}
+
+void AppendFile::write_line(const std::string& line) {
+  check(fd_ >= 0, "internal: write to a closed log");
+  const std::string text = line + "\n";
+  const char* p = text.data();
+  size_t n = text.size();
+  while (n > 0) {
+    const ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    check(w > 0, "cannot write '" + path_ + "': " + errno_text());
+    p += w;
+    n -= size_t(w);
+  }
 }
 
 }  // namespace hw::io

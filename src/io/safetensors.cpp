@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "io/atomic_file.hpp"
 
 namespace hw::io {
@@ -88,8 +89,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   check(in.good(), where + ": cannot read the header");
 
-  nlohmann::json j = nlohmann::json::parse(header, nullptr, /*allow_exceptions=*/false);
-  check(!j.is_discarded(), where + ": header is not valid JSON");
+  const nlohmann::json j = parse_json(header, where + ": header");
   check(j.is_object(), where + ": header is not a JSON object");
 
   const uint64_t data_size = file_size - 8 - header_len;
@@ -101,17 +101,17 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     if (key == kMetadataKey) {
       check(v.is_object(), where + ": __metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        check(m.value().is_string(), where + ": __metadata__ value '" + m.key() + "' is not a string");
+        check(m.value().is_string(), where + ": __metadata__ value '" + text_brief(m.key()) + "' is not a string");
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string tw = where + ": tensor '" + key + "'";
+    const std::string tw = where + ": tensor '" + text_brief(key, 96) + "'";
     check(v.is_object(), tw + " entry is not an object");
     check(v.contains("dtype") && v["dtype"].is_string(), tw + " has no dtype string");
     const std::string dname = v["dtype"].get<std::string>();
     const DTypeSpelling* dt = find_dtype(dname);
-    check(dt != nullptr, tw + " has unsupported dtype '" + dname + "'");
+    check(dt != nullptr, tw + " has unsupported dtype '" + text_brief(dname) + "'");
 
     check(v.contains("shape") && v["shape"].is_array(), tw + " has no shape array");
     std::vector<int64_t> shape;
@@ -153,7 +153,7 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
   for (size_t idx : order) {
     if (ranges[idx].first == ranges[idx].second) continue;
     check(!have_prev || ranges[idx].first >= ranges[prev].second,
-          where + ": tensors '" + range_names[prev] + "' and '" + range_names[idx] + "' overlap");
+          where + ": tensors '" + text_brief(range_names[prev], 96) + "' and '" + text_brief(range_names[idx], 96) + "' overlap");
     have_prev = true;
     prev = idx;
   }

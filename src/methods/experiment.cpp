@@ -48,14 +48,14 @@ int64_t status_kb_line(const char* key) {
 class MetricsFile {
  public:
   MetricsFile(const std::string& path, bool active) {
-    if (active) out_.open(path, std::ios::trunc);
+    if (active) out_ = io::AppendFile(path, /*truncate=*/true);
   }
   void write(const nlohmann::json& line) {
-    if (out_.is_open()) out_ << line.dump() << "\n";
+    if (out_.is_open()) out_.write_line(line.dump());
   }
 
  private:
-  std::ofstream out_;
+  io::AppendFile out_;
 };
 
 // A branch's wall-time allowance after its intervention point, in ms (time budgets).
@@ -201,7 +201,7 @@ nlohmann::json speed_phase(const ExperimentSetup& setup, const std::string& out_
   if (spec.speed_rounds == 0 || setup.bench_exe.empty()) return speed;
   const int64_t seed = spec.seeds.front();
   const std::string seed_dir = out_dir + "/seed_" + std::to_string(seed), dir = out_dir + "/speed";
-  fs::create_directories(dir);
+  io::ensure_dir(dir);
   io::write_file_atomic(dir + "/config.json",
                         branch_config(setup, spec.branches.front(), seed).to_json().dump(2) + "\n");
   const std::string ref_plan = seed_dir + "/" + spec.branches.front().name + "/head_plan.json";
@@ -252,7 +252,7 @@ nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& o
   check(!fire_steps.empty(), "experiment: no branch's method acts during the run's " + std::to_string(steps) +
                                  " updates (or after the last one)");
   for (auto& p : points) p.branch_step = p.fire_step >= 0 ? p.fire_step : *fire_steps.begin();
-  if (main_rank) fs::create_directories(out_dir);
+  if (main_rank) io::ensure_dir(out_dir);
   nlohmann::json per_seed = nlohmann::json::array();
   for (int64_t seed : spec.seeds) {
     const std::string seed_dir = out_dir + "/seed_" + std::to_string(seed);

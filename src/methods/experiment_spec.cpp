@@ -1,9 +1,11 @@
 // Reading the experiment spec and building each branch's run config.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/methods/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 
@@ -17,7 +19,7 @@ std::vector<double> number_list(const nlohmann::json& j, const std::string& key)
   check(j.is_array() && !j.empty(), "config key experiment." + key + ": expected a non-empty list of numbers");
   std::vector<double> out;
   for (const auto& v : j) {
-    check(v.is_number(), "config key experiment." + key + ": expected numbers, got " + v.dump());
+    check(v.is_number(), "config key experiment." + key + ": expected numbers, got " + json_brief(v));
     out.push_back(v.get<double>());
   }
   return out;
@@ -80,7 +82,7 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
     check(v->is_array(), "config key experiment.controls: expected a list of names");
     controls.clear();
     for (const auto& c : *v) {
-      check(c.is_string(), "config key experiment.controls: expected names, got " + c.dump());
+      check(c.is_string(), "config key experiment.controls: expected names, got " + json_brief(c));
       controls.push_back(c.get<std::string>());
     }
   }
@@ -92,7 +94,7 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   const auto* branches = f.raw("branches");
   f.finish();
   check(s.budget == "tokens" || s.budget == "time",
-        "config key experiment.budget: expected \"tokens\" or \"time\", got \"" + s.budget + "\"");
+        "config key experiment.budget: expected \"tokens\" or \"time\", got \"" + text_brief(s.budget) + "\"");
   check(s.eval_batches >= 0, "config key experiment.eval_batches must be >= 0");
   check(s.speed_rounds >= 0, "config key experiment.speed_rounds must be >= 0 (0: no A-B-B-A speed phase)");
   for (double r : ratios) check(r > 0 && r <= 1, "config key experiment.ratios: ratios must be in (0, 1]");
@@ -106,7 +108,7 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
     check(branches->is_array() && !branches->empty(), "config key experiment.branches: expected a non-empty list");
     for (const auto& b : *branches) {
       check(b.is_object() && b.contains("name") && b["name"].is_string(),
-            "config key experiment.branches: every branch needs a \"name\" string, got " + b.dump());
+            "config key experiment.branches: every branch needs a \"name\" string, got " + json_brief(b));
       for (auto it = b.begin(); it != b.end(); ++it)
         check(it.key() == "name" || it.key() == "method",
               "config key experiment.branches: unknown key '" + it.key() + "' (expected name, method)");
@@ -126,8 +128,14 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   }
   std::set<std::string> names;
   for (const auto& b : s.branches) {
-    check(!b.name.empty() && b.name.find_first_of("/\\ ") == std::string::npos && b.name != "trunk",
-          "config key experiment.branches: bad branch name '" + b.name + "' (a folder name; not 'trunk')");
+    // A branch is a folder under the experiment's: one plain name, never "." or ".." (the folder
+    // itself or its parent), a path, or control bytes.
+    const bool plain = std::none_of(b.name.begin(), b.name.end(), [](char c) {
+      return c == '/' || c == '\\' || c == ' ' || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    check(!b.name.empty() && b.name.size() <= 128 && plain && b.name != "." && b.name != ".." && b.name != "trunk",
+          "config key experiment.branches: bad branch name '" + text_brief(b.name) +
+              "' (a folder name; not 'trunk', '.' or '..')");
     check(names.insert(b.name).second, "config key experiment.branches: branch '" + b.name + "' appears twice");
   }
   return s;

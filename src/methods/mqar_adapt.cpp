@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
+#include "headwise/io/files.hpp"
 #include <sstream>
 
 #include "headwise/core/error.hpp"
@@ -81,8 +81,8 @@ std::optional<PlanChange> apply_method_on_mqar(Model<float>& model, nlohmann::js
 std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, const std::string& metrics_path) {
   opt.validate(model.config());
   AdamW adam(AdamWConfig{opt.beta1, opt.beta2, opt.eps, opt.weight_decay}, model.ops(), model.params());
-  std::ofstream metrics;
-  if (!metrics_path.empty()) metrics.open(metrics_path, std::ios::trunc);
+  io::AppendFile metrics;
+  if (!metrics_path.empty()) metrics = io::AppendFile(metrics_path, /*truncate=*/true);
   const LrSchedule schedule{opt.lr, /*min_lr=*/opt.lr, opt.warmup_steps, std::max<int64_t>(opt.steps, 1)};
   std::vector<double> losses;
   for (int64_t step = 0; step < opt.steps; ++step) {
@@ -97,7 +97,7 @@ std::vector<double> adapt_mqar(Model<float>& model, const MqarOptions& opt, cons
     clip_grads(model.ops(), model.grads(), norm, opt.grad_clip);
     adam.step(model.params(), model.grads(), schedule.at(step), step + 1);
     losses.push_back(loss);
-    if (metrics.is_open()) metrics << nlohmann::json{{"step", step}, {"loss", loss}, {"grad_norm", norm}}.dump() << "\n";
+    if (metrics.is_open()) metrics.write_line(nlohmann::json{{"step", step}, {"loss", loss}, {"grad_norm", norm}}.dump());
     if (step % opt.log_every == 0 || step + 1 == opt.steps)
       spdlog::info("mqar update {:>5}/{} | query loss {:.4f} | norm {:.3f}", step + 1, opt.steps, loss, norm);
   }

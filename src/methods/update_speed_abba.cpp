@@ -13,6 +13,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/io/files.hpp"
 
 extern char** environ;
 
@@ -36,7 +37,7 @@ int spawn_and_wait(const std::vector<std::string>& args, const std::string& log,
   argv.push_back(nullptr);
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0644);  // a link there is not followed
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, args[0].c_str(), &fa, nullptr, argv.data(), environ);
@@ -82,7 +83,7 @@ nlohmann::json run_abba(const AbbaOptions& o, const std::string& plan_a, const s
   check(o.rounds >= 1, "A-B-B-A: rounds must be >= 1");
   check(o.warmup >= 0 && o.steps >= 1, "A-B-B-A: warm-up must be >= 0 and timed updates >= 1");
   check(!o.exe.empty(), "A-B-B-A: no headwise binary to run");
-  std::filesystem::create_directories(o.work_dir);
+  io::ensure_dir(o.work_dir);
   nlohmann::json procs = nlohmann::json::array();
   std::vector<double> ms;
   for (int k = 0; k < 4 * o.rounds; ++k) {

@@ -3,7 +3,10 @@
 #include <filesystem>
 #include <set>
 
+#include "headwise/attention/attention.hpp"
+#include "headwise/core/checked_math.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/device_copy.hpp"
@@ -37,10 +40,61 @@ bool ignored_name(const std::string& n) {
   return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
 }
 
+// The file's tensor names resolved once to canonical names. Two names of one tensor (both
+// "h.0.x" and "transformer.h.0.x") are an error: validating one and loading the other would let
+// unchecked values in.
+class TensorNames {
+ public:
+  explicit TensorNames(const io::SafetensorsReader& st) : path_(st.path()) {
+    for (const auto& n : st.names()) {
+      if (ignored_name(n)) continue;
+      const auto [it, fresh] = by_canonical_.emplace(canonical_name(n), n);
+      check(fresh, path_ + ": tensors '" + text_brief(it->second, 96) + "' and '" + text_brief(n, 96) +
+                       "' are the same tensor '" + text_brief(it->first, 96) + "' stored twice");
+    }
+  }
+  // The file's name of a canonical tensor; throws "<path>: missing tensor '<name>'<why>".
+  const std::string& get(const std::string& canonical, const std::string& why = "") const {
+    const auto it = by_canonical_.find(canonical);
+    check(it != by_canonical_.end(), path_ + ": missing tensor '" + canonical + "'" + why);
+    return it->second;
+  }
+  const std::map<std::string, std::string>& all() const { return by_canonical_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, std::string> by_canonical_;  // canonical name -> name in the file
+};
+
+// Bytes of every tensor model.safetensors must hold for cfg (stored shapes, float32/int32).
+int64_t stored_model_bytes(const ModelConfig& cfg, const HeadExtras& extras) {
+  int64_t bytes = 0;
+  for (const auto& s : param_specs(cfg, extras)) {
+    if (s.adapter) continue;
+    int64_t n = 4;
+    for (int64_t d : s.stored_shape) n = checked_mul(n, d, "checkpoint size");
+    bytes = checked_add(bytes, n, "checkpoint size");
+  }
+  return bytes;
+}
+
+// The int tensors a checkpoint carries (linear heads' groups) are checked before they reach the
+// model: G from the head's L, as the model declared it.
+void check_int_tensor(const Model<float>& model, const ParamSpec& s, const std::vector<int32_t>& ints,
+                      const std::string& where) {
+  const std::string suffix = ".groups";
+  check(s.name.size() > suffix.size() && s.name.ends_with(suffix), "internal: unknown int tensor '" + s.name + "'");
+  const Tensor* L = model.params().find(s.name.substr(0, s.name.size() - suffix.size()) + ".L");
+  check(L != nullptr && L->rank() == 2, "internal: int tensor '" + s.name + "' has no L beside it");
+  check(int64_t(ints.size()) == model.config().head_dim(), where + ": tensor '" + s.name + "' must be head_dim long");
+  attn::check_linear_groups(ints.data(), model.config().head_dim(), int(L->dim(0)) - 1,
+                            where + ": tensor '" + s.name + "'");
+}
+
 }  // namespace
 
 void save_model_files(const Model<float>& model, const std::string& dir) {
-  fs::create_directories(dir);
+  io::ensure_dir(dir);
   io::SafetensorsWriter w;
   w.set_metadata("format", "pt");
   w.set_metadata("producer", "headwise");
@@ -70,18 +124,32 @@ void save_model_files(const Model<float>& model, const std::string& dir) {
 ModelConfig read_checkpoint_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing config.json");
-  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
-  check(!j.is_discarded(), path + ": not valid JSON");
-  return ModelConfig::from_hf_config(j, path);
+  return ModelConfig::from_hf_config(read_json(path, path), path);
 }
 
 HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& cfg) {
+  const TensorNames names(st);
+  auto name_of = [&](const std::string& n) -> const std::string& { return names.get(n, " (the head plan needs it)"); };
+  auto linear_prefix = [](int l, int h) { return "h." + std::to_string(l) + ".attn.linear." + std::to_string(h) + "."; };
+  // First the shapes: each linear head's G (from its L, 1..head_dim), then the bytes the whole
+  // model needs against what the file holds, before anything of config size is allocated.
+  HeadExtras shapes;
+  for (int l = 0; l < cfg.n_layer; ++l)
+    for (int h = 0; h < cfg.n_head; ++h)
+      if (cfg.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Linear) {
+        const std::string lp = linear_prefix(l, h);
+        const auto& info = st.info(name_of(lp + "L"));
+        check(info.shape.size() == 2 && info.shape[0] == info.shape[1] && info.shape[0] >= 2 &&
+                  info.shape[0] <= int64_t(cfg.head_dim()) + 1,
+              st.path() + ": tensor '" + lp + "L' must be (G+1)x(G+1) with G in 1..head_dim (" +
+                  std::to_string(cfg.head_dim()) + ")");
+        shapes.linears[{l, h}].n_groups = int(info.shape[0]) - 1;
+      }
+  const int64_t need = stored_model_bytes(cfg, shapes);
+  check(uint64_t(need) <= st.data_bytes(), st.path() + ": config.json describes a model of " + std::to_string(need) +
+                                               " bytes of tensors, but the file holds " +
+                                               std::to_string(st.data_bytes()));
   HeadExtras ex;
-  auto name_of = [&](const std::string& n) {
-    if (st.has(n)) return n;
-    check(st.has("transformer." + n), st.path() + ": missing tensor '" + n + "' (the head plan needs it)");
-    return "transformer." + n;
-  };
   for (int l = 0; l < cfg.n_layer; ++l)
     for (int h = 0; h < cfg.n_head; ++h) {
       const auto kind = cfg.head_plan.layers[size_t(l)][size_t(h)].kind;
@@ -95,16 +163,16 @@ HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& 
         st.read(name_of(sp + "rho"), DType::F32, {cfg.block_size}, v.rho.data());
         ex.statics[{l, h}] = std::move(v);
       } else if (kind == attn::HeadKind::Linear) {
-        const std::string lp = p + "linear." + std::to_string(h) + ".";
-        const auto& info = st.info(name_of(lp + "L"));
-        check(info.shape.size() == 2 && info.shape[0] == info.shape[1] && info.shape[0] >= 2,
-              st.path() + ": tensor '" + lp + "L' must be (G+1)x(G+1)");
+        const std::string lp = linear_prefix(l, h);
         LinearHeadValues v;
-        v.n_groups = int(info.shape[0]) - 1;
-        v.L.resize(size_t(info.shape[0] * info.shape[1]));
-        st.read(name_of(lp + "L"), DType::F32, info.shape, v.L.data());
+        v.n_groups = shapes.linears[{l, h}].n_groups;
+        const int64_t G1 = v.n_groups + 1;
+        v.L.resize(size_t(G1 * G1));
+        st.read(name_of(lp + "L"), DType::F32, {G1, G1}, v.L.data());
         v.groups.resize(size_t(cfg.head_dim()));
         st.read(name_of(lp + "groups"), DType::I32, {cfg.head_dim()}, v.groups.data());
+        attn::check_linear_groups(v.groups.data(), cfg.head_dim(), v.n_groups,
+                                  st.path() + ": tensor '" + lp + "groups'");
         ex.linears[{l, h}] = std::move(v);
       } else if (kind == attn::HeadKind::Performer) {
         PerformerHeadValues v;
@@ -139,31 +207,27 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<f
 }
 
 void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
-  std::map<std::string, std::string> by_canonical;  // canonical name -> name in the file
-  for (const auto& n : st.names()) {
-    if (ignored_name(n)) continue;
-    by_canonical[canonical_name(n)] = n;
-  }
+  const TensorNames names(st);
   std::set<std::string> used;
   for (const auto& s : model.specs()) {
     if (s.adapter) continue;  // adapters come from adapter_model.safetensors (load_adapter_files)
-    auto it = by_canonical.find(s.name);
-    check(it != by_canonical.end(), st.path() + ": missing tensor '" + s.name + "'");
+    const std::string& file_name = names.get(s.name);
     used.insert(s.name);
     Tensor& t = s.role == ParamRole::Param ? model.params().get(s.name) : model.buffers().get(s.name);
     if (s.is_int) {
       std::vector<int32_t> ints(size_t(t.numel()));
-      st.read(it->second, DType::I32, s.stored_shape, ints.data());
+      st.read(file_name, DType::I32, s.stored_shape, ints.data());
+      check_int_tensor(model, s, ints, st.path());
       write_device(model.ops(), t.i32(), ints);
       continue;
     }
     std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
-    st.read(it->second, DType::F32, s.stored_shape, stored.data());
+    st.read(file_name, DType::F32, s.stored_shape, stored.data());
     compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
     write_device(model.ops(), t.as<float>(), compact);
   }
   model.refresh_static_normalisers();  // log Z follows the alpha/rho just read
-  if (auto it = by_canonical.find("lm_head.weight"); it != by_canonical.end()) {
+  if (auto it = names.all().find("lm_head.weight"); it != names.all().end()) {
     used.insert("lm_head.weight");
     const Tensor& wte = model.params().get("wte.weight");
     std::vector<float> lm(size_t(wte.numel()));
@@ -171,8 +235,8 @@ void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
     check(lm == read_device(model.ops(), wte.f32(), wte.numel()),
           st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
   }
-  for (const auto& [canon, name] : by_canonical)
-    check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + name + "' for this model config");
+  for (const auto& [canon, name] : names.all())
+    check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + text_brief(name, 96) + "' for this model config");
 }
 
 void save_moments(const Model<float>& model, const Arena& m, const Arena& v, const std::string& path) {

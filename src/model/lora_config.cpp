@@ -4,6 +4,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/model/model_config.hpp"
 
 namespace hw {
@@ -57,8 +58,7 @@ LoraConfig LoraConfig::from_json(const nlohmann::json& section) {
   if (const auto* ls = f.raw("layers")) {
     check(ls->is_array(), "model.lora.layers must be an array of layer indices");
     for (const auto& l : *ls) {
-      check(l.is_number_integer(), "model.lora.layers: expected integers, got " + l.dump());
-      c.layers.push_back(l.get<int>());
+      c.layers.push_back(int(json_int(l, "model.lora.layers: entry", 0, INT32_MAX)));
     }
   }
   if (const auto* ts = f.raw("targets")) {
@@ -71,7 +71,11 @@ LoraConfig LoraConfig::from_json(const nlohmann::json& section) {
           check(!c.targets[size_t(i)], "model.lora.targets names \"" + t.get<std::string>() + "\" twice");
           c.targets[size_t(i)] = known = true;
         }
-      check(known, "model.lora.targets: unknown target " + t.dump() + " (known: q, k, v, o)");
+      if (!known) {  // (built piece by piece: GCC 12 warns -Wrestrict, falsely, on one chained +)
+        std::string what = t.is_string() ? text_brief(t.get<std::string>()) : json_brief(t);
+        if (t.is_string()) what = "\"" + what + "\"";
+        fail("model.lora.targets: unknown target " + what + " (known: q, k, v, o)");
+      }
     }
   }
   f.finish();

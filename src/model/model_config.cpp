@@ -2,25 +2,30 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/json_parse.hpp"
 
 namespace hw {
 
 void ModelConfig::validate() {
-  auto positive = [](int v, const char* key) {
-    check(v > 0, std::string("model.") + key + " must be positive, got " + std::to_string(v));
+  auto in_range = [](int v, int hi, const char* key) {
+    check(v > 0 && v <= hi,
+          std::string("model.") + key + " must be in 1.." + std::to_string(hi) + ", got " + std::to_string(v));
   };
-  positive(n_layer, "n_layer");
-  positive(n_head, "n_head");
-  positive(n_embd, "n_embd");
-  positive(block_size, "block_size");
-  positive(vocab_size, "vocab_size");
+  using M = ModelLimits;
+  in_range(n_layer, M::kMaxLayers, "n_layer");
+  in_range(n_head, M::kMaxHeads, "n_head");
+  in_range(n_embd, M::kMaxEmbd, "n_embd");
+  in_range(block_size, M::kMaxPositions, "block_size");
+  check(vocab_size <= M::kMaxVocab, "model.vocab_size must be <= 65536 (tokens are stored as uint16)");
+  in_range(vocab_size, M::kMaxVocab, "vocab_size");
   check(n_kv_head >= 0, "model.n_kv_head must be >= 0");
   check(n_embd % n_head == 0, "model.n_embd (" + std::to_string(n_embd) + ") must be divisible by model.n_head (" +
                                   std::to_string(n_head) + ")");
+  check(head_dim() <= M::kMaxHeadDim, "model.n_embd / model.n_head (the head dimension, " + std::to_string(head_dim()) +
+                                          ") must be at most " + std::to_string(M::kMaxHeadDim));
   check(n_head % kv_heads() == 0, "model.n_kv_head (" + std::to_string(kv_heads()) + ") must divide model.n_head (" +
                                       std::to_string(n_head) + ")");
-  check(vocab_size <= 65536, "model.vocab_size must be <= 65536 (tokens are stored as uint16)");
-  check(pos == "learned" || pos == "rope", "model.pos must be \"learned\" or \"rope\", got \"" + pos + "\"");
+  check(pos == "learned" || pos == "rope", "model.pos must be \"learned\" or \"rope\", got \"" + text_brief(pos) + "\"");
   if (rope()) {
     check(head_dim() % 2 == 0, "model.pos = rope needs an even head dimension, got " + std::to_string(head_dim()));
     check(rope_theta > 0, "model.rope_theta must be positive");
@@ -106,32 +111,35 @@ nlohmann::json ModelConfig::to_hf_config() const {
 
 ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::string& path) {
   check(j.is_object(), path + ": config.json is not a JSON object");
+  // Checked reads: a wrong type or an integer outside int is one error naming the key.
+  const std::string w = path + ": config.json key ";
+  auto int_of = [&](const char* key) { return int(json_int(j[key], w + "'" + key + "'", INT32_MIN, INT32_MAX)); };
   auto need_int = [&](const char* key) -> int {
-    check(j.contains(key) && j[key].is_number_integer(), path + ": config.json needs integer key '" + key + "'");
-    return j[key].get<int>();
+    check(j.contains(key), path + ": config.json needs integer key '" + key + "'");
+    return int_of(key);
   };
   if (j.contains("model_type"))
-    check(j["model_type"] == "gpt2", path + ": model_type must be \"gpt2\", got " + j["model_type"].dump());
+    check(j["model_type"] == "gpt2", path + ": model_type must be \"gpt2\", got " + json_brief(j["model_type"]));
   ModelConfig c;
   c.vocab_size = need_int("vocab_size");
   c.block_size = need_int("n_positions");
   c.n_embd = need_int("n_embd");
   c.n_layer = need_int("n_layer");
   c.n_head = need_int("n_head");
-  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = j["layer_norm_epsilon"].get<double>();
-  if (j.contains("initializer_range")) c.init_std = j["initializer_range"].get<double>();
+  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = json_number(j["layer_norm_epsilon"], w + "'layer_norm_epsilon'");
+  if (j.contains("initializer_range")) c.init_std = json_number(j["initializer_range"], w + "'initializer_range'");
   if (j.contains("activation_function"))
     check(j["activation_function"] == "gelu_new" || j["activation_function"] == "gelu_pytorch_tanh",
-          path + ": only the tanh GELU (gelu_new) is supported, got " + j["activation_function"].dump());
+          path + ": only the tanh GELU (gelu_new) is supported, got " + json_brief(j["activation_function"]));
   if (j.contains("n_inner") && !j["n_inner"].is_null())
-    check(j["n_inner"].get<int>() == 4 * c.n_embd, path + ": n_inner must be 4 * n_embd");
-  if (j.contains("headwise_n_kv_head")) c.n_kv_head = j["headwise_n_kv_head"].get<int>();
-  if (j.contains("headwise_pos")) c.pos = j["headwise_pos"].get<std::string>();
-  if (j.contains("headwise_rope_theta")) c.rope_theta = j["headwise_rope_theta"].get<double>();
-  if (j.contains("headwise_bias")) c.bias = j["headwise_bias"].get<bool>();
-  if (j.contains("linear_eps")) c.linear_eps = j["linear_eps"].get<double>();
-  if (j.contains("head_plan")) c.head_plan = attn::HeadPlan::from_json(j["head_plan"]);
+    check(int64_t(int_of("n_inner")) == 4 * int64_t(c.n_embd), path + ": n_inner must be 4 * n_embd");
+  if (j.contains("headwise_n_kv_head")) c.n_kv_head = int_of("headwise_n_kv_head");
+  if (j.contains("headwise_pos")) c.pos = json_string(j["headwise_pos"], w + "'headwise_pos'");
+  if (j.contains("headwise_rope_theta")) c.rope_theta = json_number(j["headwise_rope_theta"], w + "'headwise_rope_theta'");
+  if (j.contains("headwise_bias")) c.bias = json_bool(j["headwise_bias"], w + "'headwise_bias'");
+  if (j.contains("linear_eps")) c.linear_eps = json_number(j["linear_eps"], w + "'linear_eps'");
   try {
+    if (j.contains("head_plan")) c.head_plan = attn::HeadPlan::from_json(j["head_plan"]);
     if (j.contains("headwise_lora")) c.lora = LoraConfig::from_json(j["headwise_lora"]);
     c.validate();
   } catch (const Error& e) {

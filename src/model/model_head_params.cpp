@@ -53,13 +53,11 @@ void Model<F>::Impl::bind_head_params(Model& m, const HeadExtras& extras) {
         auto it = extras.linears.find({l, h});
         const LinearHeadValues v = it != extras.linears.end() ? it->second : default_linear_values(cfg.head_dim());
         const int G = v.n_groups;
-        check(G >= 1 && int64_t(v.L.size()) == int64_t(G + 1) * (G + 1) &&
+        const std::string who = "linear head (" + std::to_string(l) + ", " + std::to_string(h) + ")";
+        check(G >= 1 && G <= cfg.head_dim() && int64_t(v.L.size()) == int64_t(G + 1) * (G + 1) &&
                   int64_t(v.groups.size()) == cfg.head_dim(),
-              "linear head (" + std::to_string(l) + ", " + std::to_string(h) + "): L must be (G+1)^2 and groups " +
-                  "head_dim long");
-        for (int32_t gi : v.groups)
-          check(gi >= 1 && gi <= G, "linear head (" + std::to_string(l) + ", " + std::to_string(h) +
-                                        "): group ids must be in 1.." + std::to_string(G));
+              who + ": G must be in 1..head_dim, L (G+1)^2 and groups head_dim long");
+        attn::check_linear_groups(v.groups.data(), cfg.head_dim(), G, who);
         const std::string lp = p + "linear." + std::to_string(h) + ".";
         F* L = find_ptr<F>(m.params_, lp + "L");
         write_device(m.ops_, L, std::vector<F>(v.L.begin(), v.L.end()));

@@ -2,7 +2,9 @@
 
 #include <filesystem>
 
+#include "headwise/core/checked_math.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/core/json_fields.hpp"
 
 namespace hw {
@@ -39,29 +41,37 @@ TrainConfig parse_train(const nlohmann::json& j) {
   f.get("zero1", t.zero1);
   f.get("comm", t.comm);
   f.finish();
-  auto positive = [](int64_t v, const char* key) {
-    check(v > 0, std::string("train.") + key + " must be positive, got " + std::to_string(v));
+  // Upper bounds (TrainLimits): far above any run, low enough that the batch products and step
+  // counters below fit in 64 bits.
+  using T = TrainLimits;
+  auto in_range = [](int64_t v, int64_t lo, int64_t hi, const char* key) {
+    check(v >= lo && v <= hi, std::string("train.") + key + " must be in " + std::to_string(lo) + ".." +
+                                  std::to_string(hi) + ", got " + std::to_string(v));
   };
-  positive(t.micro_batch, "micro_batch");
-  positive(t.seq_len, "seq_len");
-  positive(t.steps, "steps");
-  positive(t.eval_batches, "eval_batches");
-  positive(t.log_every, "log_every");
-  check(t.total_batch_tokens >= 0, "train.total_batch_tokens must be >= 0");
-  check(t.warmup_steps >= 0, "train.warmup_steps must be >= 0");
-  check(t.eval_every >= 0 && t.checkpoint_every >= 0, "train.eval_every and train.checkpoint_every must be >= 0");
+  in_range(t.micro_batch, 1, T::kMaxMicroBatch, "micro_batch");
+  in_range(t.seq_len, 1, T::kMaxSeqLen, "seq_len");
+  in_range(t.steps, 1, T::kMaxSteps, "steps");
+  in_range(t.eval_batches, 1, T::kMaxSteps, "eval_batches");
+  in_range(t.log_every, 1, T::kMaxSteps, "log_every");
+  in_range(t.total_batch_tokens, 0, T::kMaxBatchTokens, "total_batch_tokens");
+  in_range(t.warmup_steps, 0, T::kMaxSteps, "warmup_steps");
+  in_range(t.eval_every, 0, T::kMaxSteps, "eval_every");
+  in_range(t.checkpoint_every, 0, T::kMaxSteps, "checkpoint_every");
+  check(t.micro_batch * t.seq_len <= T::kMaxMicroBatchTokens,
+        "train.micro_batch * train.seq_len (" + std::to_string(t.micro_batch * t.seq_len) + ") must be at most " +
+            std::to_string(T::kMaxMicroBatchTokens) + " tokens");
   check(t.lr > 0 && t.min_lr >= 0 && t.min_lr <= t.lr, "train.lr must be positive and train.min_lr in [0, lr]");
   check(t.beta1 >= 0 && t.beta1 < 1 && t.beta2 >= 0 && t.beta2 < 1, "train.beta1 and train.beta2 must be in [0, 1)");
   check(t.adam_eps > 0, "train.adam_eps must be positive");
   check(t.weight_decay >= 0 && t.grad_clip >= 0, "train.weight_decay and train.grad_clip must be >= 0");
-  check(t.threads >= 0, "train.threads must be >= 0");
-  check(t.device == "cpu" || t.device == "cuda", "train.device must be \"cpu\" or \"cuda\", got \"" + t.device + "\"");
+  check(t.threads >= 0 && t.threads <= 4096, "train.threads must be in 0..4096");
+  check(t.device == "cpu" || t.device == "cuda", "train.device must be \"cpu\" or \"cuda\", got \"" + text_brief(t.device) + "\"");
   check(t.precision == "fp32" || t.precision == "bf16",
-        "train.precision must be \"fp32\" or \"bf16\", got \"" + t.precision + "\"");
-  check(t.classifier_chunk_rows >= 0, "train.classifier_chunk_rows must be >= 0 (0 = the whole micro-batch), got " +
+        "train.precision must be \"fp32\" or \"bf16\", got \"" + text_brief(t.precision) + "\"");
+  check(t.classifier_chunk_rows >= 0 && t.classifier_chunk_rows <= T::kMaxMicroBatchTokens, "train.classifier_chunk_rows must be >= 0 (0 = the whole micro-batch), got " +
                                           std::to_string(t.classifier_chunk_rows));
   check(t.comm == "auto" || t.comm == "local" || t.comm == "mpi" || t.comm == "nccl",
-        "train.comm must be auto, local, mpi or nccl, got \"" + t.comm + "\"");
+        "train.comm must be auto, local, mpi or nccl, got \"" + text_brief(t.comm) + "\"");
   return t;
 }
 
@@ -75,7 +85,7 @@ DataConfig parse_data(const nlohmann::json& j) {
   f.get("val_split", d.val_split);
   f.finish();
   check(d.val_split == "none" || d.val_split == "halves",
-        "data.val_split must be \"none\" or \"halves\", got \"" + d.val_split + "\"");
+        "data.val_split must be \"none\" or \"halves\", got \"" + text_brief(d.val_split) + "\"");
   check(d.val_split == "none" || !d.val.empty(),
         "data.val_split = \"halves\" splits data.val, which is not set");
   return d;
@@ -111,7 +121,11 @@ std::vector<nlohmann::json> parse_methods(const nlohmann::json& j) {
 }  // namespace
 
 int64_t RunConfig::grad_accum(int world) const {
-  const int64_t micro_tokens = train.micro_batch * train.seq_len * world;
+  check(world >= 1, "internal: world size " + std::to_string(world));
+  // Checked: micro_batch and seq_len may come from --set or a file unvalidated (from_json checks them).
+  const int64_t micro_tokens = checked_mul(checked_mul(train.micro_batch, train.seq_len, "train.micro_batch * seq_len"),
+                                           int64_t(world), "train.micro_batch * seq_len * ranks");
+  check(micro_tokens > 0, "train.micro_batch and train.seq_len must be positive");
   const int64_t total = train.total_batch_tokens > 0 ? train.total_batch_tokens : micro_tokens;
   check(total % micro_tokens == 0, "train.total_batch_tokens (" + std::to_string(total) +
                                        ") must be a multiple of micro_batch * seq_len * ranks (" +

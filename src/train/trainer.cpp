@@ -6,10 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/io/files.hpp"
@@ -88,15 +88,16 @@ TrainerState TrainerState::from_json(const nlohmann::json& j, const std::string&
   TrainerState s;
   for (const char* k : {"step", "next_batch", "tokens"})
     check(j.contains(k) && j[k].is_number_integer(), path + ": missing integer '" + k + "'");
-  s.step = j["step"].get<int64_t>();
-  s.next_batch = j["next_batch"].get<int64_t>();
-  s.tokens = j["tokens"].get<int64_t>();
+  // Counters, never negative (a negative step or data position would index before the start).
+  s.step = json_int(j["step"], path + ": step", 0);
+  s.next_batch = json_int(j["next_batch"], path + ": next_batch", 0);
+  s.tokens = json_int(j["tokens"], path + ": tokens", 0);
   if (j.contains("best")) {  // train.keep_best: absent before the first evaluation
     const nlohmann::json& b = j["best"];
     check(b.is_object() && b.contains("step") && b["step"].is_number_integer() && b.contains("val_loss") &&
               b["val_loss"].is_number(),
           path + ": 'best' must hold an integer step and a number val_loss");
-    s.best_step = b["step"].get<int64_t>();
+    s.best_step = json_int(b["step"], path + ": best.step", 0);
     s.best_val_loss = b["val_loss"].get<double>();
   }
   return s;
@@ -154,7 +155,7 @@ Trainer::Trainer(const RunConfig& cfg, std::string out_dir, dist::Comm& comm, Pl
   inputs_.resize(size_t(t.micro_batch * t.seq_len));
   targets_.resize(inputs_.size());
   model_->reserve_activations(t.micro_batch, t.seq_len);
-  if (!out_dir_.empty() && comm_.rank() == 0) fs::create_directories(out_dir_);
+  if (!out_dir_.empty() && comm_.rank() == 0) io::ensure_dir(out_dir_);
 }
 
 Trainer::~Trainer() = default;
@@ -252,15 +253,15 @@ void Trainer::resume(const std::string& dir) {
   init_from(dir);
   const std::string path = dir + "/trainer.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing trainer.json");
-  nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, false);
-  check(!j.is_discarded() && j.is_object(), path + ": not valid JSON");
+  const nlohmann::json j = read_json(path, path);
+  check(j.is_object(), path + ": not a JSON object");
   state_ = TrainerState::from_json(j, path);
   // A full optimizer.safetensors resumes on any number of ranks, with or without ZeRO-1 (each
   // rank then uses its shard of it). Sharded state only fits the shards it was cut into.
   check(!j.contains("zero1") || j["zero1"].is_boolean(), path + ": 'zero1' must be true or false");
   if (j.value("zero1", false)) {
-    check(j.contains("world") && j["world"].is_number_integer(), path + ": missing integer 'world'");
-    const int saved = j["world"].get<int>();
+    check(j.contains("world"), path + ": missing integer 'world'");
+    const int saved = int(json_int(j["world"], path + ": world", 1, INT32_MAX));
     check(saved == comm_.world(), path + ": the optimizer state is sharded over " + std::to_string(saved) +
                                       " ranks (train.zero1); resume on " + std::to_string(saved) + " ranks, not " +
                                       std::to_string(comm_.world()));
@@ -353,7 +354,7 @@ std::vector<nlohmann::json> Trainer::intervene_if_due() {
     report["total_seconds"] = ms_since(t0) / 1000.0;
     report["head_plan"] = model_->config().head_plan.to_json();
     if (!out_dir_.empty() && comm_.rank() == 0) {
-      fs::create_directories(out_dir_ + "/interventions");
+      io::ensure_dir(out_dir_ + "/interventions");
       io::write_file_atomic(intervention_file(out_dir_, state_.step, k, planner.name()), report.dump(2) + "\n");
     }
     spdlog::info("{}: installed a new head plan at step {} ({:.1f} s{})", planner.name(), state_.step,
@@ -377,18 +378,29 @@ nlohmann::json Trainer::planner_states() const {
 
 void Trainer::restore_planners(const nlohmann::json& trainer_json, const std::string& path) {
   const nlohmann::json saved = trainer_json.value("planners", nlohmann::json::array());
-  check(saved.is_array(), path + ": 'planners' must be a list");
+  check(saved.is_array(), path + ": 'planners' must be a list, got " + json_brief(saved));
+  auto entry = [&](size_t k) -> const nlohmann::json& {
+    check(saved[k].is_object(), path + ": planners[" + std::to_string(k) + "] must be an object, got " +
+                                    json_brief(saved[k]));
+    return saved[k];
+  };
   bool any_state = false;
-  for (const auto& s : saved) any_state = any_state || !s.value("state", nlohmann::json()).is_null();
+  for (size_t k = 0; k < saved.size(); ++k) any_state = any_state || !entry(k).value("state", nlohmann::json()).is_null();
   if (!any_state && saved.size() != planners_.size()) return;  // nothing to carry over
   check(saved.size() == planners_.size(),
         path + ": the checkpoint holds the state of " + std::to_string(saved.size()) +
             " planners, this run has " + std::to_string(planners_.size()) + " (resume with the same method list)");
   for (size_t k = 0; k < planners_.size(); ++k) {
-    const std::string name = saved[k].value("name", "");
-    check(name == planners_[k]->name(), path + ": planner " + std::to_string(k) + " is '" + name +
+    const std::string where = path + ": planners[" + std::to_string(k) + "]";
+    const nlohmann::json& e = entry(k);
+    const std::string name = e.contains("name") ? json_string(e["name"], where + ".name") : "";
+    check(name == planners_[k]->name(), path + ": planner " + std::to_string(k) + " is '" + text_brief(name) +
                                             "' in the checkpoint and '" + planners_[k]->name() + "' in this run");
-    planners_[k]->restore(saved[k].value("state", nlohmann::json()));
+    try {
+      planners_[k]->restore(e.value("state", nlohmann::json()));
+    } catch (const Error& err) {
+      fail(where + ".state: " + err.what());
+    }
   }
 }
 
@@ -606,8 +618,7 @@ EvalResult Trainer::eval(int64_t n_batches) {
 
 void Trainer::append_metrics(const nlohmann::json& line) {
   if (out_dir_.empty() || comm_.rank() != 0) return;
-  std::ofstream f(out_dir_ + "/metrics.jsonl", std::ios::app);
-  f << line.dump() << "\n";
+  io::AppendFile(out_dir_ + "/metrics.jsonl", /*truncate=*/false).write_line(line.dump());
 }
 
 // Every rank writes into DIR.tmp, then rank 0 renames it to DIR once all have finished, so DIR
@@ -624,8 +635,8 @@ void Trainer::save_checkpoint(const std::string& dir) {
   }
   const std::string tmp = dir + ".tmp";
   if (main_rank) {
-    fs::remove_all(tmp);
-    fs::create_directories(tmp);
+    io::ensure_dir(fs::path(dir).parent_path().string());  // RUN/checkpoints: not a link to elsewhere
+    io::fresh_dir(tmp);
   }
   comm_.barrier();
   if (main_rank) {
@@ -638,9 +649,7 @@ void Trainer::save_checkpoint(const std::string& dir) {
     tj["planners"] = planner_states();
     io::write_file_atomic(tmp + "/trainer.json", tj.dump(2) + "\n");
     if (!tokenizer_json_.empty()) {  // as save_pretrained does: generate and transformers find it
-      std::error_code ec;
-      fs::copy_file(tokenizer_json_, tmp + "/tokenizer.json", fs::copy_options::overwrite_existing, ec);
-      check(!ec, "cannot copy " + tokenizer_json_ + " into checkpoint " + dir + " (" + ec.message() + ")");
+      io::copy_file_atomic(tokenizer_json_, tmp + "/tokenizer.json");
     }
   }
   if (zero1_) save_optimizer_shard(shard_file(tmp, comm_.rank()));
@@ -697,7 +706,7 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   if (stop_step < 0) stop_step = t.steps;
   const bool main_rank = comm_.rank() == 0;
   if (!out_dir_.empty() && main_rank) {
-    if (state_.step == 0) std::ofstream(out_dir_ + "/metrics.jsonl", std::ios::trunc);
+    if (state_.step == 0) io::AppendFile(out_dir_ + "/metrics.jsonl", /*truncate=*/true);
     io::write_file_atomic(out_dir_ + "/config.json", config().to_json().dump(2) + "\n");
   }
   if (main_rank) {

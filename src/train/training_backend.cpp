@@ -2,6 +2,7 @@
 
 #include "headwise/core/device_memory.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
 
 namespace hw {
@@ -12,7 +13,7 @@ TrainingBackend::TrainingBackend(const std::string& device, bool tf32, int local
     description_ = "cpu";
     return;
   }
-  check(device == "cuda", option + " must be \"cpu\" or \"cuda\", got \"" + device + "\"");
+  check(device == "cuda", option + " must be \"cpu\" or \"cuda\", got \"" + text_brief(device) + "\"");
   // Asked before anything touches CUDA, so a CPU-only build or a machine without a GPU gives
   // one line that says which.
   check(device::available(), option + " = \"cuda\": " + device::describe());

@@ -2,7 +2,9 @@
 // Run the headwise binary and capture its exit code and output.
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -32,6 +34,39 @@ inline CmdResult run_headwise(const std::string& args) {
   char buf[4096];
   while (p && fgets(buf, sizeof(buf), p)) r.out += buf;
   const int status = p ? pclose(p) : -1;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+// The binary the bad-input tests run: HEADWISE_TEST_BINARY when set (the sanitizer build's,
+// tests/scripts/sanitize.sh), else the one built with these tests.
+inline std::string tested_binary() {
+  const char* b = std::getenv("HEADWISE_TEST_BINARY");
+  return b && *b ? b : HEADWISE_BINARY;
+}
+
+struct LimitedResult : CmdResult {
+  double seconds = 0;
+};
+
+// run_headwise under limits: virtual memory (ulimit -v; skipped for a sanitizer binary, whose
+// shadow memory needs terabytes of address space: HEADWISE_TEST_NO_ULIMIT=1) and wall time
+// (timeout: a hang ends as exit 124), with the wall time measured.
+inline LimitedResult run_limited(const std::string& args, int64_t mem_mib = 4096, int timeout_s = 120) {
+  std::string cmd = "OMP_NUM_THREADS=2 bash -c '";
+  if (!std::getenv("HEADWISE_TEST_NO_ULIMIT")) cmd += "ulimit -v " + std::to_string(mem_mib * 1024) + " && ";
+  cmd += "exec timeout " + std::to_string(timeout_s) + " \"$0\" \"$@\"' ";
+  cmd += tested_binary();
+  cmd += ' ';
+  cmd += args;
+  cmd += " 2>&1";
+  LimitedResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && fgets(buf, sizeof(buf), p)) r.out += buf;
+  const int status = p ? pclose(p) : -1;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
 }

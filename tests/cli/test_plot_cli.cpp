@@ -80,7 +80,7 @@ TEST_CASE("plot refuses a missing run, a corrupt metrics line and a non-PNG outp
     std::string args, culprit;
   };
   for (const Case& c : {Case{dir + "/nowhere", "nowhere' has no metrics.jsonl"},
-                        Case{dir + "/run", "metrics.jsonl line 2 is not JSON"},
+                        Case{dir + "/run", "metrics.jsonl line 2: not valid JSON"},
                         Case{dir + "/run --out " + dir + "/x.jpg", "must end in .png"}}) {
     const auto r = run_headwise("plot " + c.args);
     INFO(r.out);

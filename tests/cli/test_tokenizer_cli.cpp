@@ -99,7 +99,9 @@ TEST_CASE("prepare --tokenizer: threads 1 and 2 give identical shards, bad input
   j["model"].erase("merges");
   test::write_text(dir + "/nomerges.json", j.dump());
   j = nlohmann::json::parse(slurp(tok));
-  j["added_tokens"].push_back({{"id", 128255}, {"content", "<|x|>"}, {"special", true}});
+  // A real vocabulary past 65536 (ids must lie below the number of entries).
+  for (int id = int(j["model"]["vocab"].size()); id < 70000; ++id) j["model"]["vocab"]["<pad" + std::to_string(id) + ">"] = id;
+  j["added_tokens"].push_back({{"id", 70000}, {"content", "<|x|>"}, {"special", true}});
   test::write_text(dir + "/big.json", j.dump());
   const std::string in = " --input " + dir + "/c.txt --output " + dir + "/bad";
   expect_one_error(test::run_headwise("prepare" + in + " --tokenizer " + dir + "/wp.json"), "WordPiece");

@@ -144,6 +144,9 @@ TEST_CASE("prepare refuses bad tokenizers and inputs and leaves no files", "[tok
       {variant("nomerges.json", [](json& j) { j["model"].erase("merges"); }), dir.file("a.txt"), "model.merges"},
       {variant("big.json",
                [](json& j) {
+                 // A real vocabulary of 70001 ids (ids must lie below the number of entries).
+                 for (int id = int(j["model"]["vocab"].size()); id < 70000; ++id)
+                   j["model"]["vocab"]["<pad" + std::to_string(id) + ">"] = id;
                  j["added_tokens"].push_back({{"id", 70000}, {"content", "<big>"}, {"special", true}});
                }),
        dir.file("a.txt"), "65536"},

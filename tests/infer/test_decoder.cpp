@@ -238,3 +238,16 @@ TEST_CASE("decode: a model without biases (the SAF recipe) equals the full forwa
   }
   CHECK(max_rel_err(got, ref) <= 1e-5);
 }
+
+// Issue 35: the decoder indexes L with the groups itself (linear_query_side), so it checks them
+// on its own: a groups buffer corrupted after the model checked it is refused by name.
+TEST_CASE("decode: groups outside 1..G in the model's buffer are refused, not indexed", "[infer][hostile]") {
+  const InferCase c{"linear", 4, "learned", R"([["linear","softmax","softmax","softmax"],["softmax","softmax","softmax","softmax"]])"};
+  auto model = infer_model(infer_config(c));
+  CHECK_NOTHROW(infer::Decoder(*model, 16));
+  int32_t* groups = model->buffers().get("h.0.attn.linear.0.groups").i32();
+  groups[5] = 3;  // G is 2
+  CHECK_THROWS_WITH(infer::Decoder(*model, 16), Catch::Contains("decoder: layer 0 linear head 0: groups[5] = 3 is outside 1..2"));
+  groups[5] = 0;
+  CHECK_THROWS_WITH(infer::Decoder(*model, 16), Catch::Contains("groups[5] = 0 is outside 1..2"));
+}

@@ -5,6 +5,7 @@
 // Each head kind's math lives in its own file (softmax_family.cpp, static_head.cpp,
 // linear_head.cpp); this entry point only dispatches, and work is skipped, not masked.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "headwise/attention/head_plan.hpp"
@@ -36,6 +37,12 @@ struct LinearHeadParams {
   const int32_t* groups = nullptr;
   int n_groups = 0;
 };
+
+// The one check of a linear head's groups (an int tensor from a checkpoint or a planner), made
+// wherever they enter: the model, checkpoint loading, the decoder, the CUDA setup. groups[d]
+// indexes the rows of L, so every value must be in 1..n_groups, and 1 <= n_groups <= head_dim.
+// Throws hw::Error "<who>: ..." naming the first bad value. `groups` is host memory.
+void check_linear_groups(const int32_t* groups, int head_dim, int n_groups, const std::string& who);
 
 // Parameters of one performer head (FAVOR+ positive random features): W is M x head_dim
 // row-major, the random projections (fixed: no gradient). phi(x) = exp(W x' - |x'|^2 / 2) /

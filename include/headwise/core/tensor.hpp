@@ -25,8 +25,9 @@ struct Tensor {
   Device device = Device::CPU;
   void* data = nullptr;  // set when the owning arena allocates
 
+  // Both throw hw::Error naming the tensor when the product overflows (or a dimension is negative).
   int64_t numel() const;
-  size_t nbytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
+  size_t nbytes() const;
   int64_t dim(int i) const { return shape.at(static_cast<size_t>(i < 0 ? i + static_cast<int>(shape.size()) : i)); }
   int rank() const { return static_cast<int>(shape.size()); }
   std::string shape_str() const;

@@ -14,6 +14,9 @@ constexpr int32_t kShardVersion = 1;
 // that does not match the file size.
 std::vector<uint16_t> read_shard(const std::string& path);
 int64_t shard_token_count(const std::string& path);  // validates the header only
+// The token count of a shard whose first 256 int32 are `header` and whose size is file_size;
+// throws hw::Error naming `path` on a bad magic/version or a count that does not match the size.
+int64_t shard_header_tokens(const int32_t* header, uint64_t file_size, const std::string& path);
 // Atomic (temp file + rename).
 void write_shard(const std::string& path, const std::vector<uint16_t>& tokens);
 

@@ -31,6 +31,8 @@ class SafetensorsReader {
   // Copy a tensor into dst, checking dtype and shape (throws naming tensor, expected, got).
   void read(const std::string& name, DType dtype, const std::vector<int64_t>& shape, void* dst) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Bytes of the data section (what all tensors together can hold at most).
+  uint64_t data_bytes() const { return data_.size(); }
 
  private:
   std::string path_;

@@ -8,6 +8,18 @@
 
 namespace hw {
 
+// Upper bounds on the model keys (validate() refuses more): far above any model headwise can
+// train, low enough that every size product of the model (B x T x T x n_head, vocab x n_embd,
+// ...) fits in 64 bits, and that a hostile config.json is refused before anything is allocated.
+struct ModelLimits {
+  static constexpr int kMaxLayers = 1024;
+  static constexpr int kMaxHeads = 1024;
+  static constexpr int kMaxEmbd = 65536;
+  static constexpr int kMaxHeadDim = 1024;
+  static constexpr int kMaxPositions = 1 << 20;
+  static constexpr int kMaxVocab = 65536;  // tokens are stored as uint16
+};
+
 struct ModelConfig {
   int n_layer = 4;
   int n_head = 4;

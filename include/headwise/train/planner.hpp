@@ -77,8 +77,11 @@ class Planner {
   virtual AttentionObserver* observer() { return nullptr; }
   // What the planner needs to continue after a resume (null: nothing).
   virtual nlohmann::json state() const { return nullptr; }
-  // Restore what state() returned; called on --resume before the first update.
-  virtual void restore(const nlohmann::json& /*state*/) {}
+  // Restore what state() returned; called on --resume before the first update. The state comes
+  // from a file (trainer.json): a planner checks every range and partition in it against the
+  // model and throws one hw::Error naming the key. The default (a planner with no state) refuses
+  // anything but null.
+  virtual void restore(const nlohmann::json& state);
 };
 
 }  // namespace hw

@@ -10,6 +10,15 @@
 
 namespace hw {
 
+// Upper bounds on the train keys (from_json refuses more; README, Configuration).
+struct TrainLimits {
+  static constexpr int64_t kMaxMicroBatch = int64_t(1) << 20;
+  static constexpr int64_t kMaxSeqLen = ModelLimits::kMaxPositions;  // and at most model.block_size
+  static constexpr int64_t kMaxMicroBatchTokens = int64_t(1) << 31;  // micro_batch * seq_len
+  static constexpr int64_t kMaxBatchTokens = int64_t(1) << 48;       // total_batch_tokens
+  static constexpr int64_t kMaxSteps = int64_t(1) << 40;             // steps and every step interval
+};
+
 struct TrainConfig {
   int64_t micro_batch = 8;
   int64_t seq_len = 256;

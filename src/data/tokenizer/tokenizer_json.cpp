@@ -4,12 +4,13 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <memory>
+#include <optional>
 
 #include "data/tokenizer/bpe_model.hpp"
 #include "data/tokenizer/byte_map.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 
 namespace hw::data {
 
@@ -27,7 +28,9 @@ struct Loader {
   static bool is_empty_string(const json& obj, const char* key) {
     return !obj.contains(key) || obj[key].is_null() || (obj[key].is_string() && obj[key].get<std::string>().empty());
   }
-  static std::string type_of(const json& j) { return j.is_object() && j.contains("type") && j["type"].is_string() ? j["type"].get<std::string>() : "?"; }
+  static std::string type_of(const json& j) {
+    return j.is_object() && j.contains("type") && j["type"].is_string() ? text_brief(j["type"].get<std::string>()) : "?";
+  }
 
   void byte_level(const json& bl, bool want_regex, const std::string& where) const {
     if (!is_false(bl, "add_prefix_space")) bad(where + ".add_prefix_space = true is not supported");
@@ -56,7 +59,8 @@ struct Loader {
       PreTokenizer kind;
       const std::string regex = split["pattern"]["Regex"].get<std::string>();
       if (!pretokenizer_for_regex(regex, kind))
-        bad("pre_tokenizer.pretokenizers[0].pattern.Regex is not one of the known ones (GPT-2, Llama 3, Qwen 2): " + regex);
+        bad("pre_tokenizer.pretokenizers[0].pattern.Regex is not one of the known ones (GPT-2, Llama 3, Qwen 2): " +
+            text_brief(regex, 80));
       const json& bl = j["pretokenizers"][1];
       if (type_of(bl) != "ByteLevel") bad("pre_tokenizer.pretokenizers[1] is '" + type_of(bl) + "', expected ByteLevel");
       byte_level(bl, false, "pre_tokenizer.pretokenizers[1]");
@@ -83,7 +87,7 @@ struct Loader {
   uint32_t token_id(const BpeTokenizer::Impl& m, const std::string& tok, size_t merge_index) const {
     auto it = m.vocab.find(tok);
     if (it == m.vocab.end())
-      bad("model.merges[" + std::to_string(merge_index) + "] uses '" + tok + "', which is not in model.vocab");
+      bad("model.merges[" + std::to_string(merge_index) + "] uses '" + text_brief(tok) + "', which is not in model.vocab");
     return it->second;
   }
 
@@ -96,7 +100,8 @@ struct Loader {
     if (!model.contains("vocab") || !model["vocab"].is_object()) bad("model.vocab is missing");
     if (!model.contains("merges") || !model["merges"].is_array()) bad("model.merges is missing (the merges table)");
     if (!is_false(model, "byte_fallback")) bad("model.byte_fallback = true is not supported");
-    if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"].get<double>() != 0.0)
+    if (model.contains("dropout") && !model["dropout"].is_null() &&
+        (!model["dropout"].is_number() || model["dropout"].get<double>() != 0.0))
       bad("model.dropout is not supported");
     if (!is_empty_string(model, "continuing_subword_prefix")) bad("model.continuing_subword_prefix is not supported");
     if (!is_empty_string(model, "end_of_word_suffix")) bad("model.end_of_word_suffix is not supported");
@@ -104,10 +109,17 @@ struct Loader {
     if (root.contains("normalizer") && !root["normalizer"].is_null()) m.nfc = normalizer(root["normalizer"]);
     m.pre = pre_tokenizer(root.contains("pre_tokenizer") ? root["pre_tokenizer"] : json());
 
+    // Ids index per-id tables: they must lie below the number of entries (vocab plus added
+    // tokens), so memory follows the file's size, never a large id in a small file.
+    const json* added = root.contains("added_tokens") && !root["added_tokens"].is_null() ? &root["added_tokens"] : nullptr;
+    if (added && !added->is_array()) bad("added_tokens is not an array");
+    const int64_t n_entries = int64_t(model["vocab"].size()) + (added ? int64_t(added->size()) : 0);
     int64_t max_id = -1;
     for (const auto& [tok, idj] : model["vocab"].items()) {
-      if (!idj.is_number_integer() || idj.get<int64_t>() < 0 || idj.get<int64_t>() >= (int64_t(1) << 31))
-        bad("model.vocab['" + tok + "'] is not a valid id");
+      const std::optional<int64_t> idv = json_integer(idj);
+      if (!idj.is_number_integer() || !idv || *idv < 0 || *idv >= n_entries)
+        bad("model.vocab['" + text_brief(tok) + "'] = " + json_brief(idj) + " is not an id in 0.." +
+            std::to_string(n_entries - 1) + " (ids lie below the number of vocab and added entries)");
       const auto id = uint32_t(idj.get<int64_t>());
       m.vocab[tok] = id;
       max_id = std::max<int64_t>(max_id, id);
@@ -130,7 +142,7 @@ struct Loader {
         const std::string s = e.get<std::string>();
         const size_t sp = s.find(' ');
         if (sp == std::string::npos || sp == 0 || sp + 1 >= s.size() || s.find(' ', sp + 1) != std::string::npos)
-          bad("model.merges[" + std::to_string(r) + "] = '" + s + "' is not two tokens separated by one space");
+          bad("model.merges[" + std::to_string(r) + "] = '" + text_brief(s) + "' is not two tokens separated by one space");
         a = s.substr(0, sp), b = s.substr(sp + 1);
       } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {  // ["a", "b"]
         a = e[0].get<std::string>(), b = e[1].get<std::string>();
@@ -143,10 +155,9 @@ struct Loader {
     }
     m.n_merges = merges.size();
 
-    if (root.contains("added_tokens") && !root["added_tokens"].is_null()) {
-      if (!root["added_tokens"].is_array()) bad("added_tokens is not an array");
-      for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
-        const json& t = root["added_tokens"][i];
+    if (added) {
+      for (size_t i = 0; i < added->size(); ++i) {
+        const json& t = (*added)[i];
         const std::string where = "added_tokens[" + std::to_string(i) + "]";
         if (!t.is_object() || !t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
             !t["content"].is_string())
@@ -156,8 +167,11 @@ struct Loader {
         AddedToken a;
         a.content = t["content"].get<std::string>();
         if (a.content.empty()) bad(where + " has empty content");
-        const int64_t id = t["id"].get<int64_t>();
-        if (id < 0 || id >= (int64_t(1) << 31)) bad(where + " has id " + std::to_string(id));
+        const std::optional<int64_t> idv = json_integer(t["id"]);
+        if (!idv || *idv < 0 || *idv >= n_entries)
+          bad(where + " has id " + json_brief(t["id"]) + ", not in 0.." + std::to_string(n_entries - 1) +
+              " (ids lie below the number of vocab and added entries)");
+        const int64_t id = *idv;
         a.id = uint32_t(id);
         a.special = !is_false(t, "special");
         a.normalized = !is_false(t, "normalized");
@@ -200,17 +214,12 @@ struct Loader {
 }  // namespace
 
 BpeTokenizer BpeTokenizer::from_json_text(const std::string& text, const std::string& name) {
-  json root;
-  try {
-    root = json::parse(text);
-  } catch (const json::exception& e) {
-    fail("tokenizer '" + name + "': not valid JSON (" + e.what() + ")");
-  }
+  const json root = parse_json(text, "tokenizer '" + name + "'");
   auto impl = std::make_shared<Impl>();
   impl->name = name;
   try {
     Loader{name}.fill(*impl, root);
-  } catch (const json::exception& e) {  // a field of the wrong JSON type
+  } catch (const json::exception& e) {  // a field of the wrong JSON type (nlohmann's messages are short)
     fail("tokenizer '" + name + "': " + e.what());
   }
   BpeTokenizer t;
@@ -221,10 +230,15 @@ BpeTokenizer BpeTokenizer::from_json_text(const std::string& text, const std::st
 BpeTokenizer BpeTokenizer::load(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) fail("tokenizer '" + path + "': no such file");
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec || size > uint64_t(kMaxJsonFileBytes))
+    fail("tokenizer '" + path + "': " + std::to_string(size) + " bytes is more than the " +
+         std::to_string(kMaxJsonFileBytes) + " a JSON file may have");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("tokenizer '" + path + "': cannot open");
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail("tokenizer '" + path + "': read error");
+  std::string text(size_t(size), '\0');
+  in.read(text.data(), std::streamsize(size));
+  if (size_t(in.gcount()) != size_t(size)) fail("tokenizer '" + path + "': read error");
   return from_json_text(text, path);
 }
 

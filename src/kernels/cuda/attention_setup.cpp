@@ -6,10 +6,14 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "headwise/core/bf16.hpp"
+#include "headwise/core/device_memory.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/tiles/attention_schedule.hpp"
 
@@ -20,6 +24,21 @@ namespace {
 using attn::HeadKind;
 
 std::string head_name(int h) { return "attention (CUDA): head " + std::to_string(h); }
+
+// The kernels index L's rows with groups[d]: the values are checked (attn::check_linear_groups)
+// on the host copy the first time a (device pointer, G, head_dim) is seen. Values reach the
+// device only through the model, which checks them too; this keeps a blocking copy out of every
+// step after the first.
+void check_groups_once(const int32_t* groups, int head_dim, int n_groups, const std::string& who) {
+  static std::mutex mutex;
+  static std::set<std::tuple<const int32_t*, int, int>> checked;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (checked.count({groups, head_dim, n_groups})) return;
+  std::vector<int32_t> host(static_cast<size_t>(head_dim));
+  device::copy_to_host(host.data(), groups, host.size() * sizeof(int32_t));
+  attn::check_linear_groups(host.data(), head_dim, n_groups, who);
+  checked.insert({groups, head_dim, n_groups});
+}
 
 void check_shape(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims) {
   check(plan.size() == static_cast<size_t>(layout.n_head), "attention (CUDA): plan has " +
@@ -62,6 +81,7 @@ void check_params(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
       check(p.L && p.groups, head_name(h) + " is linear but L or groups is null");
       check(p.n_groups >= 1 && p.n_groups <= layout.head_dim,
             head_name(h) + " has n_groups " + std::to_string(p.n_groups) + " (must be 1..head_dim)");
+      check_groups_once(p.groups, layout.head_dim, p.n_groups, head_name(h));
       check(params.linear_eps > 0 && std::isfinite(params.linear_eps),
             "attention (CUDA): linear_eps must be positive and finite");
     }

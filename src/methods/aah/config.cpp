@@ -5,6 +5,7 @@
 #include "headwise/attention/head_plan.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/json_parse.hpp"
 
 namespace hw::aah {
 
@@ -116,8 +117,8 @@ AahConfig AahConfig::from_json(const nlohmann::json& spec, const std::string& wh
   if (const nlohmann::json* ws = f.raw("windows")) {
     check(ws->is_array() && !ws->empty(), w + "windows: expected a non-empty list of integers");
     for (const auto& x : *ws) {
-      check(x.is_number_integer(), w + "windows: expected integers, got " + x.dump());
-      m.windows.push_back(x.get<int64_t>());
+      check(x.is_number_integer(), w + "windows: expected integers, got " + json_brief(x));
+      m.windows.push_back(json_int(x, w + "windows: entry"));
     }
   }
   f.get("warmup_steps", m.warmup_steps);

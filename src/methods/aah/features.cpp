@@ -1,9 +1,11 @@
 #include "headwise/methods/aah/features.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/aah/policy.hpp"
 #include "headwise/methods/head_forward_stats.hpp"
@@ -24,10 +26,17 @@ std::string doubles_to_hex(const std::vector<double>& x) {
 }
 
 std::vector<double> doubles_from_hex(const std::string& s) {
-  check(s.size() % 16 == 0, "aah state: a hex list of doubles must have 16 digits per value");
+  check(s.size() % 16 == 0, "a hex list of doubles must have 16 digits per value, got " + std::to_string(s.size()) +
+                                " digits");
   std::vector<double> x(s.size() / 16);
   for (size_t i = 0; i < x.size(); ++i) {
-    const uint64_t u = std::stoull(s.substr(i * 16, 16), nullptr, 16);
+    uint64_t u = 0;
+    for (size_t k = i * 16; k < i * 16 + 16; ++k) {
+      const char c = s[k];
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+      check(d >= 0, "a hex list of doubles holds a character that is not a hex digit at " + std::to_string(k));
+      u = (u << 4) | uint64_t(d);
+    }
     std::memcpy(&x[i], &u, sizeof u);
   }
   return x;
@@ -84,12 +93,25 @@ nlohmann::json FeatureTracker::state() const {
 }
 
 void FeatureTracker::restore(const nlohmann::json& s) {
-  have_ = s.at("have").get<bool>();
-  auto e = doubles_from_hex(s.at("ema").get<std::string>());
-  auto su = doubles_from_hex(s.at("sum").get<std::string>());
-  auto c = doubles_from_hex(s.at("count").get<std::string>());
-  check(e.size() == ema_.size() && su.size() == sum_.size() && c.size() == count_.size(),
-        "aah state: the features do not match the model's layers and heads");
+  auto doubles = [&](const char* key, size_t n) {
+    const std::string where = std::string("features.") + key;
+    std::vector<double> x;
+    try {
+      x = doubles_from_hex(json_string(json_at(s, key, "features"), where));
+    } catch (const Error& e) {
+      fail(where + ": " + e.what());
+    }
+    check(x.size() == n, where + ": holds " + std::to_string(x.size()) + " values, the model's " + std::to_string(L_) +
+                             " layers x " + std::to_string(H_) + " heads need " + std::to_string(n));
+    for (double v : x) check(std::isfinite(v), where + ": holds a value that is not finite");
+    return x;
+  };
+  const bool have = json_bool(json_at(s, "have", "features"), "features.have");
+  auto e = doubles("ema", ema_.size());
+  auto su = doubles("sum", sum_.size());
+  auto c = doubles("count", count_.size());
+  for (double v : c) check(v >= 0, "features.count: holds a negative count");
+  have_ = have;
   ema_ = std::move(e);
   sum_ = std::move(su);
   count_ = std::move(c);

@@ -7,6 +7,7 @@
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/methods/aah/report.hpp"
 
@@ -188,23 +189,122 @@ nlohmann::json AahPlanner::state() const {
           {"control_updates", control_updates_}};
 }
 
+namespace {
+
+// Readers of the saved state (trainer.json, a file): every list checked for type, length and
+// range against the model before any of it is used, errors naming the key.
+std::vector<int> int_list(const nlohmann::json& v, const std::string& where, int lo, int hi) {
+  check(v.is_array(), where + ": expected a list, got " + json_brief(v));
+  std::vector<int> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(int(json_int(v[i], where + "[" + std::to_string(i) + "]", lo, hi)));
+  return out;
+}
+
+// A partition of the nodes 0..n-1 into non-empty groups (each node in exactly one).
+aah::Groups partition_of(const nlohmann::json& v, const std::string& where, int n) {
+  check(v.is_array(), where + ": expected a list of groups, got " + json_brief(v));
+  aah::Groups g;
+  std::vector<char> seen(size_t(n), 0);
+  for (size_t i = 0; i < v.size(); ++i) {
+    const std::string wi = where + "[" + std::to_string(i) + "]";
+    g.push_back(int_list(v[i], wi, 0, n - 1));
+    check(!g.back().empty(), wi + ": an empty group");
+    for (int m : g.back()) {
+      check(!seen[size_t(m)], wi + ": node " + std::to_string(m) + " is in two groups");
+      seen[size_t(m)] = 1;
+    }
+  }
+  for (int m = 0; m < n; ++m) check(seen[size_t(m)], where + ": node " + std::to_string(m) + " is in no group");
+  return g;
+}
+
+// A hierarchy: level 0 a partition of the n_heads heads, each level above one of the level below.
+aah::Hierarchy hierarchy_of(const nlohmann::json& v, const std::string& where, int n_heads) {
+  check(v.is_array() && v.size() <= size_t(n_heads), where + ": expected at most " + std::to_string(n_heads) +
+                                                         " levels, got " + json_brief(v));
+  aah::Hierarchy h;
+  int n = n_heads;
+  for (size_t lev = 0; lev < v.size(); ++lev) {
+    h.levels.push_back(partition_of(v[lev], where + "[" + std::to_string(lev) + "]", n));
+    n = int(h.levels.back().size());
+  }
+  return h;
+}
+
+int64_t counter(const nlohmann::json& s, const char* key) { return json_int(json_at(s, key, "aah state"), key, 0); }
+
+}  // namespace
+
 void AahPlanner::restore(const nlohmann::json& s) {
   if (s.is_null()) return;
-  features_.restore(s.at("features"));
-  level0_ = s.at("level0").get<std::vector<aah::Groups>>();
-  hier_.clear();
-  for (const auto& h : s.at("hierarchy")) hier_.push_back(aah::hierarchy_from_json(h));
-  node_index_ = s.at("node_index").get<std::vector<std::vector<std::vector<int>>>>();
-  index_ = s.at("index").get<std::vector<int>>();
-  resolution_ = aah::doubles_from_hex(s.at("resolution").get<std::string>());
-  executed_ = s.at("executed").get<std::vector<int>>();
-  level0_builds_ = s.at("level0_builds").get<int64_t>();
-  upper_builds_ = s.at("upper_builds").get<int64_t>();
-  control_updates_ = s.at("control_updates").get<int64_t>();
+  check(s.is_object(), "expected an object, got " + json_brief(s));
   const size_t n = size_t(L_) * size_t(H_);
-  check(level0_.size() == size_t(L_) && hier_.size() == size_t(L_) && index_.size() == n && resolution_.size() == n &&
-            executed_.size() == n,
-        "aah state: does not match the model's " + std::to_string(L_) + " layers x " + std::to_string(H_) + " heads");
+  auto per_layer = [&](const char* key) -> const nlohmann::json& {
+    const nlohmann::json& v = json_at(s, key, "aah state");
+    check(v.is_array() && v.size() == size_t(L_), std::string(key) + ": expected a list of the model's " +
+                                                      std::to_string(L_) + " layers, got " + json_brief(v));
+    return v;
+  };
+  // Everything is read into locals first: a bad key leaves the planner as it was.
+  aah::FeatureTracker features(L_, H_);
+  features.restore(json_at(s, "features", "aah state"));
+  std::vector<aah::Groups> level0;
+  for (int l = 0; l < L_; ++l) {
+    const nlohmann::json& v = per_layer("level0")[size_t(l)];
+    const std::string where = "level0[" + std::to_string(l) + "]";
+    level0.push_back(v.is_array() && v.empty() ? aah::Groups{} : partition_of(v, where, H_));  // [] = not built
+  }
+  std::vector<aah::Hierarchy> hier;
+  for (int l = 0; l < L_; ++l)
+    hier.push_back(hierarchy_of(per_layer("hierarchy")[size_t(l)], "hierarchy[" + std::to_string(l) + "]", H_));
+  std::vector<std::vector<std::vector<int>>> node_index;
+  for (int l = 0; l < L_; ++l) {
+    const nlohmann::json& v = per_layer("node_index")[size_t(l)];
+    const std::string where = "node_index[" + std::to_string(l) + "]";
+    const auto& levels = hier[size_t(l)].levels;
+    check(v.is_array() && (v.empty() || v.size() == levels.size()),
+          where + ": expected [] or one list per level of hierarchy[" + std::to_string(l) + "], got " + json_brief(v));
+    node_index.emplace_back();
+    for (size_t lev = 0; lev < v.size(); ++lev) {
+      const std::string wl = where + "[" + std::to_string(lev) + "]";
+      node_index.back().push_back(int_list(v[lev], wl, 0, K_ - 1));
+      check(node_index.back().back().size() == levels[lev].size(),
+            wl + ": expected one window index per node of that level (" + std::to_string(levels[lev].size()) + ")");
+    }
+  }
+  auto per_head = [&](const char* key) {
+    std::vector<int> v = int_list(json_at(s, key, "aah state"), key, 0, K_ - 1);
+    check(v.size() == n, std::string(key) + ": expected " + std::to_string(n) + " window indices (" +
+                             std::to_string(L_) + " layers x " + std::to_string(H_) + " heads), got " +
+                             std::to_string(v.size()));
+    return v;
+  };
+  std::vector<int> index = per_head("index"), executed = per_head("executed");
+  std::vector<double> resolution;
+  try {
+    resolution = aah::doubles_from_hex(json_string(json_at(s, "resolution", "aah state"), "resolution"));
+  } catch (const Error& e) {
+    fail(std::string("resolution: ") + e.what());
+  }
+  check(resolution.size() == n, "resolution: expected " + std::to_string(n) + " values, got " +
+                                    std::to_string(resolution.size()));
+  for (double r : resolution)  // an EMA of indices in 0..K-1
+    check(std::isfinite(r) && r >= 0 && r <= double(K_ - 1),
+          "resolution: holds a value outside [0, " + std::to_string(K_ - 1) + "]");
+  const int64_t level0_builds = counter(s, "level0_builds"), upper_builds = counter(s, "upper_builds"),
+                control_updates = counter(s, "control_updates");
+
+  features_ = std::move(features);
+  level0_ = std::move(level0);
+  hier_ = std::move(hier);
+  node_index_ = std::move(node_index);
+  index_ = std::move(index);
+  resolution_ = std::move(resolution);
+  executed_ = std::move(executed);
+  level0_builds_ = level0_builds;
+  upper_builds_ = upper_builds;
+  control_updates_ = control_updates;
 }
 
 }  // namespace hw

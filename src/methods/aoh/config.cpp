@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/core/json_fields.hpp"
 
 namespace hw::aoh {
@@ -27,7 +28,7 @@ AohConfig AohConfig::from_json(const nlohmann::json& spec, const std::string& wh
   check(m.sparsity >= 0 && m.sparsity <= 1,
         w + "sparsity must be in [0, 1] (the fraction of KV heads that stream), got " + nlohmann::json(m.sparsity).dump());
   check(m.selection == "spectrum" || m.selection == "random",
-        w + "selection must be \"spectrum\" or \"random\", got \"" + m.selection + "\"");
+        w + "selection must be \"spectrum\" or \"random\", got \"" + text_brief(m.selection) + "\"");
   check(m.seed >= 0, w + "seed must be >= 0");
   check(m.sink >= 0, w + "sink must be >= 0, got " + std::to_string(m.sink));
   check(m.window >= 1, w + "window must be >= 1, got " + std::to_string(m.window));

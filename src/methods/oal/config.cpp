@@ -5,6 +5,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/json_parse.hpp"
 
 namespace hw::oal {
 
@@ -28,11 +29,10 @@ std::vector<int> parse_layers(const nlohmann::json& spec, int n_layer, const std
   std::vector<int> out;
   if (spec.is_array()) {
     for (const auto& e : spec) {
-      check(e.is_number_integer(), key + ": list entries must be integers, got " + e.dump());
-      out.push_back(e.get<int>());
+      out.push_back(int(json_int(e, key + ": list entry", INT32_MIN, INT32_MAX)));
     }
   } else if (spec.is_number_integer()) {
-    out.push_back(spec.get<int>());
+    out.push_back(int(json_int(spec, key, INT32_MIN, INT32_MAX)));
   } else {
     check(spec.is_string(), key + " must be a string (\"3-20\", \"1,4\") or a list of integers");
     const std::string s = spec.get<std::string>();

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/core/rng.hpp"
 
 namespace hw::oal {
@@ -52,7 +53,7 @@ GroupingSpec parse_grouping(const std::string& text, int head_dim, const std::st
     s.n_groups = g;
     return s;
   }
-  fail(key + " must be bootstrap, fixed:G or random, got \"" + text + "\"");
+  fail(key + " must be bootstrap, fixed:G or random, got \"" + text_brief(text) + "\"");
 }
 
 std::vector<int> contribution_order(const std::vector<double>& chi) {

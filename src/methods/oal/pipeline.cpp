@@ -6,6 +6,7 @@
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/parallel_errors.hpp"
 
 namespace hw::oal {
 
@@ -74,40 +75,33 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
     out.contributions = contributions(model, stats);
   }
   out.heads.resize(out.contributions.size());
-  std::exception_ptr err;
+  ParallelErrors errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i) {
-    try {
+  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i)
+    errors.run([&] {
       const HeadContribution& c = out.contributions[size_t(i)];
       out.heads[size_t(i)].layer = c.layer;
       out.heads[size_t(i)].head = c.head;
       out.heads[size_t(i)].grouping = group_head(c, spec, cfg.group, seed, H);
-    } catch (...) {
-#pragma omp critical
-      err = std::current_exception();
-    }
-  }
-  if (err) std::rethrow_exception(err);
+    });
+  errors.rethrow();
   out.stats_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> seqs(size_t(cfg.fit_seqs + cfg.val_seqs));
   std::iota(seqs.begin(), seqs.end(), 0);
   const CapturedQkv cap = capture_qkv(model, src.calib, seqs, int(src.calib_T), batch, out.layers);
+  ParallelErrors fit_errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i) {
-    try {
+  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i)
+    fit_errors.run([&] {
       HeadResult& r = out.heads[size_t(i)];
       const HeadSamples s = head_samples(model, cap, cap.slot_of(r.layer), r.head, int(cfg.fit_seqs));
       const uint64_t hs = calibration_seed(seed, r.layer * H + r.head);
       r.calibration = calibrate_global(s, co, hs);
       calibrate_grouped(r.calibration, s, r.grouping.n_groups, r.grouping.groups, co, hs);
-    } catch (...) {
-#pragma omp critical
-      err = std::current_exception();
-    }
-  }
-  if (err) std::rethrow_exception(err);
+    });
+  fit_errors.rethrow();
   out.calib_seconds = seconds_since(t0);
   return out;
 }

@@ -12,6 +12,7 @@
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/parallel_errors.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/methods/oal/approximators.hpp"
@@ -30,17 +31,10 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 // Runs body(i) for i in [0, n) on OpenMP threads; the first exception is rethrown.
 template <class Fn>
 void parallel_for(int64_t n, Fn&& body) {
-  std::exception_ptr err;
+  ParallelErrors errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < n; ++i) {
-    try {
-      body(i);
-    } catch (...) {
-#pragma omp critical
-      err = std::current_exception();
-    }
-  }
-  if (err) std::rethrow_exception(err);
+  for (int64_t i = 0; i < n; ++i) errors.run([&] { body(i); });
+  errors.rethrow();
 }
 
 std::vector<int64_t> first_n(int64_t n) {
@@ -458,8 +452,7 @@ std::string tables_markdown(const nlohmann::json& r) {
 
 void write_tables(const nlohmann::json& r, const std::string& dir) {
   const std::string tmp = dir + ".tmp";
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+  io::fresh_dir(tmp);
   std::ostringstream c1, c2, c3;
   c1 << "method,error_kept_top,error_kept_gaussian,error_kept_random_mean,p_value,random_draws\n";
   for (const auto& x : r["table1"]["rows"])

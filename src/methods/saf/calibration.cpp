@@ -8,6 +8,7 @@
 
 #include "headwise/attention/softmax_probs.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/methods/saf/capture.hpp"
 
 namespace hw::saf {
@@ -57,7 +58,7 @@ void check_options(const Model<float>& model, const CaptureOptions& opt) {
 CapturePath parse_capture_path(const std::string& name, const std::string& where) {
   if (name == "backend") return CapturePath::Backend;
   if (name == "reference") return CapturePath::Reference;
-  fail(where + " must be \"backend\" or \"reference\", got \"" + name + "\"");
+  fail(where + " must be \"backend\" or \"reference\", got \"" + text_brief(name) + "\"");
 }
 
 std::vector<int64_t> rank_indices(int64_t n, int rank, int world) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/parallel_errors.hpp"
 
 namespace hw::saf {
 
@@ -21,11 +22,14 @@ void causal_attention_impl(const float* q, int64_t q_stride, const float* k, int
   check(q_stride >= head_dim && k_stride >= head_dim,
         "saf::causal_attention: row stride smaller than head_dim");
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  ParallelErrors errors;  // the per-thread row's allocation is what can throw
 #pragma omp parallel
   {
-    std::vector<double> s(static_cast<size_t>(T));  // one row of logits, per thread
+    std::vector<double> s;  // one row of logits, per thread
+    errors.run([&] { s.resize(static_cast<size_t>(T)); });
 #pragma omp for schedule(static)
     for (int i = 0; i < T; ++i) {
+      if (errors.failed()) continue;  // (every thread still meets the worksharing loop)
       const float* qi = q + int64_t(i) * q_stride;
       double row_max = -INFINITY;
       for (int j = 0; j <= i; ++j) {
@@ -52,6 +56,7 @@ void causal_attention_impl(const float* q, int64_t q_stride, const float* k, int
       }
     }
   }
+  errors.rethrow();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/core/json_fields.hpp"
 #include "headwise/methods/saf/calibration.hpp"
 #include "headwise/methods/saf/patterns.hpp"
@@ -39,11 +40,11 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
   check(m.calib_seqs >= 2, w + "calib_seqs must be >= 2 (variance needs two samples)");
   check(m.calib_seq_len >= 0, w + "calib_seq_len must be >= 0");
   check(m.selector == "variance" || m.selector == "kl" || m.selector == "random" || m.selector == "gate_taylor",
-        w + "selector must be variance, kl, random or gate_taylor, got \"" + m.selector + "\"");
+        w + "selector must be variance, kl, random or gate_taylor, got \"" + text_brief(m.selector) + "\"");
   check(m.pattern == "mean" || m.pattern == "sharp_mean" || m.pattern == "gaussian" || m.pattern == "dirichlet" ||
             m.pattern == "structured_random",
-        w + "pattern must be mean, sharp_mean, gaussian, dirichlet or structured_random, got \"" + m.pattern + "\"");
-  check(m.mode == "freeze" || m.mode == "prune", w + "mode must be freeze or prune, got \"" + m.mode + "\"");
+        w + "pattern must be mean, sharp_mean, gaussian, dirichlet or structured_random, got \"" + text_brief(m.pattern) + "\"");
+  check(m.mode == "freeze" || m.mode == "prune", w + "mode must be freeze or prune, got \"" + text_brief(m.mode) + "\"");
   check(m.fit_steps >= 0 && m.fit_lr > 0 && m.max_kl > 0, w + "fit_steps, fit_lr and max_kl must be positive");
   check(m.memory_budget_mb >= 0, w + "memory_budget_mb must be >= 0");
   parse_capture_path(m.capture, w + "capture");

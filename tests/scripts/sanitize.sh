@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# The sanitizer side of the bad-input tests (issue 35), in build trees of their own made with
+# clang and AddressSanitizer + UndefinedBehaviorSanitizer:
+#
+#   sanitize.sh fuzz-build SRC DIR        the libFuzzer targets of tests/fuzz (one per parser) in DIR
+#   sanitize.sh fuzz DIR TARGET SECONDS   run DIR/fuzz_TARGET on a copy of its seed corpus for SECONDS
+#   sanitize.sh build SRC DIR             the whole CPU binary in DIR (only with HEADWISE_SANITIZE=1:
+#                                         45 min at -O1 on a shared 2-core machine)
+#   sanitize.sh cli DIR TEST_CLI          TEST_CLI's [hostile] cases against DIR/headwise
+#
+# Each skips with exit 77 where clang++ or libFuzzer's runtime is missing (Debian: clang,
+# libclang-rt-14-dev, libomp-dev; scripts/setup.sh installs them). ctest runs them as fixtures
+# (fuzz:build, fuzz:*, sanitize:build, sanitize:hostile_cli). By hand, longer fuzzing:
+#   bash tests/scripts/sanitize.sh fuzz-build . build-fuzz
+#   bash tests/scripts/sanitize.sh fuzz build-fuzz tokenizer_json 3600
+set -euo pipefail
+mode=${1:?usage: sanitize.sh fuzz-build SRC DIR | fuzz DIR TARGET SECONDS | build SRC DIR | cli DIR TEST_CLI}
+here=$(cd "$(dirname "$0")" && pwd)
+
+# ASan: stop at the first report (the test fails); leaks are not this test's subject (the CLI exits
+# through exceptions on purpose); an allocation above 4 GiB is a report (a huge allocation is a bug
+# here, and a sanitizer's operator new aborts instead of throwing bad_alloc). UBSan: every report
+# is an error, with a stack.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=0:malloc_limit_mb=4096}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_WAIT_POLICY=passive
+
+# clang++ that links libFuzzer with both sanitizers, or exit 77.
+find_clang() {
+  cxx=$(command -v clang++ || command -v clang++-14 || true)
+  if [ -z "$cxx" ]; then
+    echo "sanitize: clang++ not found (apt-get install clang libclang-rt-14-dev libomp-dev): skipped"
+    exit 77
+  fi
+  local probe
+  probe=$(mktemp -d)
+  printf '#include <cstdint>\n#include <cstddef>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n' \
+    >"$probe/p.cpp"
+  if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>"$probe/err"; then
+    echo "sanitize: $cxx cannot link libFuzzer with ASan/UBSan (apt-get install libclang-rt-14-dev): skipped"
+    head -3 "$probe/err"
+    rm -rf "$probe"
+    exit 77
+  fi
+  rm -rf "$probe"
+}
+
+# configure_tree SRC DIR OPT [cmake args]: a clang tree with the sanitizers (and libFuzzer's
+# coverage) at optimisation OPT, line tables for the reports.
+configure_tree() {
+  local src=$1 dir=$2 opt=$3
+  shift 3
+  cmake -S "$src" -B "$dir" -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_BUILD_TYPE=Sanitize \
+    -DCMAKE_CXX_FLAGS_SANITIZE="$opt -gline-tables-only" \
+    -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fsanitize=fuzzer-no-link -fno-omit-frame-pointer -Wno-pass-failed" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DHEADWISE_CUDA=OFF -DHEADWISE_MPI=OFF -DHEADWISE_TESTS=OFF "$@" >/dev/null
+}
+
+case "$mode" in
+fuzz-build)
+  src=$(cd "${2:?SRC}" && pwd) dir=${3:?DIR}
+  find_clang
+  configure_tree "$src" "$dir" -O1 -DHEADWISE_FUZZ=ON
+  start=$(date +%s)
+  cmake --build "$dir" -j "$(nproc)" --target fuzz_targets
+  echo "sanitize: fuzz targets built in $dir in $(($(date +%s) - start)) s"
+  ;;
+build)
+  src=$(cd "${2:?SRC}" && pwd) dir=${3:?DIR}
+  if [ "${HEADWISE_SANITIZE:-0}" != 1 ]; then
+    echo "sanitize: the sanitizer build of the CPU binary runs with HEADWISE_SANITIZE=1 (tens of minutes on 2 cores): skipped"
+    exit 77
+  fi
+  find_clang
+  # -O0: about a third of -O1's compile time per file (one file measured); the hostile-file runs are tiny.
+  configure_tree "$src" "$dir" -O0
+  start=$(date +%s)
+  cmake --build "$dir" -j "$(nproc)" --target headwise
+  echo "sanitize: built $dir/headwise in $(($(date +%s) - start)) s"
+  ;;
+fuzz)
+  dir=${2:?DIR} target=${3:?TARGET} seconds=${4:?SECONDS}
+  [ -x "$dir/fuzz_$target" ] || { echo "sanitize: $dir/fuzz_$target not built (fuzz:build skipped?): skipped"; exit 77; }
+  exe="$(cd "$dir" && pwd)/fuzz_$target"
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  mkdir "$work/corpus"
+  cp -r "$here/../fuzz/corpus/$target/." "$work/corpus/"
+  # -rss_limit_mb / -malloc_limit_mb: an input that makes a parser hold more than 2 GB is a
+  # finding (bounded memory); -timeout: one input running 10 s is one (bounded time).
+  set +e
+  (cd "$work" && "$exe" corpus -max_total_time="$seconds" -rss_limit_mb=2048 -malloc_limit_mb=2048 -timeout=10 \
+    -print_final_stats=1 -close_fd_mask=1 -artifact_prefix="$work/" >"$work/log" 2>&1)
+  rc=$?
+  set -e
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
+  if [ $rc -ne 0 ]; then
+    tail -60 "$work/log"
+    for a in "$work"/crash-* "$work"/leak-* "$work"/timeout-* "$work"/oom-* "$work"/slow-unit-*; do
+      [ -e "$a" ] && { echo "finding: $(basename "$a") (base64, first 4000 chars):"; base64 -w0 "$a" | head -c 4000; echo; }
+    done
+    echo "fuzz_$target: finding after ${runs:-?} executions"
+    exit 1
+  fi
+  echo "fuzz_$target: ${runs:-?} executions in $seconds s, no finding"
+  ;;
+cli)
+  dir=${2:?DIR} test_cli=${3:?TEST_CLI}
+  [ "${HEADWISE_SANITIZE:-0}" = 1 ] || { echo "sanitize: runs with HEADWISE_SANITIZE=1 (as its build): skipped"; exit 77; }
+  [ -x "$dir/headwise" ] || { echo "sanitize: $dir/headwise not built (sanitize:build skipped?): skipped"; exit 77; }
+  # The sanitized binary reserves terabytes of shadow address space: no ulimit -v for it; its
+  # allocation limit is ASAN_OPTIONS' malloc_limit_mb. [oom] cases need bad_alloc, which a
+  # sanitizer's operator new does not throw.
+  HEADWISE_TEST_BINARY="$(cd "$dir" && pwd)/headwise" HEADWISE_TEST_NO_ULIMIT=1 "$test_cli" "[hostile]~[oom]"
+  ;;
+*)
+  echo "sanitize.sh: unknown mode $mode" >&2
+  exit 2
+  ;;
+esac
