@@ -226,7 +226,21 @@ class Model {
   void refresh_weight_copy();
   int64_t chunk_rows_for(int64_t N) const { return chunk_rows_ > 0 && chunk_rows_ < N ? chunk_rows_ : N; }
 
+  // The choices of the block that differ between families (gpt.cpp).
+  template <class A>
+  void norm_forward(const ComputeOps<A, F>& o, A* out, F* mean, F* rstd, const A* in, const F* w, const F* b,
+                    int64_t N) const;
+  template <class A>
+  void residual_norm_forward(const ComputeOps<A, F>& o, A* resid, A* out, F* mean, F* rstd, const A* a, const A* b,
+                             const F* w, const F* bias, int64_t N) const;
+  template <class A>
+  void norm_backward(const ComputeOps<A, F>& o, A* dinp, F* dw, F* db, const A* dout, const A* inp, const F* w,
+                     const F* mean, const F* rstd, int64_t N) const;
+  template <class A>
+  void rope(const ComputeOps<A, F>& o, A* x, int l, bool backward) const;
+
   ModelConfig cfg_;
+  std::vector<double> rope_freqs_;  // rope_inv_freq(cfg_): rotary frequencies (scaled for Llama 3)
   const Backend<F>& ops_;
   std::vector<attn::LayerLayout> layouts_;
   std::vector<ParamSpec> specs_;
