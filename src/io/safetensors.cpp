@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -29,10 +30,10 @@ struct DTypeSpelling {
   std::optional<DType> dtype;  // empty: valid safetensors dtype that headwise cannot load
 };
 
-// F16/I64 files are accepted (their layout is checked) but those tensors are not loadable.
+// I64 files are accepted (their layout is checked) but those tensors are not loadable.
 constexpr DTypeSpelling kDTypes[] = {
     {"F32", 4, DType::F32}, {"BF16", 2, DType::BF16}, {"I32", 4, DType::I32}, {"U16", 2, DType::U16},
-    {"F64", 8, DType::F64}, {"F16", 2, std::nullopt}, {"I64", 8, std::nullopt},
+    {"F64", 8, DType::F64}, {"F16", 2, DType::F16},   {"I64", 8, std::nullopt},
 };
 
 const DTypeSpelling* find_dtype(const std::string& s) {
@@ -56,6 +57,33 @@ std::optional<uint64_t> byte_size(const std::vector<int64_t>& shape, uint64_t el
     n *= static_cast<uint64_t>(d);
   }
   return n;
+}
+
+float bf16_bits_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// IEEE half: 1 sign, 5 exponent (bias 15), 10 mantissa bits; subnormals, inf and NaN kept.
+float f16_bits_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits = 0;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: man * 2^-24
+    const float v = std::ldexp(float(man), -24);
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 bool is_nonneg_int(const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
@@ -185,6 +213,36 @@ void SafetensorsReader::read(const std::string& name, DType dtype, const std::ve
   check(t.dtype == dtype, tw + " expected dtype " + dtype_name(dtype) + ", got " + dtype_name(t.dtype));
   check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
   if (t.nbytes > 0) std::memcpy(dst, data_.data() + t.offset, t.nbytes);
+}
+
+void SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& shape, float* dst) const {
+  const TensorInfo& t = info(name);
+  const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
+  check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
+  const uint8_t* src = data_.data() + t.offset;
+  const int64_t n = t.numel();
+  switch (t.dtype) {
+    case DType::F32:
+      if (t.nbytes > 0) std::memcpy(dst, src, t.nbytes);
+      return;
+    case DType::BF16:
+    case DType::F16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h = 0;
+        std::memcpy(&h, src + 2 * i, 2);
+        dst[i] = t.dtype == DType::BF16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
+      }
+      return;
+    case DType::F64:
+      for (int64_t i = 0; i < n; ++i) {
+        double d = 0;
+        std::memcpy(&d, src + 8 * i, 8);
+        dst[i] = static_cast<float>(d);
+      }
+      return;
+    default:
+      fail(tw + " has dtype " + dtype_name(t.dtype) + ", which is not a float type (F32, BF16, F16 or F64)");
+  }
 }
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,

@@ -219,7 +219,7 @@ void Trainer::init_from(const std::string& dir) {
   check(!ck.lora.enabled() || !wanted.enabled() || ck.lora == wanted,
         "--init-from " + dir + ": the checkpoint's LoRA adapters (" + ck.lora.to_json().dump() +
             ") differ from the config's model.lora (" + wanted.to_json().dump() + "); merge them first (headwise merge)");
-  io::SafetensorsReader st(dir + "/model.safetensors");
+  io::SafetensorsSet st(dir);
   cfg_.model = ck;
   const HeadExtras extras = read_head_extras(st, ck);
   opt_.reset();  // free the fresh model's memory before the checkpoint's is allocated

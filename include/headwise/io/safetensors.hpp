@@ -30,6 +30,8 @@ class SafetensorsReader {
   const TensorInfo& info(const std::string& name) const;  // throws naming the tensor
   // Copy a tensor into dst, checking dtype and shape (throws naming tensor, expected, got).
   void read(const std::string& name, DType dtype, const std::vector<int64_t>& shape, void* dst) const;
+  // A float tensor (F32, BF16, F16 or F64) widened (or F64 rounded) to float; shape checked.
+  void read_f32(const std::string& name, const std::vector<int64_t>& shape, float* dst) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
