@@ -93,7 +93,8 @@ void add_generate_command(CLI::App& app) {
         check(h.kind != attn::HeadKind::SinkWindow || h.sink + h.window <= ctx,
               "layer " + std::to_string(l) + " has head " + h.str() + ": sink + window exceeds the context of " +
                   std::to_string(ctx));
-    infer::Decoder dec(*model, ctx);
+    // The cache holds the positions this run uses, not the whole context (32K for Qwen2.5).
+    infer::Decoder dec(*model, std::max<int64_t>(int64_t(prompt.size()) + a->max_new - 1, 1));
     infer::Sampler sampler(a->sampling, cfg.vocab_size);
     infer::GenerateTimes times;
     bool first = true;

@@ -204,7 +204,7 @@ void Trainer::make_buckets() {
   });
 }
 
-void Trainer::init_from(const std::string& dir) {
+void Trainer::init_from(const std::string& dir, const attn::HeadPlan* plan) {
   const ModelConfig ck = read_checkpoint_config(dir);
   check(ck.n_layer == cfg_.model.n_layer && ck.n_head == cfg_.model.n_head && ck.n_embd == cfg_.model.n_embd &&
             ck.vocab_size == cfg_.model.vocab_size && ck.block_size == cfg_.model.block_size &&
@@ -226,6 +226,8 @@ void Trainer::init_from(const std::string& dir) {
   model_.reset();
   model_ = make_model(ck, extras);
   load_weights(*model_, st);
+  // The run's own plan on the pretrained weights (new heads take their defaults).
+  if (plan && *plan != model_->config().head_plan) model_->install_plan(*plan, model_->head_extras());
   if (ck.lora.enabled())
     load_adapter_files(*model_, dir);
   else if (wanted.enabled())

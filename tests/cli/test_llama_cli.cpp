@@ -1,0 +1,130 @@
+// The Llama family end to end through the headwise binary: configs/llama_cpu.json trains,
+// `train --init-from` a transformers directory takes its shape from config.json (a conflicting
+// shape key is one error naming both values), eval / generate / inspect read such directories
+// (one of them bf16 shards), and bad directories are one error line.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+#include "cli/cli_util.hpp"
+#include "headwise/data/shards.hpp"
+#include "model/model_test_util.hpp"
+#include "support/temp_dir.hpp"
+
+using namespace hw;
+
+namespace {
+
+void expect_one_error(const test::CmdResult& r, const std::string& needle) {
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(test::error_lines(r.out) == 1);
+  CHECK(r.out.find(needle) != std::string::npos);
+}
+
+std::string fixture(const std::string& name) {
+  return std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/hf_tiny_" + name;
+}
+
+// A shard of n tokens below `vocab`.
+std::string tokens(const std::string& dir, int n, int vocab) {
+  std::vector<uint16_t> t(static_cast<size_t>(n));
+  for (size_t i = 0; i < t.size(); ++i) t[i] = uint16_t((i * 7 + i / 5) % size_t(vocab));
+  data::write_shard(dir + "/d.bin", t);
+  return dir + "/d.bin";
+}
+
+}  // namespace
+
+TEST_CASE("configs/llama_cpu.json trains a Llama model from scratch and eval reads its checkpoint",
+          "[cli][llama]") {
+  const std::string dir = test::cli_temp_dir("llama_scratch");
+  const std::string d = tokens(dir, 4000, 256);
+  const std::string sets = " --set train.steps=3 --set train.eval_every=0 --set train.micro_batch=2"
+                           " --set train.seq_len=32 --set train.total_batch_tokens=64 --set train.log_every=1"
+                           " --set data.train=" + d + " --set data.val=" + d + " --set data.calib=" + d;
+  const std::string cfg = std::string(HEADWISE_SOURCE_DIR) + "/configs/llama_cpu.json";
+  auto r = test::run_headwise("train --config " + cfg + " --out " + dir + "/run" + sets);
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto lines = test::read_jsonl(dir + "/run/metrics.jsonl");
+  REQUIRE(lines.size() >= 3);
+  CHECK(lines.front()["loss"].get<double>() == Approx(std::log(256.0)).epsilon(0.05));  // about uniform at init
+  const nlohmann::json hf = test::read_json(dir + "/run/checkpoints/step_3/config.json");
+  CHECK(hf["model_type"] == "llama");
+  CHECK(hf["architectures"][0] == "LlamaForCausalLM");
+  auto e = test::run_headwise("eval --checkpoint " + dir + "/run/checkpoints/step_3 --data " + d +
+                              " --batches 1 --micro-batch 2 --seq-len 32");
+  INFO(e.out);
+  CHECK(e.code == 0);
+  // No CUDA Llama ops (and no GPU here): one error line either way.
+  auto c = test::run_headwise("train --config " + cfg + " --out " + dir + "/cuda" + sets + " --set train.device=cuda");
+  CHECK(c.code == 1);
+  CHECK(test::error_lines(c.out) == 1);
+}
+
+TEST_CASE("train --init-from a transformers Qwen3 directory takes its shape from config.json", "[cli][llama][hf]") {
+  const std::string dir = test::cli_temp_dir("llama_init");
+  const std::string d = tokens(dir, 600, 96);
+  // No model section at all, and one with a non-shape key only (the head plan).
+  const std::string rest = R"(
+    "train": {"micro_batch": 2, "seq_len": 16, "total_batch_tokens": 32, "steps": 1, "lr": 1e-9, "min_lr": 0,
+              "warmup_steps": 0, "eval_every": 0},
+    "data": {"train": ")" + d + R"(", "val": ")" + d + R"(", "shuffle": false}
+  })";
+  test::write_text(dir + "/c.json", "{" + rest);
+  test::write_text(dir + "/plan.json", R"({"model": {"head_plan": [["softmax", "softmax", "sink_window:2:4",
+    "sink_window:2:4"], ["softmax", "softmax", "softmax", "softmax"]]},)" + rest);
+  auto r = test::run_headwise("train --config " + dir + "/c.json --out " + dir + "/run --init-from " + fixture("qwen3"));
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto lines = test::read_jsonl(dir + "/run/metrics.jsonl");
+  auto e = test::run_headwise("eval --checkpoint " + fixture("qwen3") + " --data " + d +
+                              " --batches 1 --micro-batch 2 --seq-len 16");
+  INFO(e.out);
+  REQUIRE(e.code == 0);
+  // The first training loss is the checkpoint's own loss on the first batch.
+  CHECK(lines.front()["loss"].get<double>() == Approx(test::last_json_line(e.out)["loss"].get<double>()).epsilon(1e-6));
+  const nlohmann::json written = test::read_json(dir + "/run/checkpoints/step_1/config.json");
+  CHECK(written["model_type"] == "qwen3");
+  CHECK(written["head_dim"] == 16);
+  // With the head plan: a streaming plan on the pretrained shape.
+  auto p = test::run_headwise("train --config " + dir + "/plan.json --out " + dir + "/plan --init-from " + fixture("qwen3"));
+  INFO(p.out);
+  CHECK(p.code == 0);
+  CHECK(test::read_json(dir + "/plan/checkpoints/step_1/config.json")["head_plan"][0][2] == "sink_window:2:4");
+  // A shape key that contradicts config.json: one error naming both values.
+  expect_one_error(test::run_headwise("train --config " + dir + "/c.json --out " + dir + "/r2 --init-from " +
+                                      fixture("qwen3") + " --set model.n_layer=3"),
+                   "model.n_layer: the config's 3 does not match 2");
+}
+
+TEST_CASE("generate, eval and inspect read transformers' Llama-family directories", "[cli][llama][hf]") {
+  const std::string dir = test::cli_temp_dir("llama_read");
+  for (const char* name : {"llama", "qwen2", "qwen3"}) {
+    INFO(name);
+    const nlohmann::json expected = test::read_json(fixture(name) + "/expected.json");
+    std::string prompt;
+    for (const auto& t : expected["greedy_prompt"]) prompt += std::to_string(t.get<int>()) + " ";
+    test::write_text(dir + "/prompt.txt", prompt);
+    auto g = test::run_headwise("generate --checkpoint " + fixture(name) + " --prompt-tokens " + dir +
+                                "/prompt.txt --max-new 32 --temperature 0");
+    INFO(g.out);
+    REQUIRE(g.code == 0);
+    std::string want;
+    const auto& toks = expected["greedy_tokens"];
+    for (size_t i = expected["greedy_prompt"].size(); i < toks.size(); ++i)
+      want += (want.empty() ? "" : " ") + std::to_string(toks[i].get<int>());
+    CHECK(g.out.find(want) != std::string::npos);
+    auto in = test::run_headwise("inspect --checkpoint " + fixture(name));
+    INFO(in.out);
+    CHECK(in.code == 0);
+  }
+  // A directory with a missing shard: one error line naming it.
+  std::filesystem::copy(fixture("qwen3"), dir + "/broken");
+  std::filesystem::remove(dir + "/broken/model-00003-of-00004.safetensors");
+  expect_one_error(test::run_headwise("eval --checkpoint " + dir + "/broken --data " + tokens(dir, 200, 96) +
+                                      " --batches 1 --micro-batch 1 --seq-len 8"),
+                   "model-00003-of-00004.safetensors");
+}
