@@ -83,7 +83,7 @@ void ModelConfig::validate() {
         "model: n_head x head_dim or the MLP width is implausibly large");
   check(n_head % kv_heads() == 0, "model.n_kv_head (" + std::to_string(kv_heads()) + ") must divide model.n_head (" +
                                       std::to_string(n_head) + ")");
-  check(vocab_size <= 65536, "model.vocab_size must be <= 65536 (tokens are stored as uint16)");
+  // Token ids are int32 (32-bit shards hold up to 2^31-1): the type itself bounds vocab_size.
   check(pos == "learned" || pos == "rope", "model.pos must be \"learned\" or \"rope\", got \"" + pos + "\"");
   if (rope()) {
     check(head_dim() % 2 == 0, "model.pos = rope needs an even head dimension, got " + std::to_string(head_dim()));

@@ -4,6 +4,7 @@
 // (one of them bf16 shards), and bad directories are one error line.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -127,4 +128,49 @@ TEST_CASE("generate, eval and inspect read transformers' Llama-family directorie
   expect_one_error(test::run_headwise("eval --checkpoint " + dir + "/broken --data " + tokens(dir, 200, 96) +
                                       " --batches 1 --micro-batch 1 --seq-len 8"),
                    "model-00003-of-00004.safetensors");
+}
+
+TEST_CASE("a vocabulary of 70,000: 32-bit shards through prepare, train, eval and generate", "[cli][llama][vocab32]") {
+  const std::string dir = test::cli_temp_dir("vocab32");
+  nlohmann::json tok = test::read_json(std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/tokenizers/gpt2_style.json");
+  tok["added_tokens"].push_back({{"id", 69999}, {"content", "<big>"}, {"special", true}});
+  test::write_text(dir + "/tok.json", tok.dump());
+  std::string text;
+  for (int i = 0; i < 60; ++i) text += "In the beginning God created the heaven and the earth.<big> And the earth was.\n";
+  test::write_text(dir + "/corpus.txt", text);
+  auto p = test::run_headwise("prepare --input " + dir + "/corpus.txt --output " + dir + "/data --tokenizer " + dir +
+                              "/tok.json --val-fraction 0.3");
+  INFO(p.out);
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("32-bit tokens (version 2)") != std::string::npos);
+  // 4 x 64 rows of a 70,000 vocabulary: the classifier runs in chunks of 2^24 / 70,000 = 239 rows.
+  test::write_text(dir + "/c.json", R"({
+    "model": {"family": "llama", "n_layer": 1, "n_head": 2, "n_embd": 32, "intermediate_size": 64,
+              "block_size": 64, "vocab_size": 70000, "tie_word_embeddings": true},
+    "train": {"micro_batch": 4, "seq_len": 64, "total_batch_tokens": 256, "steps": 2, "lr": 1e-3, "warmup_steps": 0,
+              "eval_every": 0, "eval_batches": 1, "log_every": 1},
+    "data": {"train": ")" + dir + R"(/data/train_*.bin", "val": ")" + dir + R"(/data/val_*.bin"}
+  })");
+  auto r = test::run_headwise("train --config " + dir + "/c.json --out " + dir + "/run");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto lines = test::read_jsonl(dir + "/run/metrics.jsonl");
+  CHECK(lines.front()["loss"].get<double>() == Approx(std::log(70000.0)).epsilon(0.05));  // about uniform at init
+  const std::string ck = dir + "/run/checkpoints/step_2";
+  auto e = test::run_headwise("eval --checkpoint " + ck + " --data '" + dir + "/data/val_*.bin' --batches 1 --micro-batch 1 --seq-len 64");
+  INFO(e.out);
+  REQUIRE(e.code == 0);
+  CHECK(std::isfinite(test::last_json_line(e.out)["loss"].get<double>()));
+  test::write_text(dir + "/prompt.txt", "69999 100 7");
+  auto g = test::run_headwise("generate --checkpoint " + ck + " --prompt-tokens " + dir +
+                              "/prompt.txt --max-new 4 --temperature 0");
+  INFO(g.out);
+  CHECK(g.code == 0);
+  // A token outside the vocabulary in a 32-bit shard: one error naming it.
+  std::vector<uint32_t> bad(300, 5);
+  bad[77] = 70000;
+  data::write_shard32(dir + "/bad.bin", bad);
+  expect_one_error(test::run_headwise("eval --checkpoint " + ck + " --data " + dir +
+                                      "/bad.bin --batches 1 --micro-batch 2 --seq-len 64"),
+                   "70000");
 }
