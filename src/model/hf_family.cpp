@@ -1,9 +1,11 @@
 // Hugging Face classes of the model families (hf_family.hpp): config.json keys and tensor names.
 #include "headwise/model/hf_family.hpp"
 
+#include <filesystem>
 #include <string>
 
 #include "headwise/core/error.hpp"
+#include "headwise/io/files.hpp"
 
 namespace hw {
 
@@ -168,6 +170,24 @@ ModelConfig llama_family_from_hf_config(const nlohmann::json& j, const std::stri
     fail(path + ": " + e.what());
   }
   return c;
+}
+
+std::vector<int32_t> eos_token_ids(const std::string& dir, int64_t vocab) {
+  const std::string path = dir + "/generation_config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return {};
+  check(std::filesystem::file_size(path, ec) <= (1u << 20), path + ": too large for a generation config");
+  const nlohmann::json j = nlohmann::json::parse(io::read_file(path), nullptr, /*allow_exceptions=*/false);
+  check(!j.is_discarded() && j.is_object(), path + ": not a JSON object");
+  if (!j.contains("eos_token_id") || j["eos_token_id"].is_null()) return {};
+  const nlohmann::json& e = j["eos_token_id"];
+  std::vector<int32_t> ids;
+  for (const auto& v : e.is_array() ? e : nlohmann::json::array({e})) {
+    check(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() < vocab,
+          path + ": eos_token_id " + v.dump() + " is not a token id of the vocabulary of " + std::to_string(vocab));
+    ids.push_back(int32_t(v.get<int64_t>()));
+  }
+  return ids;
 }
 
 std::vector<HfTensor> hf_tensors(const ModelConfig& c, const ParamSpec& s) {

@@ -174,3 +174,56 @@ TEST_CASE("a vocabulary of 70,000: 32-bit shards through prepare, train, eval an
                                       "/bad.bin --batches 1 --micro-batch 2 --seq-len 64"),
                    "70000");
 }
+
+TEST_CASE("generate stops at generation_config.json's eos_token_id unless --ignore-eos", "[cli][llama][eos]") {
+  const std::string dir = test::cli_temp_dir("llama_eos");
+  std::filesystem::copy(fixture("llama"), dir + "/ck");
+  const nlohmann::json expected = test::read_json(fixture("llama") + "/expected.json");
+  const auto& all = expected["greedy_tokens"];
+  const size_t n_prompt = expected["greedy_prompt"].size();
+  std::string prompt, first5;
+  for (size_t i = 0; i < n_prompt; ++i) prompt += std::to_string(all[i].get<int>()) + " ";
+  test::write_text(dir + "/prompt.txt", prompt);
+  // The 5th greedy token is an end of sequence (a list, as Llama 3 writes it, with an id not drawn).
+  const int eos = all[n_prompt + 4].get<int>();
+  size_t first = n_prompt;
+  while (all[first].get<int>() != eos) ++first;  // it may come earlier
+  for (size_t i = n_prompt; i <= first; ++i) first5 += (first5.empty() ? "" : " ") + std::to_string(all[i].get<int>());
+  test::write_text(dir + "/ck/generation_config.json", R"({"eos_token_id": [95, )" + std::to_string(eos) + "]}");
+  const std::string gen = "generate --checkpoint " + dir + "/ck --prompt-tokens " + dir + "/prompt.txt --max-new 32 --temperature 0";
+  auto g = test::run_headwise(gen);
+  INFO(g.out);
+  REQUIRE(g.code == 0);
+  CHECK(g.out.find(first5 + "\n") != std::string::npos);
+  CHECK(test::last_json_line(g.out)["new_tokens"] == first - n_prompt + 1);
+  CHECK(test::last_json_line(g.out)["stopped_at_eos"] == true);
+  auto all_new = test::run_headwise(gen + " --ignore-eos");
+  CHECK(test::last_json_line(all_new.out)["new_tokens"] == 32);
+  test::write_text(dir + "/ck/generation_config.json", R"({"eos_token_id": 96})");
+  expect_one_error(test::run_headwise(gen), "eos_token_id 96");
+}
+
+TEST_CASE("generate --prompt adds the special tokens of the checkpoint's tokenizer.json post-processor",
+          "[cli][llama][tokenizer]") {
+  const std::string dir = test::cli_temp_dir("llama_bos");
+  const std::string d = tokens(dir, 600, 3258);
+  test::write_text(dir + "/c.json", R"({
+    "model": {"family": "llama", "n_layer": 1, "n_head": 2, "n_embd": 16, "intermediate_size": 32,
+              "block_size": 64, "vocab_size": 3258},
+    "train": {"micro_batch": 1, "seq_len": 32, "total_batch_tokens": 32, "steps": 1, "eval_every": 0},
+    "data": {"train": ")" + d + R"(", "val": ")" + d + R"("}
+  })");
+  REQUIRE(test::run_headwise("train --config " + dir + "/c.json --out " + dir + "/run").code == 0);
+  const std::string ck = dir + "/run/checkpoints/step_1";
+  // Llama 3's post-processor on the fixture tokenizer; `tokenizers` gives 13 ids for the text.
+  nlohmann::json tok = test::read_json(std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/tokenizers/llama3_style.json");
+  const nlohmann::json post = test::read_json(std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/tokenizers/expected_post.json");
+  tok["post_processor"] = post["llama3"]["post_processor"];
+  test::write_text(ck + "/tokenizer.json", tok.dump());
+  const nlohmann::json& c = post["llama3"]["cases"][0];
+  auto g = test::run_headwise("generate --checkpoint " + ck + " --prompt '" + c["text"].get<std::string>() +
+                              "' --max-new 2 --temperature 0");
+  INFO(g.out);
+  REQUIRE(g.code == 0);
+  CHECK(test::last_json_line(g.out)["prompt_tokens"] == c["ids"].size());
+}

@@ -22,6 +22,11 @@ void validate_family(const ModelConfig& cfg);
 nlohmann::json llama_family_hf_config(const ModelConfig& cfg);
 ModelConfig llama_family_from_hf_config(const nlohmann::json& j, const std::string& path);
 
+// The end-of-sequence ids generate stops at: eos_token_id (an id or a list) of DIR's
+// generation_config.json, none without that file or key. An id outside [0, vocab) or a
+// malformed file is one error naming the file.
+std::vector<int32_t> eos_token_ids(const std::string& dir, int64_t vocab);
+
 // One tensor of the family's file made of a stored (GPT-2-layout) tensor: the stored columns
 // [col0, col0 + width) (the last dimension; a 1-D tensor is one row), transposed when the
 // stored tensor is 2-D and the file's is [out, in].

@@ -165,6 +165,7 @@ struct Loader {
         m.added.push_back(std::move(a));
       }
     }
+    m.post = parse_post_processor(root.contains("post_processor") ? root["post_processor"] : json(), name);
     // `tokenizers` splits the tokens that are not normalized first, then the normalized ones.
     std::stable_partition(m.added.begin(), m.added.end(), [](const AddedToken& a) { return !a.normalized; });
 
