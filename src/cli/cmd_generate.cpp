@@ -20,6 +20,7 @@
 #include "headwise/data/tokenizer.hpp"
 #include "headwise/infer/generate.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/hf_family.hpp"
 
@@ -60,7 +61,7 @@ void add_generate_command(CLI::App& app) {
     check(!a->prompt.empty() || !a->prompt_file.empty(), "generate needs --prompt TEXT or --prompt-tokens FILE");
     check(a->max_new >= 1, "--max-new must be >= 1, got " + std::to_string(a->max_new));
     a->sampling.validate();
-    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig& cfg = model->config();
     std::optional<data::BpeTokenizer> tok;
@@ -131,6 +132,7 @@ void add_generate_command(CLI::App& app) {
                               {"prefill_ms", times.prefill_ms},
                               {"decode_ms_per_token", decode_steps > 0 ? times.decode_ms / decode_steps : 0.0},
                               {"kv_cache_bytes", dec.kv_bytes()},
+                              {"peak_rss_bytes", peak_rss_bytes()},
                               {"seed", a->sampling.seed},
                               {"stopped_at_eos", !out.empty() && int64_t(out.size()) < a->max_new},
                               {"temperature", a->sampling.temperature}};

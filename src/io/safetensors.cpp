@@ -186,9 +186,18 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     prev = idx;
   }
 
-  data_.resize(data_size);
-  in.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
-  check(in.good() || data_size == 0, where + ": cannot read the data section");
+  // Tensors are read from the file when asked for (read_bytes): a checkpoint is never held in
+  // memory twice (file bytes and model weights).
+  data_start_ = 8 + header_len;
+}
+
+void SafetensorsReader::read_bytes(uint64_t offset, uint64_t n, void* dst) const {
+  if (n == 0) return;
+  std::ifstream in(path_, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(data_start_ + offset));
+  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+  check(in.good(), "safetensors file '" + path_ + "': cannot read " + std::to_string(n) + " bytes at " +
+                       std::to_string(data_start_ + offset) + " (the file changed or shrank?)");
 }
 
 std::vector<std::string> SafetensorsReader::names() const {
@@ -212,36 +221,34 @@ void SafetensorsReader::read(const std::string& name, DType dtype, const std::ve
   const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
   check(t.dtype == dtype, tw + " expected dtype " + dtype_name(dtype) + ", got " + dtype_name(t.dtype));
   check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
-  if (t.nbytes > 0) std::memcpy(dst, data_.data() + t.offset, t.nbytes);
+  read_bytes(t.offset, t.nbytes, dst);
 }
 
 void SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& shape, float* dst) const {
   const TensorInfo& t = info(name);
   const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
   check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
-  const uint8_t* src = data_.data() + t.offset;
   const int64_t n = t.numel();
-  switch (t.dtype) {
-    case DType::F32:
-      if (t.nbytes > 0) std::memcpy(dst, src, t.nbytes);
-      return;
-    case DType::BF16:
-    case DType::F16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = 0;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = t.dtype == DType::BF16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
-      }
-      return;
-    case DType::F64:
-      for (int64_t i = 0; i < n; ++i) {
+  if (t.dtype == DType::F32) return read_bytes(t.offset, t.nbytes, dst);
+  if (t.dtype != DType::BF16 && t.dtype != DType::F16 && t.dtype != DType::F64)
+    fail(tw + " has dtype " + dtype_name(t.dtype) + ", which is not a float type (F32, BF16, F16 or F64)");
+  // Converted a block at a time (a bounded buffer, whatever the tensor's size).
+  const int64_t elem = int64_t(dtype_size(t.dtype)), block = int64_t(1) << 20;
+  std::vector<uint8_t> buf(size_t(std::min(n, block) * elem));
+  for (int64_t i0 = 0; i0 < n; i0 += block) {
+    const int64_t k = std::min(block, n - i0);
+    read_bytes(t.offset + uint64_t(i0 * elem), uint64_t(k * elem), buf.data());
+    for (int64_t i = 0; i < k; ++i) {
+      if (t.dtype == DType::F64) {
         double d = 0;
-        std::memcpy(&d, src + 8 * i, 8);
-        dst[i] = static_cast<float>(d);
+        std::memcpy(&d, buf.data() + 8 * i, 8);
+        dst[i0 + i] = static_cast<float>(d);
+      } else {
+        uint16_t h = 0;
+        std::memcpy(&h, buf.data() + 2 * i, 2);
+        dst[i0 + i] = t.dtype == DType::BF16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
       }
-      return;
-    default:
-      fail(tw + " has dtype " + dtype_name(t.dtype) + ", which is not a float type (F32, BF16, F16 or F64)");
+    }
   }
 }
 

@@ -198,10 +198,10 @@ HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg
   return ex;
 }
 
-std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops) {
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops, bool trainable) {
   const ModelConfig cfg = read_checkpoint_config(dir);
   io::SafetensorsSet st(dir);
-  auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg));
+  auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg), trainable);
   load_weights(*model, st);
   if (cfg.lora.enabled()) load_adapter_files(*model, dir);
   return model;
@@ -228,6 +228,13 @@ void load_weights(Model<float>& model, const io::SafetensorsSet& st) {
       std::vector<int32_t> ints(size_t(t.numel()));
       st.read(by_canonical[pieces.front().name], DType::I32, s.stored_shape, ints.data());
       write_device(model.ops(), t.i32(), ints);
+      continue;
+    }
+    // One file tensor of the same layout, on the CPU: straight into the model's memory (no
+    // staging copies of a 150K x 896 embedding).
+    if (model.ops().device() == Device::CPU && pieces.size() == 1 && !pieces[0].transpose &&
+        s.map == StorageMap::Same && pieces[0].shape == s.shape) {
+      st.read_f32(by_canonical[pieces[0].name], s.shape, t.as<float>());
       continue;
     }
     std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));

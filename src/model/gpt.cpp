@@ -33,8 +33,9 @@ int64_t count_targets(const int32_t* targets, int64_t n) {
 }  // namespace
 
 template <class F>
-Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras)
+Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras, bool trainable)
     : cfg_(cfg),
+      trainable_(trainable),
       ops_(ops),
       params_("params", ops.device()),
       grads_("grads", ops.device()),
@@ -73,7 +74,7 @@ void Model<F>::build(const HeadExtras& extras) {
   for (const auto& s : specs_) {
     if (s.role == ParamRole::Param) {
       params_.declare(s.name, s.shape, dt);
-      grads_.declare(s.name, s.shape, dt);
+      if (trainable_) grads_.declare(s.name, s.shape, dt);
     } else {
       buffers_.declare(s.name, s.shape, s.is_int ? DType::I32 : dt);
     }
@@ -125,7 +126,7 @@ void Model<F>::build(const HeadExtras& extras) {
 
   // Head parameters: values from extras or defaults, pointers into the arenas.
   impl_->bind_head_params(*this, extras);
-  build_grad_ranges();
+  if (trainable_) build_grad_ranges();
   fwd_names_.clear();
   bwd_names_.clear();
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -607,6 +608,7 @@ template <class F>
 double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                                   double loss_scale) {
   check(targets != nullptr, "forward_backward needs targets");
+  check(trainable_, "forward_backward: this model was built for inference only (no gradients)");
   struct DropoutOn {  // LoRA dropout in this forward and its backward only (also on a throw)
     bool& flag;
     explicit DropoutOn(bool& f) : flag(f) { flag = true; }

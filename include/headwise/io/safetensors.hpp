@@ -21,8 +21,9 @@ struct TensorInfo {
 
 class SafetensorsReader {
  public:
-  // Reads and validates the whole file: header JSON, dtypes, offsets inside the file, sizes
-  // matching shapes, no overlaps. Throws hw::Error naming the file and the problem.
+  // Reads and validates the header: JSON, dtypes, offsets inside the file, sizes matching
+  // shapes, no overlaps. Throws hw::Error naming the file and the problem. Tensor bytes are read
+  // from the file by read / read_f32 (the data section is not held in memory).
   explicit SafetensorsReader(const std::string& path);
   const std::string& path() const { return path_; }
   std::vector<std::string> names() const;
@@ -38,7 +39,8 @@ class SafetensorsReader {
   std::string path_;
   std::map<std::string, TensorInfo> infos_;
   std::map<std::string, std::string> metadata_;
-  std::vector<uint8_t> data_;
+  uint64_t data_start_ = 0;  // file offset of the data section
+  void read_bytes(uint64_t offset, uint64_t n, void* dst) const;
 };
 
 class SafetensorsWriter {

@@ -41,13 +41,16 @@ const char* precision_name(Precision p);
 template <class F>
 class Model {
  public:
-  Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras = {});
+  // trainable = false: an inference model (generate, eval, bench-infer): no gradient arena (a
+  // pretrained model's weights once, not twice); forward_backward then throws.
+  Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras = {}, bool trainable = true);
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
   const std::vector<attn::LayerLayout>& layouts() const { return layouts_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const Backend<F>& ops() const { return ops_; }
+  bool trainable() const { return trainable_; }
   // Arenas in the backend's memory (host code reads them through ops().copy_to_host).
   Arena& params() { return params_; }
   Arena& grads() { return grads_; }
@@ -250,6 +253,7 @@ class Model {
   void rope(const ComputeOps<A, F>& o, A* x, int l, bool backward) const;
 
   ModelConfig cfg_;
+  bool trainable_ = true;
   std::vector<double> rope_freqs_;  // rope_inv_freq(cfg_): rotary frequencies (scaled for Llama 3)
   const Backend<F>& ops_;
   std::vector<attn::LayerLayout> layouts_;
