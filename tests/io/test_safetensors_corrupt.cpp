@@ -110,7 +110,7 @@ TEST_CASE("safetensors reader: read() names tensor, expected and got", "[safeten
   CHECK_THROWS_AS(r.read("w", DType::F32, {2, 2, 1}, buf), hw::Error);
 }
 
-TEST_CASE("safetensors reader: I64 tensors are validated but not loadable; F16 loads", "[safetensors]") {
+TEST_CASE("safetensors reader: I64 tensors are validated but not loadable, F16 loads", "[safetensors]") {
   hw::test::TempDir dir;
   const std::string header =
       R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
