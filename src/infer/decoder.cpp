@@ -96,7 +96,7 @@ struct Decoder::Impl {
   std::vector<std::vector<StaticW>> statics;   // [l][h]
   std::vector<std::vector<LinearQ>> linears;   // [l][h]
   // chunk activations
-  std::vector<float> x, ln, qkv, att, r2, fch, fchg, r3, logits, last;
+  std::vector<float> x, ln, qkv, att, r2, fch, fchg, r3, last;  // (all rows' logits go to the caller's buffer)
   std::vector<int64_t> pos;
   // per-thread attention scratch (for `threads` = omp_get_max_threads() at construction; the
   // attention region runs with exactly that many): scores [chunk x max_cols], column positions,
@@ -218,7 +218,6 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   m.fch.resize(rows * size_t(m.fc));
   m.fchg.resize(rows * size_t(m.mlp));
   m.r3.resize(rows * size_t(m.C));
-  m.logits.resize(rows * size_t(m.V));
   m.last.resize(size_t(m.V));
   m.pos.resize(rows);
   m.threads = std::max(1, omp_get_max_threads());
@@ -245,7 +244,7 @@ int Decoder::vocab_size() const { return impl_->V; }
 size_t Decoder::scratch_bytes() const {
   const Impl& m = *impl_;
   size_t f = 0;
-  for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.logits, &m.last, &m.scores,
+  for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.last, &m.scores,
                         &m.psi, &m.acc, &m.rowsum, &m.part_out, &m.part_max, &m.part_sum})
     f += v->size();
   return f * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
@@ -335,9 +334,8 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
   }
   // LM head (wte, or an untied lm_head) on the final norm's output.
   if (all_logits) {
-    ops.matmul_forward(m.logits.data(), m.ln.data(), m.head, nullptr, n, C, m.V, /*w_out_in=*/true);
-    std::copy(m.logits.data(), m.logits.data() + n * m.V, all_logits);
-    std::copy(m.logits.data() + (n - 1) * m.V, m.logits.data() + n * m.V, m.last.data());
+    ops.matmul_forward(all_logits, m.ln.data(), m.head, nullptr, n, C, m.V, /*w_out_in=*/true);
+    std::copy(all_logits + (n - 1) * m.V, all_logits + n * m.V, m.last.data());
   } else {
     ops.matmul_forward(m.last.data(), m.ln.data() + (n - 1) * C, m.head, nullptr, 1, C, m.V, /*w_out_in=*/true);
   }
