@@ -155,7 +155,7 @@ void add_bench_infer_command(CLI::App& app) {
       check(other.n_layer == cfg.n_layer && other.n_head == cfg.n_head && other.kv_heads() == cfg.kv_heads() &&
                 other.n_embd == cfg.n_embd && other.block_size == cfg.block_size,
             "--plan-from " + a->plan_from + ": its model shape differs from --checkpoint's");
-      io::SafetensorsReader st(a->plan_from + "/model.safetensors");
+      io::SafetensorsSet st(a->plan_from);
       model->install_plan(other.head_plan, read_head_extras(st, other));
       plan_name = "plan-from";
     } else if (!a->method.empty()) {

@@ -72,7 +72,7 @@ void add_eval_command(CLI::App& app) {
     if (!a->text.empty()) return eval_text(*a);
     check(a->batches > 0 && a->micro_batch > 0 && a->seq_len >= 0, "--batches and --micro-batch must be positive");
     const TrainingBackend backend(a->device, a->tf32, /*local_rank=*/0, "--device");
-    auto model = load_model(a->checkpoint, backend.ops());
+    auto model = load_model(a->checkpoint, backend.ops(), /*trainable=*/false);
     const int64_t T = a->seq_len > 0 ? a->seq_len : model->config().block_size;
     check(T <= model->config().block_size, "--seq-len exceeds the model's block size");
     data::TokenLoader loader(a->data, a->micro_batch, T, false, 0);

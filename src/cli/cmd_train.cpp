@@ -10,6 +10,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/method_registry.hpp"
+#include "headwise/model/checkpoint.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw::cli {
@@ -31,7 +32,11 @@ void add_train_command(CLI::App& app) {
   cmd->add_option("--resume", args->resume, "Resume a checkpoint: weights, optimizer, data position, plan");
   cmd->callback([args] {
     check(args->init_from.empty() || args->resume.empty(), "--init-from and --resume are exclusive");
-    RunConfig cfg = RunConfig::load(args->config, args->sets);
+    // --init-from: the model's shape is the checkpoint's (its config.json).
+    ModelConfig init_model;
+    if (!args->init_from.empty()) init_model = read_checkpoint_config(args->init_from);
+    RunConfig cfg = RunConfig::load(args->config, args->sets, args->init_from.empty() ? nullptr : &init_model,
+                                    args->init_from);
     set_threads(cfg.train.threads);
     auto comm = dist::make_comm(dist::resolve_comm_kind(cfg.train.comm, cfg.train.device == "cuda"));
     if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 logs for all
@@ -45,7 +50,7 @@ void add_train_command(CLI::App& app) {
     }
     try {
       Trainer trainer(cfg, args->out, *comm, make_planners(cfg));
-      if (!args->init_from.empty()) trainer.init_from(args->init_from);
+      if (!args->init_from.empty()) trainer.init_from(args->init_from, &cfg.model.head_plan);
       if (!args->resume.empty()) trainer.resume(args->resume);
       nlohmann::json summary = trainer.run();
       if (comm->rank() == 0) {

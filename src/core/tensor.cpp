@@ -12,6 +12,7 @@ size_t dtype_size(DType t) {
     case DType::BF16: return 2;
     case DType::U16: return 2;
     case DType::F64: return 8;
+    case DType::F16: return 2;
   }
   fail("unknown dtype");
 }
@@ -23,6 +24,7 @@ const char* dtype_name(DType t) {
     case DType::BF16: return "BF16";
     case DType::U16: return "U16";
     case DType::F64: return "F64";
+    case DType::F16: return "F16";
   }
   fail("unknown dtype");
 }

@@ -42,7 +42,7 @@ void CalibSampler::fetch(int64_t index, int32_t* inputs, int32_t* targets) const
   const auto pick = static_cast<int64_t>(rng.below(static_cast<uint64_t>(m.start_begin.back())));
   const auto shard = static_cast<size_t>(
       std::upper_bound(m.start_begin.begin(), m.start_begin.end(), pick) - m.start_begin.begin() - 1);
-  const uint16_t* src = m.data.tokens[shard].data() + (pick - m.start_begin[shard]);
+  const int32_t* src = m.data.tokens[shard].data() + (pick - m.start_begin[shard]);
   for (int64_t t = 0; t < m.T; ++t) {
     inputs[t] = src[t];
     targets[t] = src[t + 1];

@@ -66,25 +66,27 @@ struct TempDirGuard {
   }
 };
 
-// Shards of at most shard_tokens from the next `count` ids of the spool; returns the count.
+// Shards of at most shard_tokens from the next `count` ids of the spool (`width` bytes each: 2
+// for version-1 shards, 4 for version 2); returns the count.
 int64_t write_split(std::FILE* spool, const fs::path& spool_path, const fs::path& dir, const std::string& split,
-                    int64_t count, int64_t shard_tokens) {
+                    int64_t count, int64_t shard_tokens, int width) {
   int64_t n = 0;
-  std::vector<uint16_t> buf(size_t(1) << 20);
+  std::vector<uint8_t> buf(size_t(4) << 20);
+  const size_t per_read = buf.size() / size_t(width);
   for (int64_t done = 0; done < count; ++n) {
     const int64_t ntok = std::min(shard_tokens, count - done);
     const fs::path path = dir / shard_name(split, n);
     io::AtomicFile out(path.string());  // a fresh file, never a link planted in the temp dir
     std::array<int32_t, 256> header{};
     header[0] = kShardMagic;
-    header[1] = kShardVersion;
+    header[1] = width == 4 ? kShardVersion32 : kShardVersion;
     header[2] = int32_t(ntok);
     out.write(header.data(), sizeof header);
     for (int64_t left = ntok; left > 0;) {
-      const size_t k = size_t(std::min<int64_t>(left, int64_t(buf.size())));
-      if (std::fread(buf.data(), sizeof(uint16_t), k, spool) != k)
+      const size_t k = size_t(std::min<int64_t>(left, int64_t(per_read)));
+      if (std::fread(buf.data(), size_t(width), k, spool) != k)
         fail("prepare: short read from the spool '" + spool_path.string() + "'");
-      out.write(buf.data(), k * sizeof(uint16_t));
+      out.write(buf.data(), k * size_t(width));
       left -= int64_t(k);
     }
     out.commit();
@@ -137,10 +139,12 @@ std::string prepare_shards(const PrepareOptions& o) {
   std::optional<BpeTokenizer> tok;
   if (!o.tokenizer.empty()) {
     tok = BpeTokenizer::load(o.tokenizer);
-    check(tok->vocab_size() <= 65536, "tokenizer '" + o.tokenizer + "' has a vocabulary of " +
-                                          std::to_string(tok->vocab_size()) +
-                                          " tokens; the llm.c uint16 shard format holds at most 65536");
+    check(tok->vocab_size() <= int64_t(std::numeric_limits<int32_t>::max()),
+          "tokenizer '" + o.tokenizer + "' has a vocabulary of " + std::to_string(tok->vocab_size()) +
+              " tokens, above the largest token id 2^31-1");
   }
+  // 16-bit shards (llm.c's version 1) unless the vocabulary needs 32 bits (version 2).
+  const int width = tok && tok->vocab_size() > 65536 ? 4 : 2;
   std::optional<uint32_t> eos;
   if (o.append_eos) {
     check(tok.has_value(), "prepare: --append-eos needs --tokenizer (the byte tokenizer has no end-of-text token)");
@@ -185,8 +189,12 @@ std::string prepare_shards(const PrepareOptions& o) {
   int64_t n = 0, bytes_done = 0;
   std::vector<uint16_t> out16;
   auto emit = [&](const std::vector<uint32_t>& ids) {
-    out16.assign(ids.begin(), ids.end());  // ids < 65536: checked above
-    write_or_fail(spool.get(), out16.data(), out16.size() * sizeof(uint16_t), spool_path);
+    if (width == 4) {
+      write_or_fail(spool.get(), ids.data(), ids.size() * sizeof(uint32_t), spool_path);
+    } else {
+      out16.assign(ids.begin(), ids.end());  // ids < 65536: the vocabulary is
+      write_or_fail(spool.get(), out16.data(), out16.size() * sizeof(uint16_t), spool_path);
+    }
     n += int64_t(ids.size());
   };
   auto encode = [&](const std::string& text, std::vector<uint32_t>& ids, int thread) {
@@ -235,8 +243,8 @@ std::string prepare_shards(const PrepareOptions& o) {
   if (std::fflush(spool.get()) != 0) fail("prepare: write to '" + spool_path.string() + "' failed (disk full?)");
   std::rewind(spool.get());
   const int64_t n_train = n - n_val;
-  const int64_t train_shards = write_split(spool.get(), spool_path, tmp.dir, "train", n_train, o.shard_tokens);
-  const int64_t val_shards = write_split(spool.get(), spool_path, tmp.dir, "val", n_val, o.shard_tokens);
+  const int64_t train_shards = write_split(spool.get(), spool_path, tmp.dir, "train", n_train, o.shard_tokens, width);
+  const int64_t val_shards = write_split(spool.get(), spool_path, tmp.dir, "val", n_val, o.shard_tokens, width);
   spool.reset();
   fs::remove(spool_path, ec);
   if (tok) io::copy_file_atomic(o.tokenizer, (tmp.dir / "tokenizer.json").string());
@@ -254,7 +262,8 @@ std::string prepare_shards(const PrepareOptions& o) {
   std::ostringstream os;
   os << "prepared " << n << " tokens (" << (tok ? tok->describe() : std::string("bytes")) << ") from "
      << o.inputs.size() << " file(s) into '" << o.out_dir << "': train " << n_train << " tokens in " << train_shards
-     << " shard(s), val " << n_val << " tokens in " << val_shards << " shard(s); "
+     << " shard(s), val " << n_val << " tokens in " << val_shards << " shard(s)"
+     << (width == 4 ? " of 32-bit tokens (version 2)" : "") << "; "
      << (progress.seconds() > 0 ? double(bytes_done) / 1e6 / progress.seconds() : 0.0) << " MB/s";
   return os.str();
 }

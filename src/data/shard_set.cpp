@@ -13,7 +13,7 @@ ShardSet ShardSet::load(const std::string& glob) {
   s.files = expand_glob(glob);
   s.tokens.reserve(s.files.size());
   for (const auto& f : s.files) {
-    s.tokens.push_back(read_shard(f));
+    s.tokens.push_back(read_shard_tokens(f));
     s.total_tokens += static_cast<int64_t>(s.tokens.back().size());
   }
   return s;
@@ -37,7 +37,7 @@ void keep_part(ShardSet& s, Part part) {
     const int64_t lo = part == Part::FirstHalf ? 0 : half, hi = part == Part::FirstHalf ? half : s.total_tokens;
     const int64_t b = std::clamp(lo - offset, int64_t(0), n), e = std::clamp(hi - offset, int64_t(0), n);
     offset += n;
-    std::vector<uint16_t> kept(tok.begin() + b, tok.begin() + std::max(b, e));
+    std::vector<int32_t> kept(tok.begin() + b, tok.begin() + std::max(b, e));
     tok = std::move(kept);
     total += static_cast<int64_t>(tok.size());
   }

@@ -78,7 +78,7 @@ void TokenLoader::fetch(int64_t index, int32_t* inputs, int32_t* targets) const 
     const int64_t slot = perm ? (*perm)[static_cast<size_t>(first + j)] : first + j;
     const auto shard = static_cast<size_t>(
         std::upper_bound(m.slot_begin.begin(), m.slot_begin.end(), slot) - m.slot_begin.begin() - 1);
-    const uint16_t* src = m.data.tokens[shard].data() + (slot - m.slot_begin[shard]) * m.T;
+    const int32_t* src = m.data.tokens[shard].data() + (slot - m.slot_begin[shard]) * m.T;
     int32_t* in = inputs + j * m.T;
     int32_t* tg = targets + j * m.T;
     for (int64_t t = 0; t < m.T; ++t) {

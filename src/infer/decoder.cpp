@@ -17,6 +17,8 @@
 #include "attention/tile_ops.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/parallel_errors.hpp"
+#include "headwise/kernels/cpu.hpp"
+#include "headwise/model/rope_freqs.hpp"
 
 namespace hw::infer {
 namespace {
@@ -45,6 +47,7 @@ const float* find_f32(const Arena& a, const std::string& name, bool required, st
 
 struct LayerW {
   const float *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
+  const float *q_norm = nullptr, *k_norm = nullptr;
 };
 
 struct StaticW {
@@ -84,15 +87,17 @@ LinearQ linear_query_side(const float* Lp, const int32_t* grp, int G, int D, dou
 
 struct Decoder::Impl {
   int L = 0, H = 0, KV = 0, D = 0, C = 0, V = 0;
-  int64_t chunk = 0, max_cols = 0, Fw = 0;
-  bool rope = false;
-  double theta = 0, eps = 0;
+  int64_t chunk = 0, max_cols = 0, Fw = 0, mlp = 0, fc = 0;  // MLP width, first MLP matrix's columns
+  bool rope = false, rmsnorm = false, swiglu = false;
+  std::vector<double> inv_freq;  // rotary frequencies (rope_freqs.hpp)
+  double eps = 0;
   const float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
+  const float* head = nullptr;  // the LM head: wte, or an untied lm_head
   std::vector<LayerW> layers;
   std::vector<std::vector<StaticW>> statics;   // [l][h]
   std::vector<std::vector<LinearQ>> linears;   // [l][h]
   // chunk activations
-  std::vector<float> x, ln, qkv, att, r2, fch, fchg, r3, logits, last;
+  std::vector<float> x, ln, qkv, att, r2, fch, fchg, r3, last;  // (all rows' logits go to the caller's buffer)
   std::vector<int64_t> pos;
   // per-thread attention scratch (for `threads` = omp_get_max_threads() at construction; the
   // attention region runs with exactly that many): scores [chunk x max_cols], column positions,
@@ -144,7 +149,11 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   m.V = cfg.vocab_size;
   m.chunk = std::min(chunk, max_context);
   m.rope = cfg.rope();
-  m.theta = cfg.rope_theta;
+  m.rmsnorm = cfg.rmsnorm();
+  m.swiglu = cfg.swiglu();
+  m.mlp = cfg.intermediate();
+  m.fc = cfg.fc_width();
+  if (m.rope) m.inv_freq = rope_inv_freq(cfg);
   m.eps = cfg.layer_norm_epsilon;
   m.Fw = linear_features(m.D);
   const Arena& P = model.params();
@@ -152,17 +161,25 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   const Arena& B = model.buffers();
   m.wte = find_f32(P, "wte.weight", true, &read);
   m.wpe = m.rope ? nullptr : find_f32(P, "wpe.weight", true, &read);
+  const bool ln = !cfg.rmsnorm();
   m.lnf_w = find_f32(P, "ln_f.weight", true, &read);
-  m.lnf_b = find_f32(P, "ln_f.bias", true, &read);
+  m.lnf_b = find_f32(P, "ln_f.bias", ln, &read);
+  m.head = cfg.tie_word_embeddings ? m.wte : find_f32(P, "lm_head.weight", true, &read);
   int64_t max_qkv = 0, max_out = 0, max_slots = 0;
   for (int l = 0; l < m.L; ++l) {
     const std::string p = "h." + std::to_string(l) + ".";
-    m.layers.push_back({find_f32(P, p + "ln_1.weight", true, &read), find_f32(P, p + "ln_1.bias", true, &read),
-                        find_f32(P, p + "attn.c_attn.weight", true, &read), find_f32(P, p + "attn.c_attn.bias", cfg.bias, &read),
-                        find_f32(P, p + "attn.c_proj.weight", true, &read), find_f32(P, p + "attn.c_proj.bias", cfg.bias, &read),
-                        find_f32(P, p + "ln_2.weight", true, &read), find_f32(P, p + "ln_2.bias", true, &read),
-                        find_f32(P, p + "mlp.c_fc.weight", true, &read), find_f32(P, p + "mlp.c_fc.bias", cfg.bias, &read),
-                        find_f32(P, p + "mlp.c_proj.weight", true, &read), find_f32(P, p + "mlp.c_proj.bias", cfg.bias, &read)});
+    m.layers.push_back({find_f32(P, p + "ln_1.weight", true, &read), find_f32(P, p + "ln_1.bias", ln, &read),
+                        find_f32(P, p + "attn.c_attn.weight", true, &read),
+                        find_f32(P, p + "attn.c_attn.bias", cfg.has_qkv_bias(), &read),
+                        find_f32(P, p + "attn.c_proj.weight", true, &read),
+                        find_f32(P, p + "attn.c_proj.bias", cfg.has_out_bias(), &read),
+                        find_f32(P, p + "ln_2.weight", true, &read), find_f32(P, p + "ln_2.bias", ln, &read),
+                        find_f32(P, p + "mlp.c_fc.weight", true, &read),
+                        find_f32(P, p + "mlp.c_fc.bias", cfg.has_mlp_bias(), &read),
+                        find_f32(P, p + "mlp.c_proj.weight", true, &read),
+                        find_f32(P, p + "mlp.c_proj.bias", cfg.has_mlp_bias(), &read),
+                        find_f32(P, p + "attn.q_norm.weight", cfg.qk_norm, &read),
+                        find_f32(P, p + "attn.k_norm.weight", cfg.qk_norm, &read)});
     const auto& lay = model.layouts()[size_t(l)];
     max_qkv = std::max(max_qkv, lay.qkv_width());
     max_out = std::max(max_out, lay.out_width());
@@ -204,10 +221,9 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   m.qkv.resize(rows * size_t(std::max<int64_t>(max_qkv, 1)));
   m.att.resize(rows * size_t(std::max<int64_t>(max_out, 1)));
   m.r2.resize(rows * size_t(m.C));
-  m.fch.resize(rows * size_t(4 * m.C));
-  m.fchg.resize(rows * size_t(4 * m.C));
+  m.fch.resize(rows * size_t(m.fc));
+  m.fchg.resize(rows * size_t(m.mlp));
   m.r3.resize(rows * size_t(m.C));
-  m.logits.resize(rows * size_t(m.V));
   m.last.resize(size_t(m.V));
   m.pos.resize(rows);
   m.threads = std::max(1, omp_get_max_threads());
@@ -234,7 +250,7 @@ int Decoder::vocab_size() const { return impl_->V; }
 size_t Decoder::scratch_bytes() const {
   const Impl& m = *impl_;
   size_t f = 0;
-  for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.logits, &m.last, &m.scores,
+  for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.last, &m.scores,
                         &m.psi, &m.acc, &m.rowsum, &m.part_out, &m.part_max, &m.part_sum})
     f += v->size();
   return f * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
@@ -275,52 +291,59 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
   }
   float* x = m.x.data();
   float* r3 = m.r3.data();
+  // The model's norm (gpt.cpp's norm_forward without saved statistics), after a residual sum.
+  auto norm = [&](const float* in, const float* w, const float* b) {
+    if (m.rmsnorm)
+      ops.rmsnorm_forward(m.ln.data(), C, nullptr, in, C, w, n, 1, C, m.eps);
+    else
+      ops.layernorm_forward(m.ln.data(), nullptr, nullptr, in, w, b, n, C, m.eps);
+  };
+  auto residual_norm = [&](float* resid, const float* a, const float* b, const float* w, const float* bias) {
+    if (m.rmsnorm) {
+      ops.residual_forward(resid, a, b, n * C);
+      ops.rmsnorm_forward(m.ln.data(), C, nullptr, resid, C, w, n, 1, C, m.eps);
+    } else {
+      ops.residual_layernorm_forward(resid, m.ln.data(), nullptr, nullptr, a, b, w, bias, n, C, m.eps);
+    }
+  };
   if (m.L > 0)
-    ops.layernorm_forward(m.ln.data(), nullptr, nullptr, x, m.layers[0].ln1_w, m.layers[0].ln1_b, n, C, m.eps);
+    norm(x, m.layers[0].ln1_w, m.layers[0].ln1_b);
   else
-    ops.layernorm_forward(m.ln.data(), nullptr, nullptr, x, m.lnf_w, m.lnf_b, n, C, m.eps);
+    norm(x, m.lnf_w, m.lnf_b);
   for (int l = 0; l < m.L; ++l) {
     const LayerW& W = m.layers[size_t(l)];
     const auto& lay = model_.layouts()[size_t(l)];
     const int64_t ldx = lay.qkv_width();
     ops.matmul_forward(m.qkv.data(), m.ln.data(), W.attn_w, W.attn_b, n, C, ldx);
-    if (m.rope) {  // rotate-half at each row's original position (kernels/cpu/rope.cpp's formula)
-      const int half = m.D / 2;
-      const int n_rot = lay.n_q + lay.n_k;
-      for (int64_t r = 0; r < n; ++r) {
-        float* row = m.qkv.data() + r * ldx;
-        for (int i = 0; i < half; ++i) {
-          const double inv_freq = std::pow(m.theta, -2.0 * double(i) / double(m.D));
-          const double angle = double(c0 + r) * inv_freq;
-          const float c = float(std::cos(angle)), s = float(std::sin(angle));
-          for (int b = 0; b < n_rot; ++b) {  // Q blocks then K blocks: contiguous from column 0
-            float* lo = row + int64_t(b) * m.D + i;
-            float* hi = lo + half;
-            const float x1 = *lo, x2 = *hi;
-            *lo = x1 * c - x2 * s;
-            *hi = x2 * c + x1 * s;
-          }
-        }
-      }
+    if (W.q_norm) {  // q/k norm (Qwen3) in place, before RoPE
+      const int64_t nq = int64_t(lay.n_q) * m.D;
+      ops.rmsnorm_forward(m.qkv.data(), ldx, nullptr, m.qkv.data(), ldx, W.q_norm, n, lay.n_q, m.D, m.eps);
+      ops.rmsnorm_forward(m.qkv.data() + nq, ldx, nullptr, m.qkv.data() + nq, ldx, W.k_norm, n, lay.n_k, m.D, m.eps);
     }
+    // Rotate-half at each row's original position; the Q blocks then the K blocks are contiguous
+    // from column 0.
+    if (m.rope) cpu::rope_forward_freqs(m.qkv.data(), 1, n, ldx, 0, lay.n_q + lay.n_k, m.D, m.inv_freq.data(), c0);
     attention(l, n);
     ops.matmul_forward(m.r2.data(), m.att.data(), W.proj_w, W.proj_b, n, lay.out_width(), C);
-    ops.residual_layernorm_forward(m.r2.data(), m.ln.data(), nullptr, nullptr, m.r2.data(), x, W.ln2_w, W.ln2_b, n,
-                                   C, m.eps);
-    ops.matmul_gelu_forward(m.fch.data(), m.fchg.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, 4 * C);
-    ops.matmul_forward(r3, m.fchg.data(), W.fcp_w, W.fcp_b, n, 4 * C, C);
+    residual_norm(m.r2.data(), m.r2.data(), x, W.ln2_w, W.ln2_b);
+    if (m.swiglu) {
+      ops.matmul_forward(m.fch.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, m.fc);
+      ops.swiglu_forward(m.fchg.data(), m.fch.data(), n, m.mlp);
+    } else {
+      ops.matmul_gelu_forward(m.fch.data(), m.fchg.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, m.mlp);
+    }
+    ops.matmul_forward(r3, m.fchg.data(), W.fcp_w, W.fcp_b, n, m.mlp, C);
     const float* nw = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_w : m.lnf_w;
     const float* nb = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_b : m.lnf_b;
-    ops.residual_layernorm_forward(r3, m.ln.data(), nullptr, nullptr, r3, m.r2.data(), nw, nb, n, C, m.eps);
+    residual_norm(r3, r3, m.r2.data(), nw, nb);
     std::swap(x, r3);
   }
-  // LM head (tied with wte) on the final LayerNorm output.
+  // LM head (wte, or an untied lm_head) on the final norm's output.
   if (all_logits) {
-    ops.matmul_forward(m.logits.data(), m.ln.data(), m.wte, nullptr, n, C, m.V, /*w_out_in=*/true);
-    std::copy(m.logits.data(), m.logits.data() + n * m.V, all_logits);
-    std::copy(m.logits.data() + (n - 1) * m.V, m.logits.data() + n * m.V, m.last.data());
+    ops.matmul_forward(all_logits, m.ln.data(), m.head, nullptr, n, C, m.V, /*w_out_in=*/true);
+    std::copy(all_logits + (n - 1) * m.V, all_logits + n * m.V, m.last.data());
   } else {
-    ops.matmul_forward(m.last.data(), m.ln.data() + (n - 1) * C, m.wte, nullptr, 1, C, m.V, /*w_out_in=*/true);
+    ops.matmul_forward(m.last.data(), m.ln.data() + (n - 1) * C, m.head, nullptr, 1, C, m.V, /*w_out_in=*/true);
   }
   cache_.advance(n);
 }

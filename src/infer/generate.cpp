@@ -9,7 +9,8 @@
 namespace hw::infer {
 
 std::vector<int32_t> generate(Decoder& dec, Sampler& sampler, const std::vector<int32_t>& prompt, int64_t max_new,
-                              const std::function<void(int32_t)>& on_token, GenerateTimes* times) {
+                              const std::function<void(int32_t)>& on_token, GenerateTimes* times,
+                              const std::vector<int32_t>& stop) {
   check(!prompt.empty(), "generate: the prompt is empty");
   check(max_new >= 0, "generate: --max-new must be >= 0");
   const int64_t need = int64_t(prompt.size()) + std::max<int64_t>(max_new - 1, 0);
@@ -28,6 +29,7 @@ std::vector<int32_t> generate(Decoder& dec, Sampler& sampler, const std::vector<
     out.push_back(sampler.next(logits));
     if (i == 0) t1 = clock::now();
     if (on_token) on_token(out.back());
+    if (std::find(stop.begin(), stop.end(), out.back()) != stop.end()) break;
   }
   const auto t2 = clock::now();
   if (times) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -30,10 +31,10 @@ struct DTypeSpelling {
   std::optional<DType> dtype;  // empty: valid safetensors dtype that headwise cannot load
 };
 
-// F16/I64 files are accepted (their layout is checked) but those tensors are not loadable.
+// I64 files are accepted (their layout is checked) but those tensors are not loadable.
 constexpr DTypeSpelling kDTypes[] = {
     {"F32", 4, DType::F32}, {"BF16", 2, DType::BF16}, {"I32", 4, DType::I32}, {"U16", 2, DType::U16},
-    {"F64", 8, DType::F64}, {"F16", 2, std::nullopt}, {"I64", 8, std::nullopt},
+    {"F64", 8, DType::F64}, {"F16", 2, DType::F16},   {"I64", 8, std::nullopt},
 };
 
 const DTypeSpelling* find_dtype(const std::string& s) {
@@ -57,6 +58,33 @@ std::optional<uint64_t> byte_size(const std::vector<int64_t>& shape, uint64_t el
     n *= static_cast<uint64_t>(d);
   }
   return n;
+}
+
+float bf16_bits_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// IEEE half: 1 sign, 5 exponent (bias 15), 10 mantissa bits; subnormals, inf and NaN kept.
+float f16_bits_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits = 0;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: man * 2^-24
+    const float v = std::ldexp(float(man), -24);
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
 }
 
 bool is_nonneg_int(const nlohmann::json& v) { return v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0); }
@@ -158,9 +186,19 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     prev = idx;
   }
 
-  data_.resize(data_size);
-  in.read(reinterpret_cast<char*>(data_.data()), static_cast<std::streamsize>(data_size));
-  check(in.good() || data_size == 0, where + ": cannot read the data section");
+  // Tensors are read from the file when asked for (read_bytes): a checkpoint is never held in
+  // memory twice (file bytes and model weights).
+  data_start_ = 8 + header_len;
+  data_bytes_ = data_size;
+}
+
+void SafetensorsReader::read_bytes(uint64_t offset, uint64_t n, void* dst) const {
+  if (n == 0) return;
+  std::ifstream in(path_, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(data_start_ + offset));
+  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+  check(in.good(), "safetensors file '" + path_ + "': cannot read " + std::to_string(n) + " bytes at " +
+                       std::to_string(data_start_ + offset) + " (the file changed or shrank?)");
 }
 
 std::vector<std::string> SafetensorsReader::names() const {
@@ -184,7 +222,35 @@ void SafetensorsReader::read(const std::string& name, DType dtype, const std::ve
   const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
   check(t.dtype == dtype, tw + " expected dtype " + dtype_name(dtype) + ", got " + dtype_name(t.dtype));
   check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
-  if (t.nbytes > 0) std::memcpy(dst, data_.data() + t.offset, t.nbytes);
+  read_bytes(t.offset, t.nbytes, dst);
+}
+
+void SafetensorsReader::read_f32(const std::string& name, const std::vector<int64_t>& shape, float* dst) const {
+  const TensorInfo& t = info(name);
+  const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
+  check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
+  const int64_t n = t.numel();
+  if (t.dtype == DType::F32) return read_bytes(t.offset, t.nbytes, dst);
+  if (t.dtype != DType::BF16 && t.dtype != DType::F16 && t.dtype != DType::F64)
+    fail(tw + " has dtype " + dtype_name(t.dtype) + ", which is not a float type (F32, BF16, F16 or F64)");
+  // Converted a block at a time (a bounded buffer, whatever the tensor's size).
+  const int64_t elem = int64_t(dtype_size(t.dtype)), block = int64_t(1) << 20;
+  std::vector<uint8_t> buf(size_t(std::min(n, block) * elem));
+  for (int64_t i0 = 0; i0 < n; i0 += block) {
+    const int64_t k = std::min(block, n - i0);
+    read_bytes(t.offset + uint64_t(i0 * elem), uint64_t(k * elem), buf.data());
+    for (int64_t i = 0; i < k; ++i) {
+      if (t.dtype == DType::F64) {
+        double d = 0;
+        std::memcpy(&d, buf.data() + 8 * i, 8);
+        dst[i0 + i] = static_cast<float>(d);
+      } else {
+        uint16_t h = 0;
+        std::memcpy(&h, buf.data() + 2 * i, 2);
+        dst[i0 + i] = t.dtype == DType::BF16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
+      }
+    }
+  }
 }
 
 void SafetensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,

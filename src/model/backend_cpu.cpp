@@ -80,6 +80,31 @@ class CpuBackend final : public Backend<F> {
                      double theta) const override {
     cpu::rope_backward(dx, B, T, row_stride, col0, n_heads, hd, theta);
   }
+  void rmsnorm_forward(F* out, int64_t out_stride, F* rstd, const F* inp, int64_t in_stride, const F* weight,
+                       int64_t N, int64_t heads, int64_t hd, double eps) const override {
+    cpu::rmsnorm_forward(out, out_stride, rstd, inp, in_stride, weight, N, heads, hd, eps);
+  }
+  void rmsnorm_backward(F* dinp, int64_t din_stride, F* dweight, const F* dout, int64_t dout_stride, const F* inp,
+                        int64_t in_stride, const F* weight, const F* rstd, int64_t N, int64_t heads, int64_t hd,
+                        bool accumulate) const override {
+    cpu::rmsnorm_backward(dinp, din_stride, dweight, dout, dout_stride, inp, in_stride, weight, rstd, N, heads, hd,
+                          accumulate);
+  }
+  void swiglu_forward(F* out, const F* inp, int64_t N, int64_t I) const override {
+    cpu::swiglu_forward(out, inp, N, I);
+  }
+  void swiglu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t I) const override {
+    cpu::swiglu_backward(dinp, inp, dout, N, I);
+  }
+  void rope_forward_freqs(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                          const double* inv_freq) const override {
+    cpu::rope_forward_freqs(x, B, T, row_stride, col0, n_heads, hd, inv_freq);
+  }
+  void rope_backward_freqs(F* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                           const double* inv_freq) const override {
+    cpu::rope_backward_freqs(dx, B, T, row_stride, col0, n_heads, hd, inv_freq);
+  }
+  bool has_llama_ops() const override { return true; }
   double sum_squares(const F* x, int64_t n) const override { return cpu::sum_squares(x, n); }
   void scale(F* x, F s, int64_t n) const override { cpu::scale(x, s, n); }
   void fill_zero(F* x, int64_t n) const override { cpu::fill_zero(x, n); }

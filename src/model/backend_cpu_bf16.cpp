@@ -101,6 +101,53 @@ class CpuBf16Ops final : public ComputeOps<bf16, float> {
     cpu::rope_backward(y, B, T, row_stride, col0, n_heads, hd, theta);
     narrow(dx, y, B * T * row_stride);
   }
+  // Strided ops widen and narrow whole rows (the columns between the heads come back unchanged).
+  void rmsnorm_forward(bf16* out, int64_t out_stride, float* rstd, const bf16* inp, int64_t in_stride,
+                       const float* weight, int64_t N, int64_t heads, int64_t hd, double eps) const override {
+    const int64_t out_n = span(N, out_stride, heads * hd), in_n = span(N, in_stride, heads * hd);
+    float* y = widen_mut(0, out, out_n);  // (columns outside the heads keep their values)
+    cpu::rmsnorm_forward(y, out_stride, rstd, widen(1, inp, in_n), in_stride, weight, N, heads, hd, eps);
+    narrow(out, y, out_n);
+  }
+  void rmsnorm_backward(bf16* dinp, int64_t din_stride, float* dweight, const bf16* dout, int64_t dout_stride,
+                        const bf16* inp, int64_t in_stride, const float* weight, const float* rstd, int64_t N,
+                        int64_t heads, int64_t hd, bool accumulate) const override {
+    const int64_t w = heads * hd;
+    const int64_t din_n = span(N, din_stride, w), dout_n = span(N, dout_stride, w), in_n = span(N, in_stride, w);
+    const float* dy = widen(2, dout, dout_n);
+    float* dx = widen_grad(0, dinp, din_n);
+    cpu::rmsnorm_backward(dx, din_stride, dweight, dy, dout_stride, widen(1, inp, in_n), in_stride, weight, rstd, N,
+                          heads, hd, accumulate);
+    narrow_grad(dinp, dx, din_n);
+  }
+  void swiglu_forward(bf16* out, const bf16* inp, int64_t N, int64_t I) const override {
+    float* y = slot(0, N * I);
+    cpu::swiglu_forward(y, widen(1, inp, N * 2 * I), N, I);
+    narrow(out, y, N * I);
+  }
+  void swiglu_backward(bf16* dinp, const bf16* inp, const bf16* dout, int64_t N, int64_t I) const override {
+    float* dx = slot(0, N * 2 * I);
+    cpu::swiglu_backward(dx, widen(1, inp, N * 2 * I), widen(2, dout, N * I), N, I);
+    narrow(dinp, dx, N * 2 * I);
+  }
+  void rope_forward_freqs(bf16* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads,
+                          int64_t hd, const double* inv_freq) const override {
+    float* y = widen_mut(0, x, B * T * row_stride);
+    cpu::rope_forward_freqs(y, B, T, row_stride, col0, n_heads, hd, inv_freq);
+    narrow(x, y, B * T * row_stride);
+  }
+  void rope_backward_freqs(bf16* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads,
+                           int64_t hd, const double* inv_freq) const override {
+    float* y = widen_mut(0, dx, B * T * row_stride);
+    cpu::rope_backward_freqs(y, B, T, row_stride, col0, n_heads, hd, inv_freq);
+    narrow(dx, y, B * T * row_stride);
+  }
+  // Exact (a copy of bf16 values): q/k norm keeps the heads' raw values for its backward.
+  void copy_columns(bf16* dst, const bf16* src, int64_t stride, int64_t col0, int64_t N,
+                    int64_t width) const override {
+    for (int64_t n = 0; n < N; ++n) std::copy(src + n * stride + col0, src + n * stride + col0 + width, dst + n * width);
+  }
+  bool has_llama_ops() const override { return true; }
   void fill_zero(bf16* x, int64_t n) const override { std::fill(x, x + n, bf16{}); }
 
   void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims,
@@ -128,6 +175,8 @@ class CpuBf16Ops final : public ComputeOps<bf16, float> {
   void round_weights(bf16* dst, const float* src, int64_t n) const override { narrow(dst, src, n); }
 
  private:
+  // Elements from the first row's start to the end of the last row's `width` (strided rows).
+  static int64_t span(int64_t N, int64_t stride, int64_t width) { return N > 0 ? (N - 1) * stride + width : 0; }
   // Conversion buffer k, at least n floats (grown, never shrunk).
   float* slot(int k, int64_t n) const {
     auto& s = slots_[static_cast<size_t>(k)];

@@ -1,5 +1,6 @@
 #include "headwise/model/checkpoint.hpp"
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -10,6 +11,7 @@
 #include "headwise/io/files.hpp"
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "headwise/model/hf_family.hpp"
 
 namespace hw {
 
@@ -37,15 +39,52 @@ bool ignored_name(const std::string& n) {
   auto ends_with = [&](const std::string& suffix) {
     return n.size() >= suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0;
   };
-  return ends_with(".attn.bias") || ends_with(".attn.masked_bias");
+  return ends_with(".attn.bias") || ends_with(".attn.masked_bias") || ends_with(".rotary_emb.inv_freq");
 }
+
+// One file tensor of the plan save_model_files writes: spec `spec`'s piece `piece`.
+struct FileTensor {
+  size_t spec = 0, piece = 0;
+  HfTensor t;
+  DType dtype = DType::F32;
+  uint64_t bytes = 0;
+};
+
+// Shards of at most max_bytes (a larger tensor gets one of its own), in spec order.
+std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, uint64_t max_bytes) {
+  std::vector<std::vector<FileTensor>> shards(1);
+  uint64_t in_shard = 0;
+  const auto& specs = model.specs();
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (specs[i].adapter) continue;  // adapter_model.safetensors: model.safetensors stays the base model
+    const auto pieces = hf_tensors(model.config(), specs[i]);
+    for (size_t k = 0; k < pieces.size(); ++k) {
+      FileTensor f{i, k, pieces[k], specs[i].is_int ? DType::I32 : DType::F32, 4};
+      for (int64_t d : f.t.shape) f.bytes *= uint64_t(d);
+      if (in_shard > 0 && in_shard + f.bytes > max_bytes) {
+        shards.emplace_back();
+        in_shard = 0;
+      }
+      in_shard += f.bytes;
+      shards.back().push_back(std::move(f));
+    }
+  }
+  return shards;
+}
+
+std::string shard_name(size_t i, size_t n) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "model-%05zu-of-%05zu.safetensors", i + 1, n);
+  return buf;
+}
+
 
 // The file's tensor names resolved once to canonical names. Two names of one tensor (both
 // "h.0.x" and "transformer.h.0.x") are an error: validating one and loading the other would let
 // unchecked values in.
 class TensorNames {
  public:
-  explicit TensorNames(const io::SafetensorsReader& st) : path_(st.path()) {
+  explicit TensorNames(const io::SafetensorsSet& st) : path_(st.path()) {
     for (const auto& n : st.names()) {
       if (ignored_name(n)) continue;
       const auto [it, fresh] = by_canonical_.emplace(canonical_name(n), n);
@@ -66,16 +105,17 @@ class TensorNames {
   std::map<std::string, std::string> by_canonical_;  // canonical name -> name in the file
 };
 
-// Bytes of every tensor model.safetensors must hold for cfg (stored shapes, float32/int32).
-int64_t stored_model_bytes(const ModelConfig& cfg, const HeadExtras& extras) {
-  int64_t bytes = 0;
+// Elements of every tensor the weight files must hold for cfg (stored shapes). Each takes at
+// least 2 bytes there (bf16/fp16; float32/int32 take 4).
+int64_t stored_model_elements(const ModelConfig& cfg, const HeadExtras& extras) {
+  int64_t elements = 0;
   for (const auto& s : param_specs(cfg, extras)) {
     if (s.adapter) continue;
-    int64_t n = 4;
+    int64_t n = 1;
     for (int64_t d : s.stored_shape) n = checked_mul(n, d, "checkpoint size");
-    bytes = checked_add(bytes, n, "checkpoint size");
+    elements = checked_add(elements, n, "checkpoint size");
   }
-  return bytes;
+  return elements;
 }
 
 // The int tensors a checkpoint carries (linear heads' groups) are checked before they reach the
@@ -93,25 +133,58 @@ void check_int_tensor(const Model<float>& model, const ParamSpec& s, const std::
 
 }  // namespace
 
-void save_model_files(const Model<float>& model, const std::string& dir) {
+void save_model_files(const Model<float>& model, const std::string& dir, uint64_t max_shard_bytes) {
+  check(max_shard_bytes > 0, "checkpoint: the shard size must be positive");
   io::ensure_dir(dir);
-  io::SafetensorsWriter w;
-  w.set_metadata("format", "pt");
-  w.set_metadata("producer", "headwise");
-  std::vector<float> compact;  // each tensor staged through the host (the writer copies it)
-  for (const auto& s : model.specs()) {
-    if (s.adapter) continue;  // adapter_model.safetensors: model.safetensors stays the base model
-    const Tensor& t = tensor_of(model, s);
-    if (s.is_int) {
-      w.add(s.name, DType::I32, s.stored_shape, read_device(model.ops(), t.i32(), t.numel()).data());
-      continue;
+  const auto shards = shard_plan(model, max_shard_bytes);
+  const auto& specs = model.specs();
+  nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
+  uint64_t total = 0;
+  std::set<std::string> weight_files;
+  std::vector<float> compact, stored, piece;  // each tensor staged through the host (the writer copies it)
+  for (size_t sh = 0; sh < shards.size(); ++sh) {
+    const std::string file = shards.size() == 1 ? io::kWeightsFile : shard_name(sh, shards.size());
+    io::SafetensorsWriter w;
+    w.set_metadata("format", "pt");
+    w.set_metadata("producer", "headwise");
+    size_t staged = SIZE_MAX;  // the spec whose stored values `stored` holds
+    for (const auto& f : shards[sh]) {
+      const ParamSpec& s = specs[f.spec];
+      const Tensor& t = tensor_of(model, s);
+      weight_map[f.t.name] = file;
+      total += f.bytes;
+      if (s.is_int) {
+        w.add(f.t.name, DType::I32, f.t.shape, read_device(model.ops(), t.i32(), t.numel()).data());
+        continue;
+      }
+      if (staged != f.spec) {
+        read_device(model.ops(), t.as<float>(), t.numel(), compact);
+        stored.assign(size_t(stored_numel(s)), 0.f);
+        stored_from_compact(s, layout_for(model, s), compact.data(), stored.data());
+        staged = f.spec;
+      }
+      piece.resize(size_t(f.bytes / 4));
+      hf_split(s, f.t, stored.data(), piece.data());
+      w.add(f.t.name, DType::F32, f.t.shape, piece.data());
     }
-    read_device(model.ops(), t.as<float>(), t.numel(), compact);
-    std::vector<float> stored(size_t(stored_numel(s)));
-    stored_from_compact(s, layout_for(model, s), compact.data(), stored.data());
-    w.add(s.name, DType::F32, s.stored_shape, stored.data());
+    w.write(dir + "/" + file);
+    weight_files.insert(file);
   }
-  w.write(dir + "/model.safetensors");
+  // No stale weights of the other layout (or of more shards) beside the new ones.
+  const std::string index = dir + "/" + io::kWeightsIndexFile;
+  if (shards.size() > 1) {
+    fs::remove(dir + "/" + io::kWeightsFile);
+    const nlohmann::ordered_json j = {{"metadata", {{"total_size", total}}}, {"weight_map", weight_map}};
+    io::write_file_atomic(index, j.dump(2) + "\n");
+  } else {
+    fs::remove(index);
+  }
+  for (const auto& e : fs::directory_iterator(dir)) {  // shards of an earlier save with another count
+    const std::string n = e.path().filename().string();
+    const bool shard_file = n.rfind("model-", 0) == 0 && n.find("-of-") != std::string::npos &&
+                            n.size() > 12 && n.substr(n.size() - 12) == ".safetensors";
+    if (shard_file && !weight_files.count(n)) fs::remove(e.path());
+  }
   if (model.config().lora.enabled()) {
     save_adapter_files(model, dir);
   } else {  // no stale adapters beside a model that has none (e.g. after a merge)
@@ -127,7 +200,7 @@ ModelConfig read_checkpoint_config(const std::string& dir) {
   return ModelConfig::from_hf_config(read_json(path, path), path);
 }
 
-HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& cfg) {
+HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg) {
   const TensorNames names(st);
   auto name_of = [&](const std::string& n) -> const std::string& { return names.get(n, " (the head plan needs it)"); };
   auto linear_prefix = [](int l, int h) { return "h." + std::to_string(l) + ".attn.linear." + std::to_string(h) + "."; };
@@ -145,9 +218,9 @@ HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& 
                   std::to_string(cfg.head_dim()) + ")");
         shapes.linears[{l, h}].n_groups = int(info.shape[0]) - 1;
       }
-  const int64_t need = stored_model_bytes(cfg, shapes);
-  check(uint64_t(need) <= st.data_bytes(), st.path() + ": config.json describes a model of " + std::to_string(need) +
-                                               " bytes of tensors, but the file holds " +
+  const int64_t need = checked_mul(stored_model_elements(cfg, shapes), int64_t(2), "checkpoint size");
+  check(uint64_t(need) <= st.data_bytes(), st.path() + ": config.json describes a model of at least " +
+                                               std::to_string(need) + " bytes of tensors (2 per value), but the weight files hold " +
                                                std::to_string(st.data_bytes()));
   HeadExtras ex;
   for (int l = 0; l < cfg.n_layer; ++l)
@@ -195,47 +268,64 @@ HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& 
   return ex;
 }
 
-std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops) {
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops, bool trainable) {
   const ModelConfig cfg = read_checkpoint_config(dir);
-  const std::string path = dir + "/model.safetensors";
-  check(fs::exists(path), "checkpoint " + dir + ": missing model.safetensors");
-  io::SafetensorsReader st(path);
-  auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg));
+  io::SafetensorsSet st(dir);
+  auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg), trainable);
   load_weights(*model, st);
   if (cfg.lora.enabled()) load_adapter_files(*model, dir);
   return model;
 }
 
-void load_weights(Model<float>& model, const io::SafetensorsReader& st) {
+void load_weights(Model<float>& model, const io::SafetensorsSet& st) {
   const TensorNames names(st);
+  const auto& by_canonical = names.all();  // canonical name -> name in the file
   std::set<std::string> used;
+  std::vector<float> piece;
   for (const auto& s : model.specs()) {
     if (s.adapter) continue;  // adapters come from adapter_model.safetensors (load_adapter_files)
-    const std::string& file_name = names.get(s.name);
-    used.insert(s.name);
     Tensor& t = s.role == ParamRole::Param ? model.params().get(s.name) : model.buffers().get(s.name);
+    // The file's tensors of this spec (the family's names: a Llama q|k|v is three of them).
+    const auto pieces = hf_tensors(model.config(), s);
+    for (const auto& p : pieces) {
+      names.get(p.name);  // throws naming a missing one
+      used.insert(p.name);
+    }
     if (s.is_int) {
       std::vector<int32_t> ints(size_t(t.numel()));
-      st.read(file_name, DType::I32, s.stored_shape, ints.data());
+      st.read(names.get(pieces.front().name), DType::I32, s.stored_shape, ints.data());
       check_int_tensor(model, s, ints, st.path());
       write_device(model.ops(), t.i32(), ints);
       continue;
     }
+    // One file tensor of the same layout, on the CPU: straight into the model's memory (no
+    // staging copies of a 150K x 896 embedding).
+    if (model.ops().device() == Device::CPU && pieces.size() == 1 && !pieces[0].transpose &&
+        s.map == StorageMap::Same && pieces[0].shape == s.shape) {
+      st.read_f32(names.get(pieces[0].name), s.shape, t.as<float>());
+      continue;
+    }
     std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
-    st.read(file_name, DType::F32, s.stored_shape, stored.data());
+    for (const auto& p : pieces) {
+      int64_t n = 1;
+      for (int64_t d : p.shape) n = checked_mul(n, d, "tensor size");
+      piece.resize(size_t(n));
+      st.read_f32(names.get(p.name), p.shape, piece.data());  // F32, BF16, F16 or F64 in the file
+      hf_join(s, p, piece.data(), stored.data());
+    }
     compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
     write_device(model.ops(), t.as<float>(), compact);
   }
   model.refresh_static_normalisers();  // log Z follows the alpha/rho just read
-  if (auto it = names.all().find("lm_head.weight"); it != names.all().end()) {
+  if (auto it = by_canonical.find("lm_head.weight"); it != by_canonical.end() && !used.count("lm_head.weight")) {
     used.insert("lm_head.weight");
     const Tensor& wte = model.params().get("wte.weight");
     std::vector<float> lm(size_t(wte.numel()));
-    st.read(it->second, DType::F32, wte.shape, lm.data());
+    st.read_f32(it->second, wte.shape, lm.data());
     check(lm == read_device(model.ops(), wte.f32(), wte.numel()),
           st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
   }
-  for (const auto& [canon, name] : names.all())
+  for (const auto& [canon, name] : by_canonical)
     check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + text_brief(name, 96) + "' for this model config");
 }
 

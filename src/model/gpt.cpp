@@ -12,6 +12,7 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "headwise/model/rope_freqs.hpp"
 #include "model/model_impl.hpp"
 
 namespace hw {
@@ -32,8 +33,9 @@ int64_t count_targets(const int32_t* targets, int64_t n) {
 }  // namespace
 
 template <class F>
-Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras)
+Model<F>::Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras, bool trainable)
     : cfg_(cfg),
+      trainable_(trainable),
       ops_(ops),
       params_("params", ops.device()),
       grads_("grads", ops.device()),
@@ -54,6 +56,11 @@ void Model<F>::build(const HeadExtras& extras) {
                                    " has no LoRA ops (adapters run on the CPU backend so far)");
     check(precision_ == Precision::Full, "model.lora: adapters need train.precision = fp32 (no bf16 LoRA yet)");
   }
+  if (cfg_.needs_llama_ops())
+    check(ops_.has_llama_ops(), std::string("model.family ") + cfg_.family + ": backend " + ops_.name() +
+                                    " has no RMSNorm, SwiGLU, q/k norm or scaled-RoPE ops (Llama-family models run "
+                                    "on the CPU backend so far: train.device = \"cpu\")");
+  rope_freqs_ = rope_inv_freq(cfg_);
   layouts_ = build_layouts(cfg_);
   specs_ = param_specs(cfg_, extras);
   params_.reset();
@@ -67,7 +74,7 @@ void Model<F>::build(const HeadExtras& extras) {
   for (const auto& s : specs_) {
     if (s.role == ParamRole::Param) {
       params_.declare(s.name, s.shape, dt);
-      grads_.declare(s.name, s.shape, dt);
+      if (trainable_) grads_.declare(s.name, s.shape, dt);
     } else {
       buffers_.declare(s.name, s.shape, s.is_int ? DType::I32 : dt);
     }
@@ -89,6 +96,7 @@ void Model<F>::build(const HeadExtras& extras) {
     w.wpe = find("wpe.weight");
     w.lnf_w = find("ln_f.weight");
     w.lnf_b = find("ln_f.bias");
+    w.lm_head = find("lm_head.weight");
     w.layers.assign(size_t(cfg_.n_layer), {});
     for (int l = 0; l < cfg_.n_layer; ++l) {
       const std::string p = "h." + std::to_string(l) + ".";
@@ -109,6 +117,8 @@ void Model<F>::build(const HeadExtras& extras) {
         L.lora_a[size_t(t)] = find(lora_a_name(l, LoraTarget(t)));
         L.lora_b[size_t(t)] = find(lora_b_name(l, LoraTarget(t)));
       }
+      L.q_norm = find(p + "attn.q_norm.weight");
+      L.k_norm = find(p + "attn.k_norm.weight");
     }
   };
   bind(params_, &buffers_, impl_->w);
@@ -116,7 +126,7 @@ void Model<F>::build(const HeadExtras& extras) {
 
   // Head parameters: values from extras or defaults, pointers into the arenas.
   impl_->bind_head_params(*this, extras);
-  build_grad_ranges();
+  if (trainable_) build_grad_ranges();
   fwd_names_.clear();
   bwd_names_.clear();
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -228,6 +238,8 @@ void Model<F>::set_precision(Precision p) {
   if (p == Precision::Bf16) {
     check(!cfg_.lora.enabled(), "model.lora: adapters need train.precision = fp32 (no bf16 LoRA yet)");
     (void)bf16_ops();  // refuse now, not at the first step
+    check(!cfg_.needs_llama_ops() || bf16_ops().has_llama_ops(),
+          std::string("precision bf16: backend ") + ops_.name() + " has no bf16 Llama-family ops");
   }
   if (p != precision_) drop_activations();          // the next reserve_activations re-declares
   precision_ = p;
@@ -259,6 +271,7 @@ void Model<F>::refresh_weight_copy() {
     c.wpe = at(w.wpe);
     c.lnf_w = at(w.lnf_w);
     c.lnf_b = at(w.lnf_b);
+    c.lm_head = at(w.lm_head);
     c.layers.assign(w.layers.size(), {});
     for (size_t l = 0; l < w.layers.size(); ++l) {
       const auto& L = w.layers[l];
@@ -290,7 +303,7 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   check(B > 0 && T > 0, "micro-batch and sequence length must be positive");
   check(T <= cfg_.block_size, "sequence length " + std::to_string(T) + " exceeds model.block_size " +
                                   std::to_string(cfg_.block_size));
-  const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size;
+  const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size, I_mlp = cfg_.intermediate(), FW = cfg_.fc_width();
   const int64_t R = chunk_rows_for(N);
   if (B == B_ && T == T_ && R == acts_chunk_ && acts_plan_ == cfg_.head_plan && acts_.allocated())
     return;  // (set_recompute_gelu resets acts_)
@@ -306,12 +319,12 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   Tensor* encoded = decl("encoded", {N, C});
   // With GELU recomputation every layer's GELU output lives in this one buffer: forward writes
   // it right before the projection reads it, backward recomputes it right before use.
-  Tensor* shared_gelu = recompute_gelu_ ? decl("recompute.fch_gelu", {N, 4 * C}) : nullptr;
+  Tensor* shared_gelu = recompute_gelu_ ? decl("recompute.fch_gelu", {N, I_mlp}) : nullptr;
   int64_t max_qkv = 0, max_out = 0, max_ws = 0;
   const attn::AttnDims dims{B, T};
   struct LayerTensors {
     Tensor *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *row_stats, *resid2, *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu,
-        *resid3;
+        *resid3, *qk_raw, *qk_rstd;
   };
   std::vector<LayerTensors> lt;
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -321,8 +334,13 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
                   decl(p + "qkv", {N, lay.qkv_width()}), decl(p + "atty", {N, lay.out_width()}),
                   stat(p + "row_stats", {attn::row_stats_size(lay, dims)}), decl(p + "resid2", {N, C}),
                   decl(p + "ln2", {N, C}), stat(p + "ln2_mean", {N}), stat(p + "ln2_rstd", {N}),
-                  decl(p + "fch", {N, 4 * C}), shared_gelu ? shared_gelu : decl(p + "fch_gelu", {N, 4 * C}),
-                  decl(p + "resid3", {N, C})});
+                  decl(p + "fch", {N, FW}), shared_gelu ? shared_gelu : decl(p + "fch_gelu", {N, I_mlp}),
+                  decl(p + "resid3", {N, C}), nullptr, nullptr});
+    if (cfg_.qk_norm) {
+      const int64_t heads = lay.n_q + lay.n_k;
+      lt.back().qk_raw = decl(p + "qk_raw", {N, heads * cfg_.head_dim()});
+      lt.back().qk_rstd = stat(p + "qk_rstd", {N * heads});
+    }
     max_qkv = std::max(max_qkv, lay.qkv_width());
     max_out = std::max(max_out, lay.out_width());
     max_ws = std::max(max_ws, o.attention_workspace_size(cfg_.head_plan.layers[size_t(l)], lay, dims));
@@ -336,8 +354,8 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   Tensor* losses = stat("losses", {N});
   Tensor* dresid = decl("grad.resid", {N, C});
   Tensor* dln = decl("grad.ln", {N, C});
-  Tensor* dfch = decl("grad.fch", {N, 4 * C});
-  Tensor* dfch_gelu = decl("grad.fch_gelu", {N, 4 * C});
+  Tensor* dfch = decl("grad.fch", {N, FW});
+  Tensor* dfch_gelu = decl("grad.fch_gelu", {N, I_mlp});
   Tensor* dqkv = decl("grad.qkv", {N, max_qkv});
   Tensor* datty = decl("grad.atty", {N, max_out});
   Tensor* ws = stat("attention.workspace", {max_ws});
@@ -364,10 +382,15 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   StepActs<A>& S = I.template acts<A>();
   S = {};
   S.encoded = encoded->template as<A>();
-  for (const auto& t : lt)
+  for (const auto& t : lt) {
     S.layers.push_back({t.ln1->template as<A>(), t.qkv->template as<A>(), t.atty->template as<A>(), t.resid2->template as<A>(), t.ln2->template as<A>(),
                         t.fch->template as<A>(), t.fch_gelu->template as<A>(), t.resid3->template as<A>(), t.ln1_mean->template as<F>(),
                         t.ln1_rstd->template as<F>(), t.row_stats->template as<F>(), t.ln2_mean->template as<F>(), t.ln2_rstd->template as<F>()});
+    if (t.qk_raw) {
+      S.layers.back().qk_raw = t.qk_raw->template as<A>();
+      S.layers.back().qk_rstd = t.qk_rstd->template as<F>();
+    }
+  }
   S.lnf = lnf->template as<A>();
   S.lnf_mean = lnf_mean->template as<F>();
   S.lnf_rstd = lnf_rstd->template as<F>();
@@ -413,7 +436,7 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
   auto& S = I.template acts<A>();
   const Weights<A>& cw = I.template compute_weights<A>();  // GEMM and embedding weights
   const Weights<F>& fw = I.w;                             // LayerNorm weights (always F)
-  const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
+  const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim(), I_mlp = cfg_.intermediate(), FW = cfg_.fc_width();
   const double eps = cfg_.layer_norm_epsilon;
   for (int64_t i = 0; i < N; ++i)
     if (inputs[i] < 0 || inputs[i] >= cfg_.vocab_size)
@@ -426,10 +449,10 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
   // Layer 0's ln_1 reads the embeddings; every later LayerNorm (the next layer's ln_1, or ln_f)
   // reads a residual sum and is fused with it.
   if (cfg_.n_layer > 0)
-    o.layernorm_forward(S.layers[0].ln1, S.layers[0].ln1_mean, S.layers[0].ln1_rstd, S.encoded, fw.layers[0].ln1_w,
-                        fw.layers[0].ln1_b, N, C, eps);
+    norm_forward(o, S.layers[0].ln1, S.layers[0].ln1_mean, S.layers[0].ln1_rstd, S.encoded, fw.layers[0].ln1_w,
+                 fw.layers[0].ln1_b, N);
   else
-    o.layernorm_forward(S.lnf, S.lnf_mean, S.lnf_rstd, S.encoded, fw.lnf_w, fw.lnf_b, N, C, eps);
+    norm_forward(o, S.lnf, S.lnf_mean, S.lnf_rstd, S.encoded, fw.lnf_w, fw.lnf_b, N);
   const attn::AttnDims dims{B, T};
   const A* in = S.encoded;
   for (int l = 0; l < cfg_.n_layer; ++l) {
@@ -442,28 +465,35 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
     const bool adapted = cfg_.lora.on_layer(l);
     if constexpr (std::is_same_v<A, F>)
       if (adapted && cfg_.lora.targets_any_qkv()) lora_qkv_forward(l);
-    if (cfg_.rope()) {  // rotate the Q and K blocks; attention sees rotated q, k
-      o.rope_forward(Ac.qkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
-      o.rope_forward(Ac.qkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
+    if (cfg_.qk_norm) {  // each q and k head RMS-normalised (Qwen3), before RoPE
+      const int64_t ld = lay.qkv_width(), nq = int64_t(lay.n_q) * hd, nqk = int64_t(lay.n_q + lay.n_k) * hd;
+      o.copy_columns(Ac.qk_raw, Ac.qkv, ld, 0, N, nqk);
+      o.rmsnorm_forward(Ac.qkv, ld, Ac.qk_rstd, Ac.qk_raw, nqk, Wf.q_norm, N, lay.n_q, hd, eps);
+      o.rmsnorm_forward(Ac.qkv + nq, ld, Ac.qk_rstd + N * lay.n_q, Ac.qk_raw + nq, nqk, Wf.k_norm, N, lay.n_k, hd,
+                        eps);
     }
+    rope(o, Ac.qkv, l, /*backward=*/false);  // attention sees rotated q, k
     o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
                         Ac.row_stats, S.workspace);
     if (observer_) observe_layer<A>(l, nullptr);
     o.matmul_forward(Ac.resid2, Ac.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
     if constexpr (std::is_same_v<A, F>)
       if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_forward(l);
-    o.residual_layernorm_forward(Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N, C,
-                                 eps);
-    o.matmul_gelu_forward(Ac.fch, Ac.fch_gelu, Ac.ln2, W.fc_w, W.fc_b, N, C, 4 * C);
-    o.matmul_forward(Ac.resid3, Ac.fch_gelu, W.fcproj_w, W.fcproj_b, N, 4 * C, C);
+    residual_norm_forward(o, Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N);
+    if (cfg_.swiglu()) {  // fch = gate | up, then silu(gate) * up
+      o.matmul_forward(Ac.fch, Ac.ln2, W.fc_w, W.fc_b, N, C, FW);
+      o.swiglu_forward(Ac.fch_gelu, Ac.fch, N, I_mlp);
+    } else {
+      o.matmul_gelu_forward(Ac.fch, Ac.fch_gelu, Ac.ln2, W.fc_w, W.fc_b, N, C, I_mlp);
+    }
+    o.matmul_forward(Ac.resid3, Ac.fch_gelu, W.fcproj_w, W.fcproj_b, N, I_mlp, C);
     if (l + 1 < cfg_.n_layer) {
       const auto& Wn = fw.layers[size_t(l + 1)];
       const auto& An = S.layers[size_t(l + 1)];
-      o.residual_layernorm_forward(Ac.resid3, An.ln1, An.ln1_mean, An.ln1_rstd, Ac.resid3, Ac.resid2, Wn.ln1_w,
-                                   Wn.ln1_b, N, C, eps);
+      residual_norm_forward(o, Ac.resid3, An.ln1, An.ln1_mean, An.ln1_rstd, Ac.resid3, Ac.resid2, Wn.ln1_w, Wn.ln1_b,
+                            N);
     } else {
-      o.residual_layernorm_forward(Ac.resid3, S.lnf, S.lnf_mean, S.lnf_rstd, Ac.resid3, Ac.resid2, fw.lnf_w,
-                                   fw.lnf_b, N, C, eps);
+      residual_norm_forward(o, Ac.resid3, S.lnf, S.lnf_mean, S.lnf_rstd, Ac.resid3, Ac.resid2, fw.lnf_w, fw.lnf_b, N);
     }
     in = Ac.resid3;
     ops_.range_pop();
@@ -504,7 +534,8 @@ template <class A>
 void Model<F>::logits_rows_as(const ComputeOps<A, F>& o, int64_t r0, int64_t n) {
   auto& S = impl_->template acts<A>();
   const int64_t C = cfg_.n_embd;
-  o.matmul_forward(S.logits, S.lnf + r0 * C, impl_->template compute_weights<A>().wte, nullptr, n, C,
+  const auto& cw = impl_->template compute_weights<A>();
+  o.matmul_forward(S.logits, S.lnf + r0 * C, cfg_.tie_word_embeddings ? cw.wte : cw.lm_head, nullptr, n, C,
                    cfg_.vocab_size, /*w_out_in=*/true);
 }
 
@@ -519,7 +550,9 @@ template <class A>
 double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double dloss) {
   auto& I = *impl_;
   auto& S = I.template acts<A>();
-  const A* wte = I.template compute_weights<A>().wte;
+  // The LM head: wte (tied) or lm_head, and where its gradient goes.
+  const A* wte = cfg_.tie_word_embeddings ? I.template compute_weights<A>().wte : I.template compute_weights<A>().lm_head;
+  F* dhead = cfg_.tie_word_embeddings ? I.g.wte : I.g.lm_head;
   const std::vector<int64_t>& packed = I.sparse_target_rows;
   const int64_t N = B_ * T_, C = cfg_.n_embd, V = cfg_.vocab_size, R = chunk_rows_for(N);
   const int64_t n_rows = packed.empty() ? N : int64_t(packed.size());
@@ -542,9 +575,9 @@ double Model<F>::classifier_as(const ComputeOps<A, F>& o, bool backward, double 
     if (!backward) continue;
     // LM head (tied with wte): gradients of wte and of this chunk's rows.
     if (packed.empty()) {
-      o.matmul_backward(S.dln + r0 * C, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+      o.matmul_backward(S.dln + r0 * C, dhead, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
     } else {
-      o.matmul_backward(nullptr, I.g.wte, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
+      o.matmul_backward(nullptr, dhead, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
       o.fill_zero(x, n * C);
       o.matmul_backward(x, nullptr, nullptr, S.logits, x, wte, n, C, V, /*w_out_in=*/true);
     }
@@ -575,6 +608,7 @@ template <class F>
 double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T,
                                   double loss_scale) {
   check(targets != nullptr, "forward_backward needs targets");
+  check(trainable_, "forward_backward: this model was built for inference only (no gradients)");
   struct DropoutOn {  // LoRA dropout in this forward and its backward only (also on a throw)
     bool& flag;
     explicit DropoutOn(bool& f) : flag(f) { flag = true; }
@@ -636,12 +670,13 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
   auto& S = I.template acts<A>();
   const Weights<A>& cw = I.template compute_weights<A>();
   const Weights<F>& fw = I.w;
-  const int64_t B = B_, T = T_, N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim();
+  const int64_t B = B_, T = T_, N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim(), I_mlp = cfg_.intermediate(),
+                FW = cfg_.fc_width();
   const attn::AttnDims dims{B, T};
   const A* last = cfg_.n_layer > 0 ? S.layers.back().resid3 : S.encoded;
   ops_.range_push("backward");
   o.fill_zero(S.dresid, N * C);
-  o.layernorm_backward(S.dresid, I.g.lnf_w, I.g.lnf_b, S.dln, last, fw.lnf_w, S.lnf_mean, S.lnf_rstd, N, C);
+  norm_backward(o, S.dresid, I.g.lnf_w, I.g.lnf_b, S.dln, last, fw.lnf_w, S.lnf_mean, S.lnf_rstd, N);
   for (int l = cfg_.n_layer - 1; l >= 0; --l) {
     ops_.range_push(bwd_names_[size_t(l)].c_str());
     const auto& W = cw.layers[size_t(l)];
@@ -651,14 +686,24 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     const auto& lay = layouts_[size_t(l)];
     const A* in = l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3;
     // MLP: dresid holds d(resid3); the residual passes it through unchanged.
-    if (recompute_gelu_) o.gelu_forward(Ac.fch_gelu, Ac.fch, N * 4 * C);  // the shared buffer holds another layer's
-    o.fill_zero(S.dfch_gelu, N * 4 * C);
-    o.matmul_backward(S.dfch_gelu, G.fcproj_w, G.fcproj_b, S.dresid, Ac.fch_gelu, W.fcproj_w, N, 4 * C, C);
-    // dfch (overwritten) and c_fc's bias gradient in one pass; the GEMM below adds no bias term.
-    o.gelu_backward_bias(S.dfch, G.fc_b, Ac.fch, S.dfch_gelu, N, 4 * C);
+    if (recompute_gelu_) {  // the shared buffer holds another layer's activation
+      if (cfg_.swiglu())
+        o.swiglu_forward(Ac.fch_gelu, Ac.fch, N, I_mlp);
+      else
+        o.gelu_forward(Ac.fch_gelu, Ac.fch, N * I_mlp);
+    }
+    o.fill_zero(S.dfch_gelu, N * I_mlp);
+    o.matmul_backward(S.dfch_gelu, G.fcproj_w, G.fcproj_b, S.dresid, Ac.fch_gelu, W.fcproj_w, N, I_mlp, C);
+    // dfch (overwritten) and c_fc's bias gradient; the GEMM below adds no bias term.
+    if (cfg_.swiglu()) {
+      o.swiglu_backward(S.dfch, Ac.fch, S.dfch_gelu, N, I_mlp);
+      if (G.fc_b) o.matmul_backward(nullptr, nullptr, G.fc_b, S.dfch, nullptr, nullptr, N, 0, FW);
+    } else {
+      o.gelu_backward_bias(S.dfch, G.fc_b, Ac.fch, S.dfch_gelu, N, I_mlp);
+    }
     o.fill_zero(S.dln, N * C);
-    o.matmul_backward(S.dln, G.fc_w, nullptr, S.dfch, Ac.ln2, W.fc_w, N, C, 4 * C);
-    o.layernorm_backward(S.dresid, G.ln2_w, G.ln2_b, S.dln, Ac.resid2, Wf.ln2_w, Ac.ln2_mean, Ac.ln2_rstd, N, C);
+    o.matmul_backward(S.dln, G.fc_w, nullptr, S.dfch, Ac.ln2, W.fc_w, N, C, FW);
+    norm_backward(o, S.dresid, G.ln2_w, G.ln2_b, S.dln, Ac.resid2, Wf.ln2_w, Ac.ln2_mean, Ac.ln2_rstd, N);
     // Attention: dresid now holds d(resid2).
     o.fill_zero(S.datty, N * lay.out_width());
     o.matmul_backward(S.datty, G.proj_w, G.proj_b, S.dresid, Ac.atty, W.proj_w, N, lay.out_width(), C);
@@ -668,21 +713,84 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     if (observer_ && observer_->wants_backward()) observe_layer<A>(l, S.datty);
     o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
                          Ac.row_stats, S.datty, S.dqkv, S.workspace);
-    if (cfg_.rope()) {
-      o.rope_backward(S.dqkv, B, T, lay.qkv_width(), 0, lay.n_q, hd, cfg_.rope_theta);
-      o.rope_backward(S.dqkv, B, T, lay.qkv_width(), int64_t(lay.n_q) * hd, lay.n_k, hd, cfg_.rope_theta);
+    rope(o, S.dqkv, l, /*backward=*/true);
+    if (cfg_.qk_norm) {  // in place: the normalised heads' gradient becomes the raw heads'
+      const int64_t ld = lay.qkv_width(), nq = int64_t(lay.n_q) * hd, nqk = int64_t(lay.n_q + lay.n_k) * hd;
+      o.rmsnorm_backward(S.dqkv, ld, G.q_norm, S.dqkv, ld, Ac.qk_raw, nqk, Wf.q_norm, Ac.qk_rstd, N, lay.n_q, hd,
+                         /*accumulate=*/false);
+      o.rmsnorm_backward(S.dqkv + nq, ld, G.k_norm, S.dqkv + nq, ld, Ac.qk_raw + nq, nqk, Wf.k_norm,
+                         Ac.qk_rstd + N * lay.n_q, N, lay.n_k, hd, /*accumulate=*/false);
     }
     o.fill_zero(S.dln, N * C);
     o.matmul_backward(S.dln, G.attn_w, G.attn_b, S.dqkv, Ac.ln1, W.attn_w, N, C, lay.qkv_width());
     if constexpr (std::is_same_v<A, F>)
       if (adapted && cfg_.lora.targets_any_qkv()) lora_qkv_backward(l);
-    o.layernorm_backward(S.dresid, G.ln1_w, G.ln1_b, S.dln, in, Wf.ln1_w, Ac.ln1_mean, Ac.ln1_rstd, N, C);
+    norm_backward(o, S.dresid, G.ln1_w, G.ln1_b, S.dln, in, Wf.ln1_w, Ac.ln1_mean, Ac.ln1_rstd, N);
     ops_.range_pop();
     if (grad_ready_hook_) grad_ready_hook_(l);  // every gradient of layer l is final
   }
   o.encoder_backward(I.g.wte, I.g.wpe, S.dresid, I.tokens, B, T, C);
   ops_.range_pop();
   if (grad_ready_hook_) grad_ready_hook_(-1);  // wte, wpe, ln_f
+}
+
+// LayerNorm (weight, bias; mean and rstd saved) or RMSNorm (weight; rstd saved) over rows of n_embd.
+template <class F>
+template <class A>
+void Model<F>::norm_forward(const ComputeOps<A, F>& o, A* out, F* mean, F* rstd, const A* in, const F* w,
+                            const F* b, int64_t N) const {
+  const int64_t C = cfg_.n_embd;
+  if (cfg_.rmsnorm())
+    o.rmsnorm_forward(out, C, rstd, in, C, w, N, 1, C, cfg_.layer_norm_epsilon);
+  else
+    o.layernorm_forward(out, mean, rstd, in, w, b, N, C, cfg_.layer_norm_epsilon);
+}
+
+// resid = a + b (resid may alias a), then the norm of resid.
+template <class F>
+template <class A>
+void Model<F>::residual_norm_forward(const ComputeOps<A, F>& o, A* resid, A* out, F* mean, F* rstd, const A* a,
+                                     const A* b, const F* w, const F* bias, int64_t N) const {
+  const int64_t C = cfg_.n_embd;
+  if (cfg_.rmsnorm()) {
+    o.residual_forward(resid, a, b, N * C);
+    o.rmsnorm_forward(out, C, rstd, resid, C, w, N, 1, C, cfg_.layer_norm_epsilon);
+  } else {
+    o.residual_layernorm_forward(resid, out, mean, rstd, a, b, w, bias, N, C, cfg_.layer_norm_epsilon);
+  }
+}
+
+// dinp += the norm's input gradient; dw (and LayerNorm's db) += the weight gradients.
+template <class F>
+template <class A>
+void Model<F>::norm_backward(const ComputeOps<A, F>& o, A* dinp, F* dw, F* db, const A* dout, const A* inp,
+                             const F* w, const F* mean, const F* rstd, int64_t N) const {
+  const int64_t C = cfg_.n_embd;
+  if (cfg_.rmsnorm())
+    o.rmsnorm_backward(dinp, C, dw, dout, C, inp, C, w, rstd, N, 1, C, /*accumulate=*/true);
+  else
+    o.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+
+// RoPE on layer l's Q and K blocks of x (a qkv buffer, or its gradient: the inverse rotation),
+// from theta alone (an op every backend has) unless the frequencies are scaled.
+template <class F>
+template <class A>
+void Model<F>::rope(const ComputeOps<A, F>& o, A* x, int l, bool backward) const {
+  if (!cfg_.rope()) return;
+  const auto& lay = layouts_[size_t(l)];
+  const int64_t W = lay.qkv_width(), hd = cfg_.head_dim(), k0 = int64_t(lay.n_q) * hd;
+  const bool scaled = !cfg_.rope_scaling.type.empty();
+  for (const auto& [col0, heads] : {std::pair<int64_t, int64_t>{0, lay.n_q}, {k0, lay.n_k}}) {
+    if (scaled && backward)
+      o.rope_backward_freqs(x, B_, T_, W, col0, heads, hd, rope_freqs_.data());
+    else if (scaled)
+      o.rope_forward_freqs(x, B_, T_, W, col0, heads, hd, rope_freqs_.data());
+    else if (backward)
+      o.rope_backward(x, B_, T_, W, col0, heads, hd, cfg_.rope_theta);
+    else
+      o.rope_forward(x, B_, T_, W, col0, heads, hd, cfg_.rope_theta);
+  }
 }
 
 template <class F>

@@ -3,8 +3,72 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
 #include "headwise/core/json_parse.hpp"
+#include "headwise/model/hf_family.hpp"
 
 namespace hw {
+
+namespace {
+// A number or bool as written (short by nature), anything else as a brief.
+std::string value_text(const nlohmann::json& v) {
+  return v.is_number() || v.is_boolean() ? v.dump() : json_brief(v);
+}
+}  // namespace
+
+nlohmann::json RopeScaling::to_json() const {
+  if (type.empty()) return nullptr;
+  return {{"rope_type", type},
+          {"factor", factor},
+          {"low_freq_factor", low_freq_factor},
+          {"high_freq_factor", high_freq_factor},
+          {"original_max_position_embeddings", original_max_position_embeddings}};
+}
+
+RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& what) {
+  RopeScaling r;
+  if (j.is_null()) return r;
+  check(j.is_object(), what + ": expected an object or null, got " + json_brief(j));
+  // Hugging Face spells the type "rope_type" (older files: "type").
+  const char* type_key = j.contains("rope_type") ? "rope_type" : "type";
+  check(j.contains(type_key) && j[type_key].is_string(), what + ": needs a \"rope_type\" string");
+  const std::string type = j[type_key].get<std::string>();
+  if (type == "default") return r;
+  check(type == "llama3", what + ": rope_type \"" + text_brief(type) +
+                              "\" is not supported (only \"llama3\" scaling, or \"default\" = none)");
+  r.type = type;
+  auto num = [&](const char* key, double& out) {
+    if (!j.contains(key)) return;
+    check(j[key].is_number(), what + "." + key + ": expected a number, got " + json_brief(j[key]));
+    out = j[key].get<double>();
+  };
+  num("factor", r.factor);
+  num("low_freq_factor", r.low_freq_factor);
+  num("high_freq_factor", r.high_freq_factor);
+  if (j.contains("original_max_position_embeddings")) {
+    const auto& v = j["original_max_position_embeddings"];
+    check(v.is_number_integer() && v.get<int64_t>() > 0 && v.get<int64_t>() <= (int64_t(1) << 30),
+          what + ".original_max_position_embeddings: expected a positive integer, got " + json_brief(v));
+    r.original_max_position_embeddings = v.get<int>();
+  }
+  check(r.factor > 0 && r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor,
+        what + ": llama3 scaling needs factor > 0 and high_freq_factor > low_freq_factor > 0");
+  return r;
+}
+
+ModelConfig ModelConfig::for_family(const std::string& family) {
+  ModelConfig c;
+  check(family == "gpt2" || family == "llama" || family == "qwen2" || family == "qwen3",
+        "model.family must be \"gpt2\", \"llama\", \"qwen2\" or \"qwen3\", got \"" + family + "\"");
+  c.family = family;
+  if (family == "gpt2") return c;
+  c.norm = "rmsnorm";
+  c.mlp = "swiglu";
+  c.pos = "rope";
+  c.bias = false;
+  c.layer_norm_epsilon = 1e-6;
+  if (family == "qwen2") c.qkv_bias = true;
+  if (family == "qwen3") c.qk_norm = true;
+  return c;
+}
 
 void ModelConfig::validate() {
   auto in_range = [](int v, int hi, const char* key) {
@@ -16,13 +80,24 @@ void ModelConfig::validate() {
   in_range(n_head, M::kMaxHeads, "n_head");
   in_range(n_embd, M::kMaxEmbd, "n_embd");
   in_range(block_size, M::kMaxPositions, "block_size");
-  check(vocab_size <= M::kMaxVocab, "model.vocab_size must be <= 65536 (tokens are stored as uint16)");
   in_range(vocab_size, M::kMaxVocab, "vocab_size");
   check(n_kv_head >= 0, "model.n_kv_head must be >= 0");
-  check(n_embd % n_head == 0, "model.n_embd (" + std::to_string(n_embd) + ") must be divisible by model.n_head (" +
-                                  std::to_string(n_head) + ")");
+  check(head_size >= 0 && head_size <= M::kMaxHeadDim,
+        "model.head_dim must be in 0.." + std::to_string(M::kMaxHeadDim) + " (0 = n_embd / n_head), got " +
+            std::to_string(head_size));
+  check(intermediate_size >= 0 && intermediate_size <= M::kMaxIntermediate,
+        "model.intermediate_size must be in 0.." + std::to_string(M::kMaxIntermediate) + " (0 = 4 n_embd), got " +
+            std::to_string(intermediate_size));
+  check(head_size > 0 || n_embd % n_head == 0, "model.n_embd (" + std::to_string(n_embd) +
+                                                   ") must be divisible by model.n_head (" + std::to_string(n_head) +
+                                                   ") unless model.head_dim is given");
   check(head_dim() <= M::kMaxHeadDim, "model.n_embd / model.n_head (the head dimension, " + std::to_string(head_dim()) +
                                           ") must be at most " + std::to_string(M::kMaxHeadDim));
+  check(norm == "layernorm" || norm == "rmsnorm",
+        "model.norm must be \"layernorm\" or \"rmsnorm\", got \"" + text_brief(norm) + "\"");
+  check(mlp == "gelu" || mlp == "swiglu", "model.mlp must be \"gelu\" or \"swiglu\", got \"" + text_brief(mlp) + "\"");
+  check(int64_t(n_head) * head_dim() <= (int64_t(1) << 24) && int64_t(fc_width()) <= (int64_t(1) << 28),
+        "model: n_head x head_dim or the MLP width is implausibly large");
   check(n_head % kv_heads() == 0, "model.n_kv_head (" + std::to_string(kv_heads()) + ") must divide model.n_head (" +
                                       std::to_string(n_head) + ")");
   check(pos == "learned" || pos == "rope", "model.pos must be \"learned\" or \"rope\", got \"" + text_brief(pos) + "\"");
@@ -30,6 +105,8 @@ void ModelConfig::validate() {
     check(head_dim() % 2 == 0, "model.pos = rope needs an even head dimension, got " + std::to_string(head_dim()));
     check(rope_theta > 0, "model.rope_theta must be positive");
   }
+  check(rope() || rope_scaling.type.empty(), "model.rope_scaling needs model.pos = \"rope\"");
+  validate_family(*this);
   check(layer_norm_epsilon > 0, "model.layer_norm_epsilon must be positive");
   check(linear_eps > 0, "model.linear_eps must be positive");
   if (head_plan.layers.empty()) head_plan = attn::HeadPlan::uniform(n_layer, n_head);
@@ -38,8 +115,15 @@ void ModelConfig::validate() {
 }
 
 ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
-  ModelConfig c;
+  check(section.is_object(), "model: expected an object");
+  std::string family = "gpt2";
+  if (section.contains("family")) {
+    check(section["family"].is_string(), "model.family: expected a string, got " + json_brief(section["family"]));
+    family = section["family"].get<std::string>();
+  }
+  ModelConfig c = for_family(family);
   JsonFields f(section, "model");
+  f.get("family", c.family);
   f.get("n_layer", c.n_layer);
   f.get("n_head", c.n_head);
   f.get("n_kv_head", c.n_kv_head);
@@ -49,6 +133,22 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
   f.get("pos", c.pos);
   f.get("rope_theta", c.rope_theta);
   f.get("bias", c.bias);
+  auto optional_bool = [&](const char* key, std::optional<bool>& out) {
+    if (const auto* v = f.raw(key)) {
+      check(v->is_boolean(), std::string("model.") + key + ": expected true or false, got " + json_brief(*v));
+      out = v->get<bool>();
+    }
+  };
+  optional_bool("qkv_bias", c.qkv_bias);
+  optional_bool("out_bias", c.out_bias);
+  optional_bool("mlp_bias", c.mlp_bias);
+  f.get("norm", c.norm);
+  f.get("mlp", c.mlp);
+  f.get("intermediate_size", c.intermediate_size);
+  f.get("head_dim", c.head_size);
+  f.get("qk_norm", c.qk_norm);
+  f.get("tie_word_embeddings", c.tie_word_embeddings);
+  if (const auto* r = f.raw("rope_scaling")) c.rope_scaling = RopeScaling::from_json(*r, "model.rope_scaling");
   f.get("layer_norm_epsilon", c.layer_norm_epsilon);
   f.get("init_std", c.init_std);
   f.get("init_residual_scale", c.init_residual_scale);
@@ -61,14 +161,47 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
 }
 
 nlohmann::json ModelConfig::to_json() const {
-  nlohmann::json j = {{"n_layer", n_layer},   {"n_head", n_head},         {"n_kv_head", kv_heads()},
+  nlohmann::json j = {{"family", family},     {"n_layer", n_layer},   {"n_head", n_head},         {"n_kv_head", kv_heads()},
           {"n_embd", n_embd},     {"block_size", block_size}, {"vocab_size", vocab_size},
           {"pos", pos},           {"rope_theta", rope_theta}, {"bias", bias},
           {"layer_norm_epsilon", layer_norm_epsilon},         {"init_std", init_std},
           {"init_residual_scale", init_residual_scale},
           {"linear_eps", linear_eps},                         {"head_plan", head_plan.to_json()}};
+  // The Llama-family choices, written when they leave GPT-2's (a GPT-2 run's config stays as it was).
+  if (family != "gpt2" || needs_llama_ops() || head_size > 0 || intermediate_size > 0 || !tie_word_embeddings ||
+      qkv_bias || out_bias || mlp_bias) {
+    j["qkv_bias"] = has_qkv_bias();
+    j["out_bias"] = has_out_bias();
+    j["mlp_bias"] = has_mlp_bias();
+    j["norm"] = norm;
+    j["mlp"] = mlp;
+    j["intermediate_size"] = intermediate();
+    j["head_dim"] = head_dim();
+    j["qk_norm"] = qk_norm;
+    j["tie_word_embeddings"] = tie_word_embeddings;
+    j["rope_scaling"] = rope_scaling.to_json();
+  }
   if (lora.enabled()) j["lora"] = lora.to_json();
   return j;
+}
+
+nlohmann::json ModelConfig::merged_section(const nlohmann::json& section, const std::string& who) const {
+  nlohmann::json merged = to_json();
+  if (section.is_null()) return merged;
+  check(section.is_object(), "model: expected an object");
+  static const char* const kFree[] = {"head_plan", "lora", "init_std", "init_residual_scale", "linear_eps"};
+  for (auto it = section.begin(); it != section.end(); ++it) {
+    const std::string& key = it.key();
+    bool free = false;
+    for (const char* k : kFree) free = free || key == k;
+    // n_kv_head 0 means "as many as n_head".
+    const nlohmann::json mine = key == "n_kv_head" && it.value() == 0 ? nlohmann::json(n_head) : it.value();
+    if (!free && merged.contains(key) && merged[key] != mine)
+      fail("model." + key + ": the config's " + value_text(it.value()) + " does not match " + value_text(merged[key]) +
+           " of " + who + " (give only keys that leave the model's shape alone, or none)");
+    merged[key] = it.value();
+  }
+  return merged;
 }
 
 namespace {
@@ -76,6 +209,7 @@ constexpr int kGpt2EndOfText = 50256;  // transformers' GPT2Config default for b
 }  // namespace
 
 nlohmann::json ModelConfig::to_hf_config() const {
+  if (family != "gpt2") return llama_family_hf_config(*this);
   nlohmann::json j = {{"model_type", "gpt2"},
                       {"architectures", {"GPT2LMHeadModel"}},
                       {"vocab_size", vocab_size},
@@ -118,8 +252,7 @@ ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::stri
     check(j.contains(key), path + ": config.json needs integer key '" + key + "'");
     return int_of(key);
   };
-  if (j.contains("model_type"))
-    check(j["model_type"] == "gpt2", path + ": model_type must be \"gpt2\", got " + json_brief(j["model_type"]));
+  if (j.contains("model_type") && j["model_type"] != "gpt2") return llama_family_from_hf_config(j, path);
   ModelConfig c;
   c.vocab_size = need_int("vocab_size");
   c.block_size = need_int("n_positions");

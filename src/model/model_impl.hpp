@@ -20,11 +20,13 @@ struct LayerWeights {
   // LoRA adapters by target (q, k, v, o); null where the layer has none. In the gradient view
   // every frozen weight above is null too.
   std::array<F*, kLoraTargets> lora_a{}, lora_b{};
+  F *q_norm = nullptr, *k_norm = nullptr;  // Qwen3's per-head q/k RMSNorm weights [head_dim]
 };
 
 template <class F>
 struct Weights {
   F *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
+  F* lm_head = nullptr;  // an untied LM head [vocab, n_embd]; null when tied to wte
   std::vector<LayerWeights<F>> layers;
 };
 
@@ -36,6 +38,10 @@ struct LayerActs {
   F *ln1_mean = nullptr, *ln1_rstd = nullptr, *row_stats = nullptr, *ln2_mean = nullptr, *ln2_rstd = nullptr;
   // LoRA: u = scaling * dropout(x) A^T per target, [N, rank] (what B's gradient reads).
   std::array<A*, kLoraTargets> lora_u{};
+  // q/k norm (Qwen3): the q|k columns before the norm [N, (n_q + n_k) head_dim] and each head
+  // row's rstd [N n_q] then [N n_k].
+  A* qk_raw = nullptr;
+  F* qk_rstd = nullptr;
 };
 
 template <class F>

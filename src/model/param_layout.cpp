@@ -44,18 +44,25 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
     const auto& lay = layouts[static_cast<size_t>(l)];
     const std::string p = "h." + std::to_string(l) + ".";
     add(p + "ln_1.weight", {C}, 0.f, 1.f, l);
-    add(p + "ln_1.bias", {C}, 0.f, 0.f, l);
+    if (!cfg.rmsnorm()) add(p + "ln_1.bias", {C}, 0.f, 0.f, l);
     add(p + "attn.c_attn.weight", {C, lay.qkv_width()}, std, 0.f, l, StorageMap::QkvColumns, {C, full_qkv});
-    if (cfg.bias) add(p + "attn.c_attn.bias", {lay.qkv_width()}, 0.f, 0.f, l, StorageMap::QkvColumns, {full_qkv});
+    if (cfg.has_qkv_bias())
+      add(p + "attn.c_attn.bias", {lay.qkv_width()}, 0.f, 0.f, l, StorageMap::QkvColumns, {full_qkv});
     add(p + "attn.c_proj.weight", {lay.out_width(), C}, proj_std, 0.f, l, StorageMap::OutRows,
         {int64_t(cfg.n_head) * hd, C});
-    if (cfg.bias) add(p + "attn.c_proj.bias", {C}, 0.f, 0.f, l);
+    if (cfg.has_out_bias()) add(p + "attn.c_proj.bias", {C}, 0.f, 0.f, l);
+    if (cfg.qk_norm) {  // one weight per head dimension, shared by the heads (Qwen3)
+      add(p + "attn.q_norm.weight", {hd}, 0.f, 1.f, l);
+      add(p + "attn.k_norm.weight", {hd}, 0.f, 1.f, l);
+    }
     add(p + "ln_2.weight", {C}, 0.f, 1.f, l);
-    add(p + "ln_2.bias", {C}, 0.f, 0.f, l);
-    add(p + "mlp.c_fc.weight", {C, 4 * C}, std, 0.f, l);
-    if (cfg.bias) add(p + "mlp.c_fc.bias", {4 * C}, 0.f, 0.f, l);
-    add(p + "mlp.c_proj.weight", {4 * C, C}, proj_std, 0.f, l);
-    if (cfg.bias) add(p + "mlp.c_proj.bias", {C}, 0.f, 0.f, l);
+    if (!cfg.rmsnorm()) add(p + "ln_2.bias", {C}, 0.f, 0.f, l);
+    // SwiGLU's gate and up projections are one [C, 2I] matrix (gate | up columns), like c_attn's q|k|v.
+    const int64_t I = cfg.intermediate(), fc = cfg.fc_width();
+    add(p + "mlp.c_fc.weight", {C, fc}, std, 0.f, l);
+    if (cfg.has_mlp_bias()) add(p + "mlp.c_fc.bias", {fc}, 0.f, 0.f, l);
+    add(p + "mlp.c_proj.weight", {I, C}, proj_std, 0.f, l);
+    if (cfg.has_mlp_bias()) add(p + "mlp.c_proj.bias", {C}, 0.f, 0.f, l);
     // Freezing turns every model weight declared so far in this layer into a buffer.
     if (cfg.lora.freeze_base)
       for (auto& sp : specs)
@@ -115,8 +122,9 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
     }
   }
   add("ln_f.weight", {C}, 0.f, 1.f);
-  add("ln_f.bias", {C}, 0.f, 0.f);
-  if (cfg.lora.freeze_base)  // wte, wpe, ln_f
+  if (!cfg.rmsnorm()) add("ln_f.bias", {C}, 0.f, 0.f);
+  if (!cfg.tie_word_embeddings) add("lm_head.weight", {cfg.vocab_size, C}, std);
+  if (cfg.lora.freeze_base)  // wte, wpe, ln_f, lm_head
     for (auto& sp : specs)
       if (sp.layer < 0) {
         sp.role = ParamRole::Buffer;

@@ -152,10 +152,14 @@ RunConfig RunConfig::from_json(const nlohmann::json& doc) {
   return rc;
 }
 
-RunConfig RunConfig::load(const std::string& path, const std::vector<std::string>& overrides) {
+RunConfig RunConfig::load(const std::string& path, const std::vector<std::string>& overrides,
+                          const ModelConfig* init_model, const std::string& init_from) {
   nlohmann::json doc = read_json_file(path);
   for (const auto& o : overrides) apply_override(doc, o);
   try {
+    if (init_model)
+      doc["model"] = init_model->merged_section(doc.contains("model") ? doc["model"] : nlohmann::json(),
+                                                "the checkpoint " + init_from);
     return from_json(doc);
   } catch (const Error& e) {
     fail(path + ": " + e.what());

@@ -205,7 +205,7 @@ void Trainer::make_buckets() {
   });
 }
 
-void Trainer::init_from(const std::string& dir) {
+void Trainer::init_from(const std::string& dir, const attn::HeadPlan* plan) {
   const ModelConfig ck = read_checkpoint_config(dir);
   check(ck.n_layer == cfg_.model.n_layer && ck.n_head == cfg_.model.n_head && ck.n_embd == cfg_.model.n_embd &&
             ck.vocab_size == cfg_.model.vocab_size && ck.block_size == cfg_.model.block_size &&
@@ -220,13 +220,15 @@ void Trainer::init_from(const std::string& dir) {
   check(!ck.lora.enabled() || !wanted.enabled() || ck.lora == wanted,
         "--init-from " + dir + ": the checkpoint's LoRA adapters (" + ck.lora.to_json().dump() +
             ") differ from the config's model.lora (" + wanted.to_json().dump() + "); merge them first (headwise merge)");
-  io::SafetensorsReader st(dir + "/model.safetensors");
+  io::SafetensorsSet st(dir);
   cfg_.model = ck;
   const HeadExtras extras = read_head_extras(st, ck);
   opt_.reset();  // free the fresh model's memory before the checkpoint's is allocated
   model_.reset();
   model_ = make_model(ck, extras);
   load_weights(*model_, st);
+  // The run's own plan on the pretrained weights (new heads take their defaults).
+  if (plan && *plan != model_->config().head_plan) model_->install_plan(*plan, model_->head_extras());
   if (ck.lora.enabled())
     load_adapter_files(*model_, dir);
   else if (wanted.enabled())

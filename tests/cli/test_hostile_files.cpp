@@ -248,7 +248,7 @@ TEST_CASE("hostile: sizes that overflow or exceed the documented bounds are refu
   c["head_plan"] = nullptr;
   c.erase("head_plan");
   test::write_text(ck + "/config.json", c.dump());
-  expect_refused(test::run_limited("inspect --checkpoint " + ck), "bytes of tensors, but the file holds");
+  expect_refused(test::run_limited("inspect --checkpoint " + ck), "bytes of tensors (2 per value), but the weight files hold");
   // An integer above int (get<int>() truncated it) and a float where an integer belongs.
   c["n_embd"] = 4294967312LL;  // 2^32 + 16: truncated, it was a valid 16
   test::write_text(ck + "/config.json", c.dump());

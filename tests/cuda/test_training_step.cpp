@@ -94,3 +94,18 @@ TEST_CASE("GPU resume reproduces the uninterrupted GPU run exactly", "[cuda][res
   CHECK(full == l.resumed);
   CHECK(full.back() < full.front());  // it learns on the GPU too
 }
+
+TEST_CASE("a Llama-family model on the CUDA backend stops with one error naming what is missing",
+          "[cuda][llama]") {
+  auto gpu_ops = make_cuda_backend({/*tf32=*/false});
+  ModelConfig cfg = ModelConfig::for_family("qwen3");
+  cfg.n_layer = 1;
+  cfg.n_embd = 64;
+  cfg.n_head = 1;
+  cfg.vocab_size = 32;
+  cfg.block_size = 16;
+  cfg.validate();
+  CHECK_THROWS_WITH(Model<float>(cfg, *gpu_ops),
+                    Catch::Contains("model.family qwen3") && Catch::Contains("RMSNorm, SwiGLU") &&
+                        Catch::Contains("CPU backend"));
+}

@@ -142,14 +142,6 @@ TEST_CASE("prepare refuses bad tokenizers and inputs and leaves no files", "[tok
       {variant("uni.json", [](json& j) { j["model"] = {{"type", "Unigram"}, {"vocab", json::array()}}; }),
        dir.file("a.txt"), "Unigram"},
       {variant("nomerges.json", [](json& j) { j["model"].erase("merges"); }), dir.file("a.txt"), "model.merges"},
-      {variant("big.json",
-               [](json& j) {
-                 // A real vocabulary of 70001 ids (ids must lie below the number of entries).
-                 for (int id = int(j["model"]["vocab"].size()); id < 70000; ++id)
-                   j["model"]["vocab"]["<pad" + std::to_string(id) + ">"] = id;
-                 j["added_tokens"].push_back({{"id", 70000}, {"content", "<big>"}, {"special", true}});
-               }),
-       dir.file("a.txt"), "65536"},
       {kFixtures + "gpt2_style.json", dir.file("missing.txt"), "missing.txt"},
       {kFixtures + "gpt2_style.json", dir.path().string(), "is not a file"},
   };
@@ -174,4 +166,45 @@ TEST_CASE("prepare refuses bad tokenizers and inputs and leaves no files", "[tok
   o.append_eos = true;
   CHECK_THROWS_AS(prepare_shards(o), hw::Error);
   CHECK_FALSE(fs::exists(o.out_dir));
+}
+
+// A vocabulary above 65,536 (an added token at id 69,999) writes llm.c's version-2 shards of
+// uint32 ids; they hold the same ids as the 16-bit shards of the same text without that token,
+// plus the added token's id where its text stands.
+TEST_CASE("prepare writes 32-bit shards when the vocabulary needs them", "[tokenizer][prepare]") {
+  hw::test::TempDir dir;
+  json big = json::parse(slurp(kFixtures + "gpt2_style.json"));
+  // Ids lie below the number of entries: pad the vocabulary up to the added token's id.
+  for (int id = int(big["model"]["vocab"].size()) + int(big["added_tokens"].size()); id < 69999; ++id)
+    big["model"]["vocab"]["<pad" + std::to_string(id) + ">"] = id;
+  big["added_tokens"].push_back({{"id", 69999}, {"content", "<big>"}, {"special", true}});
+  hw::test::write_text(dir.file("big.json"), big.dump());
+  hw::test::write_text(dir.file("a.txt"), "In the beginning<big> God created the heaven<big>");
+  hw::test::write_text(dir.file("b.txt"), "In the beginning");
+  hw::test::write_text(dir.file("c.txt"), " God created the heaven");
+  PrepareOptions o;
+  o.tokenizer = dir.file("big.json");
+  o.inputs = {dir.file("a.txt")};
+  o.out_dir = dir.file("wide");
+  o.val_fraction = 0.0;
+  const std::string msg = prepare_shards(o);
+  CHECK(msg.find("32-bit tokens (version 2)") != std::string::npos);
+  std::vector<int32_t> wide;
+  for (const std::string& f : expand_glob(o.out_dir + "/train_*.bin")) {
+    const auto t = read_shard_tokens(f);
+    wide.insert(wide.end(), t.begin(), t.end());
+  }
+  // The 16-bit pieces, prepared apart with the fixture tokenizer (no <big>).
+  std::vector<int32_t> want;
+  for (const char* piece : {"b.txt", "c.txt"}) {
+    PrepareOptions p;
+    p.tokenizer = kFixtures + "gpt2_style.json";
+    p.inputs = {dir.file(piece)};
+    p.out_dir = dir.file(std::string("narrow_") + piece);
+    p.val_fraction = 0.0;
+    prepare_shards(p);
+    for (uint16_t t : all_tokens(p.out_dir)) want.push_back(t);
+    want.push_back(69999);
+  }
+  CHECK(wide == want);
 }

@@ -10,8 +10,10 @@
 #include "headwise/data/shards.hpp"
 
 using hw::data::read_shard;
+using hw::data::read_shard_tokens;
 using hw::data::shard_token_count;
 using hw::data::write_shard;
+using hw::data::write_shard32;
 
 namespace {
 
@@ -100,7 +102,7 @@ TEST_CASE("corrupt shards give an hw::Error naming the file and the problem") {
       require_error(magic, "bad magic", header_only);
 
       b = bytes;
-      put_int32(b, 1, 2);
+      put_int32(b, 1, 3);
       const std::string version = dir.file("version.bin");
       hw::test::write_text(version, b);
       require_error(version, "version", header_only);
@@ -116,6 +118,38 @@ TEST_CASE("corrupt shards give an hw::Error naming the file and the problem") {
       require_error(longer, "header says 4 tokens", header_only);
     }
   }
+}
+
+TEST_CASE("32-bit shards: llm.c's version 2 layout, round trip, and 16-bit shards read the same way") {
+  hw::test::TempDir dir;
+  const std::string f = dir.file("w.bin");
+  const std::vector<uint32_t> toks = {0, 65535, 65536, 151935, 2147483647u, 7};
+  write_shard32(f, toks);
+  const std::string bytes = slurp(f);
+  REQUIRE(bytes.size() == 1024 + 4 * toks.size());
+  int32_t h[3];
+  std::memcpy(h, bytes.data(), 12);
+  CHECK(h[0] == 20240520);
+  CHECK(h[1] == 2);
+  CHECK(h[2] == 6);
+  // 65536 = 0x00010000 little-endian at token 2; 151935 = 0x0002517F at token 3.
+  CHECK(bytes.substr(1024 + 8, 4) == std::string("\x00\x00\x01\x00", 4));
+  CHECK(bytes.substr(1024 + 12, 4) == std::string("\x7F\x51\x02\x00", 4));
+  CHECK(read_shard_tokens(f) == std::vector<int32_t>{0, 65535, 65536, 151935, 2147483647, 7});
+  CHECK(shard_token_count(f) == 6);
+  require_error(f, "32-bit tokens", /*header_only=*/false);  // read_shard is 16-bit only
+  // A 16-bit shard through the same reader.
+  const std::string g = dir.file("n.bin");
+  write_shard(g, {3, 65535});
+  CHECK(read_shard_tokens(g) == std::vector<int32_t>{3, 65535});
+  // Ids above 2^31-1 are refused on write and on read.
+  CHECK_THROWS_WITH(write_shard32(dir.file("big.bin"), {1, 2147483648u}),
+                    Catch::Contains("2147483648") && Catch::Contains("position 1"));
+  std::string b = bytes;
+  const uint32_t big = 4000000000u;
+  std::memcpy(&b[1024 + 4 * 5], &big, 4);
+  hw::test::write_text(dir.file("bad.bin"), b);
+  CHECK_THROWS_WITH(read_shard_tokens(dir.file("bad.bin")), Catch::Contains("token 4000000000 at position 5"));
 }
 
 TEST_CASE("write_shard into a missing directory fails naming the shard") {

@@ -16,6 +16,7 @@
 #   - a 1-rank checkpoint resumes on 2 ZeRO-1 ranks; a ZeRO-1 checkpoint on 1 rank is refused
 #   - the comparison itself rejects a loss off by 2e-5
 #   - 2 ranks equal 1 rank in bf16 mixed precision too, bit for bit
+#   - the same for a Llama-family model (qwen3's choices)
 # saf: the same through an SAF intervention at step 6 (1 rank, 2 ranks, 2 ranks with ZeRO-1: the
 #   same head plan and losses within 1e-5; after the plan change each ZeRO-1 rank holds only its
 #   new shard; resume after the intervention on 2 ZeRO-1 ranks equals the uninterrupted run exactly).
@@ -23,7 +24,7 @@
 # Needs python3 (standard library only). Keeps its temporary folder when a check fails (KEEP=1: always).
 set -euo pipefail
 
-[ $# -ge 2 ] && [ $# -le 3 ] || { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+[ $# -ge 2 ] && [ $# -le 3 ] || { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 headwise=$1
 mpiexec=$2
 part=${3:-core}
@@ -145,6 +146,17 @@ if [ "$part" = core ]; then
   run lora_zero1 np2 train "${common[@]}" "${lora[@]}" --out "$work/lora_z" --set train.zero1=true
   compare "$work/lora_z/metrics.jsonl" "$work/lora_ref/metrics.jsonl" --tol 1e-5 --steps $steps
   say "LoRA (frozen base, one adapted layer, dropout): 2 ranks equal 1 rank bit for bit; ZeRO-1 within 1e-5"
+
+  # The Llama family (Qwen3's choices: RMSNorm, SwiGLU, RoPE, q/k norm; GQA, untied head): the
+  # same bitwise equality.
+  llama=(--set model.family=qwen3 --set model.pos=rope --set model.n_kv_head=2 --set model.tie_word_embeddings=false)
+  run llama_ref one train "${common[@]}" "${llama[@]}" --out "$work/llama_ref"
+  run llama_np2 np2 train "${common[@]}" "${llama[@]}" --out "$work/llama_np2"
+  compare "$work/llama_np2/metrics.jsonl" "$work/llama_ref/metrics.jsonl" --tol 1e-12 --steps $steps
+  compare "$work/llama_np2/metrics.jsonl" "$work/llama_ref/metrics.jsonl" --tol 0 --key grad_norm
+  same_files "$work/llama_np2/checkpoints/step_20" "$work/llama_ref/checkpoints/step_20" model.safetensors \
+    optimizer.safetensors
+  say "Llama family (qwen3 choices): 2 ranks equal 1 rank bit for bit"
 
   # ZeRO-1 squares the gradient shard by shard for the clip norm (another double sum, ~1e-16
   # apart), which can move the float clip coefficient by an ulp: equal within rounding, and a

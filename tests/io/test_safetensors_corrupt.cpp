@@ -1,6 +1,7 @@
 // Damaged or mismatched files must throw hw::Error naming the file or tensor, never crash.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
 
 #include "headwise/core/error.hpp"
@@ -109,17 +110,52 @@ TEST_CASE("safetensors reader: read() names tensor, expected and got", "[safeten
   CHECK_THROWS_AS(r.read("w", DType::F32, {2, 2, 1}, buf), hw::Error);
 }
 
-TEST_CASE("safetensors reader: F16/I64 tensors are validated but not loadable", "[safetensors]") {
+TEST_CASE("safetensors reader: I64 tensors are validated but not loadable, F16 loads", "[safetensors]") {
   hw::test::TempDir dir;
   const std::string header =
       R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
       R"("i":{"dtype":"I64","shape":[1],"data_offsets":[8,16]},)"
       R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})";
   SafetensorsReader r(make_file(dir, header, 16, "mixed.safetensors"));
-  CHECK(r.names() == std::vector<std::string>{"w"});
+  CHECK(r.names() == std::vector<std::string>{"h", "w"});
+  CHECK(r.info("h").dtype == DType::F16);
   CHECK_THROWS_WITH(r.info("i"), Contains("mixed.safetensors") && Contains("'i'"));
-  CHECK_THROWS_WITH(r.info("h"), Contains("'h'"));
   // Their sizes are still checked with the right element size.
   const std::string bad = R"({"d":{"dtype":"I64","shape":[1],"data_offsets":[0,4]}})";
   CHECK_THROWS_WITH(SafetensorsReader(make_file(dir, bad, 4)), Contains("'d' holds 4 bytes"));
+}
+
+// Bit patterns worked by hand: F16 0x3C00 = 1, 0xC000 = -2, 0x0001 = 2^-24 (the smallest
+// subnormal), 0x7BFF = 65504 (the largest finite), 0x7C00 = inf; BF16 0x3F80 = 1,
+// 0x4049 = 3.140625, 0xC2F7 = -123.5; F64 0.1 rounds to float 0.1f.
+TEST_CASE("safetensors reader: read_f32 widens F16, BF16 and F64", "[safetensors]") {
+  hw::test::TempDir dir;
+  const std::string header =
+      R"({"h":{"dtype":"F16","shape":[5],"data_offsets":[0,10]},)"
+      R"("b":{"dtype":"BF16","shape":[3],"data_offsets":[10,16]},)"
+      R"("d":{"dtype":"F64","shape":[1],"data_offsets":[16,24]},)"
+      R"("i":{"dtype":"I32","shape":[1],"data_offsets":[24,28]}})";
+  std::string data;
+  for (uint16_t v : {0x3C00, 0xC000, 0x0001, 0x7BFF, 0x7C00, 0x3F80, 0x4049, 0xC2F7})
+    data += std::string{char(v & 0xff), char(v >> 8)};
+  const double tenth = 0.1;
+  data += std::string(reinterpret_cast<const char*>(&tenth), 8) + std::string(4, '\0');
+  const std::string path = dir.file("widen.safetensors");
+  write_bytes(path, le64(header.size()) + header + data);
+  SafetensorsReader r(path);
+  float h[5], b[3], d = 0;
+  r.read_f32("h", {5}, h);
+  CHECK(h[0] == 1.0f);
+  CHECK(h[1] == -2.0f);
+  CHECK(h[2] == 5.9604644775390625e-8f);
+  CHECK(h[3] == 65504.0f);
+  CHECK(std::isinf(h[4]));
+  r.read_f32("b", {3}, b);
+  CHECK(b[0] == 1.0f);
+  CHECK(b[1] == 3.140625f);
+  CHECK(b[2] == -123.5f);
+  r.read_f32("d", {1}, &d);
+  CHECK(d == 0.1f);
+  CHECK_THROWS_WITH(r.read_f32("i", {1}, &d), Contains("'i'") && Contains("not a float type"));
+  CHECK_THROWS_WITH(r.read_f32("b", {4}, b), Contains("'b'") && Contains("expected shape [4]"));
 }

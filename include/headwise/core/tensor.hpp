@@ -7,11 +7,11 @@
 
 namespace hw {
 
-enum class DType : uint8_t { F32, BF16, I32, U16, F64 };
+enum class DType : uint8_t { F32, BF16, I32, U16, F64, F16 };
 enum class Device : uint8_t { CPU, CUDA };
 
 size_t dtype_size(DType t);
-const char* dtype_name(DType t);  // safetensors spelling: F32, BF16, I32, U16, F64
+const char* dtype_name(DType t);  // safetensors spelling: F32, BF16, I32, U16, F64, F16
 // The dtype that stores F (float -> F32, double -> F64, hw::bf16 (core/bf16.hpp) -> BF16).
 template <class F>
 constexpr DType dtype_of() {

@@ -2,8 +2,9 @@
 // Byte-level BPE from a Hugging Face tokenizer.json (GPT-2, Llama 3, Qwen 2 style), giving the
 // ids `tokenizers` gives for Tokenizer.encode(text, add_special_tokens=False): added/special
 // tokens split out of the text first, then the file's pre-tokenizer (GPT-2's ByteLevel regex or
-// a Split regex of Llama 3 / Qwen 2), GPT-2's byte-to-unicode map, merges by rank. Not applied:
-// the post-processor (a BOS a template would add; `prepare --append-eos` adds EOS itself).
+// a Split regex of Llama 3 / Qwen 2), GPT-2's byte-to-unicode map, merges by rank. The
+// post-processor's special tokens (Llama 3's <|begin_of_text|>) only through encode_for_model,
+// as transformers' tokenizer(text) adds them (`prepare --append-eos` adds EOS itself).
 // Anything else in the file (another model type, a normalizer, byte_fallback, an unknown regex)
 // is refused when the file is loaded. The byte tokenizer (tokenizer.hpp) is the "no tokenizer"
 // case.
@@ -36,6 +37,9 @@ class BpeTokenizer {
   // Appends the ids of text (any bytes: a stray non-UTF-8 byte is its own symbol) to out.
   void encode(std::string_view text, std::vector<uint32_t>& out, BpeCache* cache = nullptr) const;
   std::vector<uint32_t> encode(std::string_view text) const;
+  // encode(text) with the post_processor's special tokens around it (generate --prompt);
+  // throws naming a post_processor type it does not know.
+  std::vector<uint32_t> encode_for_model(std::string_view text) const;
   // The bytes of the tokens (added tokens as their content); throws on an id outside the
   // vocabulary. decode(encode(x)) == x for every byte string x.
   std::string decode(const std::vector<uint32_t>& ids) const;

@@ -21,8 +21,9 @@ struct TensorInfo {
 
 class SafetensorsReader {
  public:
-  // Reads and validates the whole file: header JSON, dtypes, offsets inside the file, sizes
-  // matching shapes, no overlaps. Throws hw::Error naming the file and the problem.
+  // Reads and validates the header: JSON, dtypes, offsets inside the file, sizes matching
+  // shapes, no overlaps. Throws hw::Error naming the file and the problem. Tensor bytes are read
+  // from the file by read / read_f32 (the data section is not held in memory).
   explicit SafetensorsReader(const std::string& path);
   const std::string& path() const { return path_; }
   std::vector<std::string> names() const;
@@ -30,15 +31,19 @@ class SafetensorsReader {
   const TensorInfo& info(const std::string& name) const;  // throws naming the tensor
   // Copy a tensor into dst, checking dtype and shape (throws naming tensor, expected, got).
   void read(const std::string& name, DType dtype, const std::vector<int64_t>& shape, void* dst) const;
+  // A float tensor (F32, BF16, F16 or F64) widened (or F64 rounded) to float; shape checked.
+  void read_f32(const std::string& name, const std::vector<int64_t>& shape, float* dst) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // Bytes of the data section (what all tensors together can hold at most).
-  uint64_t data_bytes() const { return data_.size(); }
+  uint64_t data_bytes() const { return data_bytes_; }
 
  private:
   std::string path_;
   std::map<std::string, TensorInfo> infos_;
   std::map<std::string, std::string> metadata_;
-  std::vector<uint8_t> data_;
+  uint64_t data_start_ = 0;  // file offset of the data section
+  uint64_t data_bytes_ = 0;  // size of the data section
+  void read_bytes(uint64_t offset, uint64_t n, void* dst) const;
 };
 
 class SafetensorsWriter {

@@ -83,6 +83,41 @@ class ComputeOps {
   // Whether the LoRA ops above are implemented.
   virtual bool has_lora_ops() const { return false; }
 
+  // Llama-family ops (cpu.hpp defines them: RMSNorm, SwiGLU, rotary frequencies from a table).
+  // A backend without them keeps these defaults, which throw naming the op; the model refuses a
+  // Llama-family config on such a backend before any step (has_llama_ops).
+  virtual void rmsnorm_forward(A* /*out*/, int64_t /*out_stride*/, F* /*rstd*/, const A* /*inp*/,
+                               int64_t /*in_stride*/, const F* /*weight*/, int64_t /*N*/, int64_t /*heads*/,
+                               int64_t /*hd*/, double /*eps*/) const {
+    missing_llama_op("rmsnorm_forward");
+  }
+  virtual void rmsnorm_backward(A* /*dinp*/, int64_t /*din_stride*/, F* /*dweight*/, const A* /*dout*/,
+                                int64_t /*dout_stride*/, const A* /*inp*/, int64_t /*in_stride*/,
+                                const F* /*weight*/, const F* /*rstd*/, int64_t /*N*/, int64_t /*heads*/,
+                                int64_t /*hd*/, bool /*accumulate*/) const {
+    missing_llama_op("rmsnorm_backward");
+  }
+  virtual void swiglu_forward(A* /*out*/, const A* /*inp*/, int64_t /*N*/, int64_t /*I*/) const {
+    missing_llama_op("swiglu_forward");
+  }
+  virtual void swiglu_backward(A* /*dinp*/, const A* /*inp*/, const A* /*dout*/, int64_t /*N*/,
+                               int64_t /*I*/) const {
+    missing_llama_op("swiglu_backward");
+  }
+  // inv_freq: hd/2 host values (the table is computed once per model, model/rope_freqs.hpp).
+  virtual void rope_forward_freqs(A* /*x*/, int64_t /*B*/, int64_t /*T*/, int64_t /*row_stride*/,
+                                  int64_t /*col0*/, int64_t /*n_heads*/, int64_t /*hd*/,
+                                  const double* /*inv_freq*/) const {
+    missing_llama_op("rope_forward_freqs");
+  }
+  virtual void rope_backward_freqs(A* /*dx*/, int64_t /*B*/, int64_t /*T*/, int64_t /*row_stride*/,
+                                   int64_t /*col0*/, int64_t /*n_heads*/, int64_t /*hd*/,
+                                   const double* /*inv_freq*/) const {
+    missing_llama_op("rope_backward_freqs");
+  }
+  // Whether the Llama-family ops above are implemented.
+  virtual bool has_llama_ops() const { return false; }
+
   virtual void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout,
                                  const attn::AttnDims& dims, const attn::LayerHeadParams<F>& params, const A* qkv,
                                  A* out, F* row_stats, F* workspace) const = 0;
@@ -100,6 +135,9 @@ class ComputeOps {
  private:
   [[noreturn]] static void missing_op(const char* op) {
     fail(std::string("this backend has no '") + op + "' op (LoRA adapters run on the CPU backend so far)");
+  }
+  [[noreturn]] static void missing_llama_op(const char* op) {
+    fail(std::string("this backend has no '") + op + "' op (Llama-family models run on the CPU backend so far)");
   }
 };
 

@@ -79,6 +79,37 @@ template <class F>
 void rope_backward(F* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
                    double theta);
 
+// The same rotation with pair i's frequency inv_freq[i] (hd/2 values: Llama 3's scaled
+// frequencies, model/rope_freqs.hpp) and row t of each sequence at position pos0 + t (cached
+// decoding feeds rows after the cache). rope_forward(theta) equals inv_freq[i] = theta^(-2i/hd), pos0 = 0.
+template <class F>
+void rope_forward_freqs(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                        const double* inv_freq, int64_t pos0 = 0);
+template <class F>
+void rope_backward_freqs(F* dx, int64_t B, int64_t T, int64_t row_stride, int64_t col0, int64_t n_heads, int64_t hd,
+                         const double* inv_freq, int64_t pos0 = 0);
+
+// RMSNorm (Llama / Qwen): y = weight * x * rstd, rstd = 1 / sqrt(mean(x^2) + eps), over each of
+// `heads` consecutive hd-wide blocks of N rows (rows `in_stride` / `out_stride` apart): heads = 1,
+// hd = C for the residual stream; heads = n_q, hd = head_dim for Qwen3's q/k norm, where the
+// heads share one weight vector [hd]. rstd [N * heads] may be null; out may alias inp (in place).
+template <class F>
+void rmsnorm_forward(F* out, int64_t out_stride, F* rstd, const F* inp, int64_t in_stride, const F* weight, int64_t N,
+                     int64_t heads, int64_t hd, double eps);
+// dinp += (accumulate) or = (overwrite; dinp may then alias dout) the input gradient;
+// dweight[hd] += sum over rows and heads of dout * x * rstd. Either may be null.
+template <class F>
+void rmsnorm_backward(F* dinp, int64_t din_stride, F* dweight, const F* dout, int64_t dout_stride, const F* inp,
+                      int64_t in_stride, const F* weight, const F* rstd, int64_t N, int64_t heads, int64_t hd,
+                      bool accumulate);
+
+// SwiGLU: out[N, I] = silu(inp[:, :I]) * inp[:, I:] (inp [N, 2I]: gate | up), silu(x) = x sigmoid(x).
+template <class F>
+void swiglu_forward(F* out, const F* inp, int64_t N, int64_t I);
+// dinp[N, 2I] = the gradient of gate | up (overwrite).
+template <class F>
+void swiglu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t I);
+
 // Sum of squares of x (double accumulation, fixed order for a fixed thread count).
 template <class F>
 double sum_squares(const F* x, int64_t n);

@@ -9,23 +9,31 @@
 #include <string>
 
 #include "headwise/io/safetensors.hpp"
+#include "headwise/io/safetensors_set.hpp"
 #include "headwise/model/gpt.hpp"
 
 namespace hw {
 
 // Write model.safetensors and config.json into dir (each file atomically), and the adapters,
 // if the model has any, as adapter_model.safetensors + adapter_config.json (adapter_files.hpp).
-void save_model_files(const Model<float>& model, const std::string& dir);
+// Tensors carry the family's Hugging Face names (hf_family.hpp). Weights above max_shard_bytes
+// go into shards model-0000k-of-0000n.safetensors with model.safetensors.index.json, as
+// transformers' save_pretrained writes them.
+inline constexpr uint64_t kDefaultMaxShardBytes = uint64_t(2) << 30;
+void save_model_files(const Model<float>& model, const std::string& dir,
+                      uint64_t max_shard_bytes = kDefaultMaxShardBytes);
 // Model config and head values (static alpha/rho, linear L/groups) of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);
-HeadExtras read_head_extras(const io::SafetensorsReader& st, const ModelConfig& cfg);
-// Build a model from a checkpoint directory (with its adapters, if config.json declares any).
-std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops);
-// Copy a checkpoint's weights into an existing model of the same shape and plan. Accepts HF's
-// variants: a "transformer." prefix, attn.bias / attn.masked_bias buffers (ignored), a tied
-// lm_head.weight (must equal wte). Unknown or missing tensors are errors naming them. Adapters
-// are not read here (they are not in model.safetensors): they keep their values.
-void load_weights(Model<float>& model, const io::SafetensorsReader& st);
+HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg);
+// Build a model from a checkpoint directory (with its adapters, if config.json declares any);
+// trainable = false: for inference only, without a gradient arena (Model's constructor).
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops, bool trainable = true);
+// Copy a checkpoint's weights (one file or shards; F32, BF16, F16 or F64, widened to float) into
+// an existing model of the same shape and plan. Accepts HF's variants: a "transformer." prefix,
+// attn.bias / attn.masked_bias / rotary_emb.inv_freq buffers (ignored), a tied lm_head.weight
+// (must equal wte). Unknown or missing tensors are errors naming them. Adapters are not read
+// here (they are not in model.safetensors): they keep their values.
+void load_weights(Model<float>& model, const io::SafetensorsSet& st);
 
 // Optimizer moments as DIR/optimizer.safetensors ("m.<name>", "v.<name>" in stored shapes).
 // m and v live in the model backend's memory, like the parameters.

@@ -9,6 +9,7 @@
 // copy_to_host outside it (init, plan changes, read-backs). A step copies exactly two host
 // arrays in (the micro-batch's input tokens and targets) and reads back only the scalars the
 // ops return (the loss sum).
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -40,13 +41,16 @@ const char* precision_name(Precision p);
 template <class F>
 class Model {
  public:
-  Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras = {});
+  // trainable = false: an inference model (generate, eval, bench-infer): no gradient arena (a
+  // pretrained model's weights once, not twice); forward_backward then throws.
+  Model(const ModelConfig& cfg, const Backend<F>& ops, const HeadExtras& extras = {}, bool trainable = true);
   ~Model();
 
   const ModelConfig& config() const { return cfg_; }
   const std::vector<attn::LayerLayout>& layouts() const { return layouts_; }
   const std::vector<ParamSpec>& specs() const { return specs_; }
   const Backend<F>& ops() const { return ops_; }
+  bool trainable() const { return trainable_; }
   // Arenas in the backend's memory (host code reads them through ops().copy_to_host).
   Arena& params() { return params_; }
   Arena& grads() { return grads_; }
@@ -69,7 +73,8 @@ class Model {
 
   // The classifier (LM head, cross-entropy, its backward) runs over `rows` rows of the
   // micro-batch at a time, so only rows x vocab logits exist at once (train.classifier_chunk_rows).
-  // 0 (the default) = every row at once. Takes effect at the next reserve_activations / step.
+  // 0 (the default) = every row at once, or above a 65,536 vocabulary as many as fit 2^24 logits
+  // (chunk_rows_for). Takes effect at the next reserve_activations / step.
   void set_classifier_chunk_rows(int64_t rows);
   int64_t classifier_chunk_rows() const { return chunk_rows_; }
 
@@ -224,9 +229,32 @@ class Model {
   const ComputeOps<bf16, F>& bf16_ops() const;
   // Under Bf16: size the bf16 weight copy and round the parameters into it.
   void refresh_weight_copy();
-  int64_t chunk_rows_for(int64_t N) const { return chunk_rows_ > 0 && chunk_rows_ < N ? chunk_rows_ : N; }
+  // Rows per classifier chunk for N rows: the set value, or (0) all of them, except for a
+  // vocabulary above 65,536 (Llama 3's 128K, Qwen's 152K), where all rows' logits would be
+  // gigabytes: then as many rows as fit kAutoChunkLogits logits.
+  static constexpr int64_t kAutoChunkLogits = int64_t(1) << 24;
+  int64_t chunk_rows_for(int64_t N) const {
+    if (chunk_rows_ > 0) return chunk_rows_ < N ? chunk_rows_ : N;
+    if (cfg_.vocab_size <= 65536) return N;
+    return std::min<int64_t>(N, std::max<int64_t>(1, kAutoChunkLogits / cfg_.vocab_size));
+  }
+
+  // The choices of the block that differ between families (gpt.cpp).
+  template <class A>
+  void norm_forward(const ComputeOps<A, F>& o, A* out, F* mean, F* rstd, const A* in, const F* w, const F* b,
+                    int64_t N) const;
+  template <class A>
+  void residual_norm_forward(const ComputeOps<A, F>& o, A* resid, A* out, F* mean, F* rstd, const A* a, const A* b,
+                             const F* w, const F* bias, int64_t N) const;
+  template <class A>
+  void norm_backward(const ComputeOps<A, F>& o, A* dinp, F* dw, F* db, const A* dout, const A* inp, const F* w,
+                     const F* mean, const F* rstd, int64_t N) const;
+  template <class A>
+  void rope(const ComputeOps<A, F>& o, A* x, int l, bool backward) const;
 
   ModelConfig cfg_;
+  bool trainable_ = true;
+  std::vector<double> rope_freqs_;  // rope_inv_freq(cfg_): rotary frequencies (scaled for Llama 3)
   const Backend<F>& ops_;
   std::vector<attn::LayerLayout> layouts_;
   std::vector<ParamSpec> specs_;

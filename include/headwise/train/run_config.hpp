@@ -92,7 +92,10 @@ struct RunConfig {
 
   int64_t grad_accum(int world = 1) const;  // micro-steps per update per rank
   static RunConfig from_json(const nlohmann::json& doc);  // validates everything
-  static RunConfig load(const std::string& path, const std::vector<std::string>& overrides);
+  // With init_model (train --init-from), the model section is init_model's with the file's
+  // model keys on top (ModelConfig::merged_section; init_from names the checkpoint).
+  static RunConfig load(const std::string& path, const std::vector<std::string>& overrides,
+                        const ModelConfig* init_model = nullptr, const std::string& init_from = "");
   nlohmann::json to_json() const;
 };
 

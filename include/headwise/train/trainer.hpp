@@ -69,7 +69,9 @@ class Trainer {
           bool synthetic_data = false, const Backend<float>* backend = nullptr);
   ~Trainer();
 
-  void init_from(const std::string& checkpoint_dir);  // weights only, fresh optimizer
+  // Weights only, fresh optimizer; with `plan`, that head plan is installed on them (train
+  // --init-from with the run config's model.head_plan).
+  void init_from(const std::string& checkpoint_dir, const attn::HeadPlan* plan = nullptr);
   void resume(const std::string& checkpoint_dir);     // weights, optimizer, position, plan
 
   // Train until `stop_step` updates are done (default: train.steps). Writes metrics.jsonl,

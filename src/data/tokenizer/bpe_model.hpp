@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "data/tokenizer/pretokenizer.hpp"
+#include "data/tokenizer/post_processor.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 
 namespace hw::data {
@@ -67,6 +68,7 @@ struct BpeTokenizer::Impl {
   std::vector<std::string> id_bytes;   // id -> the bytes it decodes to
   std::vector<uint8_t> id_known;       // id -> 1 when the id is assigned
   int vocab_size = 0;
+  PostProcessor post;  // the special tokens tokenizer(text) adds (encode_for_model)
 };
 
 // Merges one piece's bytes into ids (appended to out), lowest rank first, leftmost on ties.

@@ -103,6 +103,18 @@ std::vector<uint32_t> BpeTokenizer::encode(std::string_view text) const {
   return out;
 }
 
+std::vector<uint32_t> BpeTokenizer::encode_for_model(std::string_view text) const {
+  const PostProcessor& p = impl_->post;
+  if (!p.unsupported.empty())
+    fail("tokenizer '" + impl_->name + "': post_processor type '" + p.unsupported +
+         "' is not supported (TemplateProcessing, ByteLevel, Bert/RobertaProcessing and Sequences of them are)");
+  std::vector<uint32_t> out = p.prefix;
+  BpeCache cache;
+  encode(text, out, &cache);
+  out.insert(out.end(), p.suffix.begin(), p.suffix.end());
+  return out;
+}
+
 void BpeTokenizer::append_token_bytes(uint32_t id, std::string& out) const {
   if (id >= impl_->id_known.size() || !impl_->id_known[id])
     fail("token " + std::to_string(id) + " is not in the vocabulary of tokenizer '" + impl_->name + "'");

@@ -179,6 +179,12 @@ struct Loader {
         m.added.push_back(std::move(a));
       }
     }
+    m.post = parse_post_processor(root.contains("post_processor") ? root["post_processor"] : json(), name);
+    for (const auto* ids : {&m.post.prefix, &m.post.suffix})
+      for (const uint32_t id : *ids)
+        if (int64_t(id) >= n_entries)
+          bad("post_processor adds token id " + std::to_string(id) + ", not in 0.." + std::to_string(n_entries - 1) +
+              " (ids lie below the number of vocab and added entries)");
     // `tokenizers` splits the tokens that are not normalized first, then the normalized ones.
     std::stable_partition(m.added.begin(), m.added.end(), [](const AddedToken& a) { return !a.normalized; });
 

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# transformers <-> headwise for Llama, Qwen2 and Qwen3 (float32, float16 and bfloat16 shards):
+# transformers writes, `headwise eval` gives transformers' loss; `headwise train --init-from`
+# (lr 1e-30: the weights stay) writes its checkpoint, AutoModelForCausalLM reads it and gives headwise's loss.
+# torch + transformers come from the virtual environment VENV (scripts/python_env.sh, shared
+# with the other cross-checks); exits 77 (ctest: skipped) when they cannot be installed.
+# Usage: test_hf_roundtrip.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
+set -euo pipefail
+HW=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+VENV=${2:-$HOME/.cache/headwise/pyvenv}
+bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors || exit 77
+PY="$VENV/bin/hwpy"
+"$PY" -c "import torch, transformers" 2>/dev/null || { echo "SKIP: torch/transformers not importable"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+"$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
+close() {  # close A B WHAT: |A - B| < 1e-4
+  "$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) < 1e-4 else 1)" "$1" "$2" ||
+    { echo "FAIL: $3: $1 vs $2"; exit 1; }
+  echo "ok: $3: $1 vs $2"
+}
+field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+cat > "$TMP/run.json" <<JSON
+{"train": {"micro_batch": 2, "seq_len": 24, "total_batch_tokens": 48, "steps": 1, "lr": 1e-30, "min_lr": 0.0,
+           "warmup_steps": 0, "weight_decay": 0.0, "eval_every": 0},
+ "data": {"train": "$TMP/tokens.bin", "val": "$TMP/tokens.bin", "shuffle": false}}
+JSON
+for fam in llama qwen2 qwen3; do
+  hf=$("$PY" -c "import json; print(json.load(open('$TMP/$fam/hf_loss.json'))['loss'])")
+  hw=$("$HW" eval --checkpoint "$TMP/$fam" --data "$TMP/tokens.bin" --batches 1 --micro-batch 2 --seq-len 24 | field loss)
+  close "$hw" "$hf" "$fam: transformers wrote, headwise eval"
+  "$HW" train --config "$TMP/run.json" --out "$TMP/run_$fam" --init-from "$TMP/$fam" >/dev/null 2>&1
+  ck="$TMP/run_$fam/checkpoints/step_1"
+  hw2=$("$HW" eval --checkpoint "$ck" --data "$TMP/tokens.bin" --batches 1 --micro-batch 2 --seq-len 24 | field loss)
+  hf2=$("$PY" "$SRC/tests/scripts/hf_roundtrip.py" loss "$ck" "$TMP/tokens.bin" 2 24 2>/dev/null | field loss)
+  close "$hf2" "$hw2" "$fam: headwise wrote, transformers AutoModelForCausalLM"
+  close "$hw2" "$hw" "$fam: the written checkpoint is the read one"
+done
+echo "hf_roundtrip: all passed"
