@@ -18,11 +18,9 @@ EvalTokenizer EvalTokenizer::for_checkpoint(const std::string& dir, int64_t mode
     check(tok.vocab_size() <= model_vocab, path + " has " + std::to_string(tok.vocab_size()) +
                                                " tokens, more than the model's vocab_size " +
                                                std::to_string(model_vocab));
-    const nlohmann::json j = nlohmann::json::parse(io::read_file(path));
-    std::vector<int32_t> bos;
-    if (j.contains("post_processor")) bos = template_prefix_ids(j["post_processor"], path);
+    std::vector<int32_t> bos = template_prefix_ids(tok, path);
     for (int32_t id : bos)
-      check(id >= 0 && id < model_vocab, path + ": post_processor token " + std::to_string(id) + " is outside the vocabulary");
+      check(id < model_vocab, path + ": post_processor token " + std::to_string(id) + " is outside the vocabulary");
     return bpe(std::move(tok), std::move(bos));
   }
   check(model_vocab == data::kByteVocab,
@@ -41,41 +39,11 @@ EvalTokenizer EvalTokenizer::bpe(data::BpeTokenizer tok, std::vector<int32_t> bo
   return t;
 }
 
-std::vector<int32_t> template_prefix_ids(const nlohmann::json& pp, const std::string& where) {
-  std::vector<int32_t> ids;
-  if (!pp.is_object() || !pp.contains("type") || !pp["type"].is_string()) return ids;
-  const std::string type = pp["type"].get<std::string>();
-  if (type == "Sequence" && pp.contains("processors") && pp["processors"].is_array()) {
-    for (const nlohmann::json& p : pp["processors"]) {
-      std::vector<int32_t> more = template_prefix_ids(p, where);
-      ids.insert(ids.end(), more.begin(), more.end());
-    }
-    return ids;
-  }
-  if (type != "TemplateProcessing") return ids;  // ByteLevel (GPT-2, Qwen 2) adds no token
-  check(pp.contains("single") && pp["single"].is_array() && pp.contains("special_tokens") &&
-            pp["special_tokens"].is_object(),
-        where + ": post_processor TemplateProcessing needs 'single' and 'special_tokens'");
-  bool seen_text = false;
-  for (const nlohmann::json& item : pp["single"]) {
-    if (item.contains("Sequence")) {
-      seen_text = true;
-      continue;
-    }
-    check(item.contains("SpecialToken") && item["SpecialToken"].contains("id") && item["SpecialToken"]["id"].is_string(),
-          where + ": post_processor template item is neither Sequence nor SpecialToken");
-    check(!seen_text, where + ": the post_processor template appends tokens after the text; scoring does not support it");
-    const std::string name = item["SpecialToken"]["id"].get<std::string>();
-    const nlohmann::json& st = pp["special_tokens"];
-    check(st.contains(name) && st[name].contains("ids") && st[name]["ids"].is_array(),
-          where + ": post_processor special token '" + name + "' has no ids");
-    for (const nlohmann::json& id : st[name]["ids"]) {
-      check(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (int64_t(1) << 31),
-            where + ": post_processor special token '" + name + "' has an id that is not a token id");
-      ids.push_back(int32_t(id.get<int64_t>()));
-    }
-  }
-  return ids;
+std::vector<int32_t> template_prefix_ids(const data::BpeTokenizer& tok, const std::string& where) {
+  // The tokens the post_processor puts around the text, as transformers' encode adds them.
+  check(tok.special_suffix().empty(),
+        where + ": the post_processor template appends tokens after the text; scoring does not support it");
+  return std::vector<int32_t>(tok.special_prefix().begin(), tok.special_prefix().end());
 }
 
 std::vector<int32_t> EvalTokenizer::encode(std::string_view text, bool special) const {

@@ -25,6 +25,7 @@
 #include <fstream>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/eval/py_text.hpp"
 
 namespace hw::eval {
@@ -32,28 +33,6 @@ namespace hw::eval {
 namespace {
 
 using nlohmann::json;
-
-constexpr int kMaxJsonDepth = 64;  // far beyond any task format; stops a nesting bomb early
-
-// Bracket nesting outside strings, so nlohmann's recursive parser never sees a deep document.
-bool nesting_within(const std::string& line, int limit) {
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : line) {
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > limit) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
 
 std::string str_field(const json& doc, const char* key, const std::string& where) {
   check(doc.contains(key), where + ": missing key '" + key + "'");
@@ -249,12 +228,11 @@ TaskFile read_task_file(const std::string& path, int64_t limit) {
     ++lineno;
     const std::string where = path + ":" + std::to_string(lineno);
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    check(nesting_within(line, kMaxJsonDepth), where + ": JSON nested deeper than " + std::to_string(kMaxJsonDepth));
     json doc;
     try {
-      doc = json::parse(line);
-    } catch (const json::exception& e) {
-      fail(where + ": not a JSON line (the task file must be JSONL): " + std::string(e.what()).substr(0, 160));
+      doc = parse_json(line, where);  // bounded nesting, errors by position
+    } catch (const Error& e) {
+      fail(std::string(e.what()) + " (the task file must be JSONL: one JSON object per line)");
     }
     check(doc.is_object(), where + ": not a JSON object");
     if (tf.format.empty()) {

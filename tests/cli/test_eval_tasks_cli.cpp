@@ -94,7 +94,7 @@ TEST_CASE("eval-tasks and eval --text: bad input is one error line, no output fi
   expect_one_error(run(ok + "\n" + R"({"context": "c", "choices": ["a"], "label": 1})"),
                    "t.jsonl:2: label 1 is outside the 1 choices");
   expect_one_error(run(R"({"context": "c", "choices": [], "label": 0})"), "t.jsonl:1: the choice list is empty");
-  expect_one_error(run("question,answer\nq,a\n"), "t.jsonl:1: not a JSON line");
+  expect_one_error(run("question,answer\nq,a\n"), "t.jsonl:1: not valid JSON");
   expect_one_error(run(R"({"sentence": "no blank", "option1": "a", "option2": "b", "answer": "1"})"),
                    "t.jsonl:1: 'sentence' has no blank");
   CHECK(!std::filesystem::exists(json_out));

@@ -188,8 +188,8 @@ TEST_CASE("bad task files: one error naming the file and line", "[eval]") {
   CHECK_THAT(bad(R"({"context": "c", "choices": ["a", "b"], "label": 2})"),
              Catch::Contains("t.jsonl:1: label 2 is outside the 2 choices"));
   CHECK_THAT(bad(R"({"context": "c", "choices": [], "label": 0})"), Catch::Contains("t.jsonl:1: the choice list is empty"));
-  CHECK_THAT(bad("context,choices,label\nx,y,0\n"), Catch::Contains("t.jsonl:1: not a JSON line"));
-  CHECK_THAT(bad(std::string(100000, '[')), Catch::Contains("t.jsonl:1: JSON nested deeper"));
+  CHECK_THAT(bad("context,choices,label\nx,y,0\n"), Catch::Contains("t.jsonl:1: not valid JSON") && Catch::Contains("must be JSONL"));
+  CHECK_THAT(bad(std::string(100000, '[')), Catch::Contains("t.jsonl:1: JSON nested deeper than 64 levels"));
   CHECK_THAT(bad("\n\n"), Catch::Contains("t.jsonl: no examples"));
   CHECK_THAT(error_of([&] { read_task_file(dir.file("missing.jsonl")); }), Catch::Contains("missing.jsonl: cannot open"));
   test::write_text(dir.file("t.jsonl"), ok + "\n\n" + ok + "\n" + ok + "\n");
@@ -238,8 +238,14 @@ TEST_CASE("a choice is tokenized as it reads after its context", "[eval]") {
 }
 
 TEST_CASE("a post-processor's BOS goes before every encoded text but not an empty context's choice", "[eval]") {
-  const EvalTokenizer tok = EvalTokenizer::bpe(data::BpeTokenizer::from_json_text(tiny_tokenizer_json().dump(), "tiny"),
-                                               template_prefix_ids(bos_template(), "tiny"));
+  // The tokenizer with the template, as a Llama 3 tokenizer.json carries it.
+  auto with_template = [](const nlohmann::json& pp) {
+    nlohmann::json j = tiny_tokenizer_json();
+    j["post_processor"] = pp;
+    return data::BpeTokenizer::from_json_text(j.dump(), "t.json");
+  };
+  const data::BpeTokenizer templated = with_template(bos_template());
+  const EvalTokenizer tok = EvalTokenizer::bpe(templated, template_prefix_ids(templated, "tiny"));
   CHECK(tok.encode("ab") == std::vector<int32_t>{259, 256});
   CHECK(tok.encode("<|endoftext|>a") == std::vector<int32_t>{259, 97});  // starts with the BOS: none added
   CHECK(tok.prefix_token() == 259);
@@ -249,9 +255,9 @@ TEST_CASE("a post-processor's BOS goes before every encoded text but not an empt
   r = encode_pair(tok, "", " a");  // tok_encode(continuation, add_special_tokens=False) after the prefix
   CHECK(r.context == std::vector<int32_t>{259});
   CHECK(r.continuation == std::vector<int32_t>{258});
-  CHECK_THAT(error_of([] { template_prefix_ids(bos_template(true), "t.json"); }),
+  CHECK_THAT(error_of([&] { template_prefix_ids(with_template(bos_template(true)), "t.json"); }),
              Catch::Contains("t.json: the post_processor template appends tokens after the text"));
-  CHECK(template_prefix_ids({{"type", "ByteLevel"}}, "t.json").empty());
+  CHECK(template_prefix_ids(with_template({{"type", "ByteLevel"}}), "t.json").empty());
 }
 
 TEST_CASE("rolling windows: every token once, the harness's contexts", "[eval]") {

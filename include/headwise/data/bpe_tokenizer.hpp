@@ -40,6 +40,10 @@ class BpeTokenizer {
   // encode(text) with the post_processor's special tokens around it (generate --prompt);
   // throws naming a post_processor type it does not know.
   std::vector<uint32_t> encode_for_model(std::string_view text) const;
+  // The ids the post_processor puts before and after the text (what encode_for_model adds);
+  // throw like it for a post_processor type it does not know.
+  const std::vector<uint32_t>& special_prefix() const;
+  const std::vector<uint32_t>& special_suffix() const;
   // The bytes of the tokens (added tokens as their content); throws on an id outside the
   // vocabulary. decode(encode(x)) == x for every byte string x.
   std::string decode(const std::vector<uint32_t>& ids) const;

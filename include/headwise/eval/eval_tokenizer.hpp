@@ -42,11 +42,10 @@ class EvalTokenizer {
   std::string bos_text_;  // the first template token's text
 };
 
-// The ids a tokenizer.json's post_processor puts before a single sequence: a TemplateProcessing
-// (alone or inside a Sequence) whose "single" template has SpecialToken items before the
-// Sequence, looked up in its special_tokens. Throws naming `where` for a template that appends
-// tokens after the text (the harness's continuation split would then be wrong).
-std::vector<int32_t> template_prefix_ids(const nlohmann::json& post_processor, const std::string& where);
+// The ids tok's post_processor puts before a text (Llama 3's BOS; none for GPT-2 and Qwen2).
+// Throws naming `where` for a template that appends tokens after the text (the harness's
+// continuation split would then be wrong) and for a post_processor type the tokenizer refuses.
+std::vector<int32_t> template_prefix_ids(const data::BpeTokenizer& tok, const std::string& where);
 
 // A request's tokens: score log P(continuation | context).
 struct LlRequest {

@@ -103,11 +103,20 @@ std::vector<uint32_t> BpeTokenizer::encode(std::string_view text) const {
   return out;
 }
 
-std::vector<uint32_t> BpeTokenizer::encode_for_model(std::string_view text) const {
-  const PostProcessor& p = impl_->post;
-  if (!p.unsupported.empty())
-    fail("tokenizer '" + impl_->name + "': post_processor type '" + p.unsupported +
+namespace {
+const PostProcessor& supported_post_processor(const BpeTokenizer::Impl& impl) {
+  if (!impl.post.unsupported.empty())
+    fail("tokenizer '" + impl.name + "': post_processor type '" + impl.post.unsupported +
          "' is not supported (TemplateProcessing, ByteLevel, Bert/RobertaProcessing and Sequences of them are)");
+  return impl.post;
+}
+}  // namespace
+
+const std::vector<uint32_t>& BpeTokenizer::special_prefix() const { return supported_post_processor(*impl_).prefix; }
+const std::vector<uint32_t>& BpeTokenizer::special_suffix() const { return supported_post_processor(*impl_).suffix; }
+
+std::vector<uint32_t> BpeTokenizer::encode_for_model(std::string_view text) const {
+  const PostProcessor& p = supported_post_processor(*impl_);
   std::vector<uint32_t> out = p.prefix;
   BpeCache cache;
   encode(text, out, &cache);
