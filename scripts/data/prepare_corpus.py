@@ -20,11 +20,12 @@ as transformers' run_clm does, with no end-of-text tokens.
 Splits: --split puts every token into that split; --val-tokens N sends the first N tokens to val
 and the rest to train (llm.c takes FineWeb's first shard as validation).
 
-Resumable: after each complete shard DIR/.prepare_state.json records where the stream stands
+Resumable: after each complete shard DIR/.prepare_state.<split>.json records where the stream stands
 (input, document, tokens of it already written); a rerun with the same arguments continues from
 there and writes the same bytes as an uninterrupted run. Different arguments over an existing
 state are refused. Progress goes to stderr; the final token counts to stdout and
-DIR/corpus_summary.json.
+DIR/corpus_summary.<split>.json. A --split train run and a --split val run may share DIR
+(WikiText's own validation file).
 
 Bad input (a missing file, a parquet file without the text field, a JSONL line that is not an
 object with a string text field, a tokenizer without <|endoftext|> under --eot prepend): one
@@ -213,7 +214,10 @@ def main(argv):
     settings = {"inputs": [os.path.abspath(f) for f in files], "formats": fmts, "text_field": a.text_field,
                 "tokenizer_sha256": tok_sha, "split": a.split, "val_tokens": a.val_tokens,
                 "max_tokens": a.max_tokens, "shard_tokens": a.shard_tokens, "eot": eot_mode}
-    state_path = os.path.join(a.out, ".prepare_state.json")
+    # One state (and summary) per split choice, so --split train and --split val can share a folder.
+    mode = a.split or "val+train"
+    writes = [a.split] if a.split else ["val", "train"]
+    state_path = os.path.join(a.out, f".prepare_state.{mode}.json")
     state = {}
     if os.path.exists(state_path):
         with open(state_path) as f:
@@ -225,8 +229,8 @@ def main(argv):
             print(json.dumps(state["summary"]))
             print(f"prepare_corpus: {a.out} is already complete", file=sys.stderr)
             return 0
-    elif any(n.endswith(".bin") for n in os.listdir(a.out)):
-        raise BadInput(f"--out {a.out} already holds .bin files of another run; use an empty folder")
+    elif any(n.endswith(".bin") and n.split("_")[0] in writes for n in os.listdir(a.out)):
+        raise BadInput(f"--out {a.out} already holds {' or '.join(writes)} shards of another run; use another folder")
     shards = Shards(a.out, a.shard_tokens, version, state)
     # Where the stream stands: input file, document in it, tokens of that document already in
     # completed shards (a shard boundary can split a document).
@@ -315,7 +319,7 @@ def main(argv):
                "train_shards": shards.count["train"], "val_shards": shards.count["val"],
                "vocab_size": vocab, "shard_version": version, "eot": eot_mode,
                "tokenizer": os.path.abspath(a.tokenizer), "inputs": settings["inputs"]}
-    with open(os.path.join(a.out, "corpus_summary.json"), "w") as f:
+    with open(os.path.join(a.out, f"corpus_summary.{mode}.json"), "w") as f:
         json.dump(summary, f, indent=1)
     tmp = state_path + ".tmp"
     with open(tmp, "w") as f:

@@ -113,9 +113,13 @@ same = sorted(os.listdir(out)) == sorted(os.listdir(out2)) and all(
 check(same, "resumed twice: the same shard files, byte for byte, as the uninterrupted run")
 r = run(*args)
 check("already complete" in r.stderr, "a finished folder is left as it is")
-p = run("--out", out2, "--input", os.path.join(work, "fineweb_00.parquet"), "--shard-tokens", "100", expect=1)
-check(p.stderr.startswith("error: ") and ".prepare_state.json" in p.stderr and p.stderr.count("\n") == 1,
+p = run("--out", out2, "--input", os.path.join(work, "fineweb_00.parquet"), "--val-tokens", "150", "--shard-tokens",
+        "100", expect=1)
+check(p.stderr.startswith("error: ") and ".prepare_state.val+train.json" in p.stderr and p.stderr.count("\n") == 1,
       "other arguments over a state: one error line naming the state file")
+p = run("--out", out2, "--input", os.path.join(work, "fineweb_00.parquet"), "--split", "train", expect=1)
+check(p.stderr.startswith("error: ") and "already holds train shards" in p.stderr,
+      "another run's shards of the same split: one error line")
 
 # --- JSONL, --split, --max-tokens -----------------------------------------------------------
 out3 = os.path.join(work, "jsonl")
@@ -123,6 +127,13 @@ run("--out", out3, "--input", os.path.join(work, "docs.jsonl"), "--split", "val"
     "--shard-tokens", "1000")
 val3, _ = split_ids(out3, "val")
 check(val3 == expected[:333] and not glob.glob(os.path.join(out3, "train_*")), "jsonl: --split val --max-tokens 333")
+
+# --- WikiText's own splits in one folder: --split train, then --split val -----------------------
+both = os.path.join(work, "two_splits")
+run("--out", both, "--input", os.path.join(work, "docs.jsonl"), "--split", "train", "--shard-tokens", "1000")
+run("--out", both, "--input", os.path.join(work, "fineweb_00.parquet"), "--split", "val", "--shard-tokens", "1000")
+check(split_ids(both, "train")[0] == expected and split_ids(both, "val")[0] == expected[:len(split_ids(both, "val")[0])]
+      and os.path.exists(os.path.join(both, "corpus_summary.val.json")), "--split train and --split val share a folder")
 
 # --- WikiText raw and parquet: rows concatenated, no end-of-text --------------------------------
 for name, empty in (("wiki.train.raw", "\n"), ("wikitext-2-raw-v1-train.parquet", "")):
