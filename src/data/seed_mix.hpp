@@ -22,7 +22,7 @@ enum class Stream : uint64_t {
   AahGrouping = 10,      // AAH: fixed_random_grouping's balanced split, index = layer
   AahAblation = 11,      // AAH: random_uniform / shuffle_post_select draws, index = update
   LoraInit = 12,         // Model: LoRA adapters' A matrices
-  LoraDropout = 13,      // Trainer: LoRA dropout masks, index = global micro-batch
+  LoraDropout = 13,      // Trainer: a micro-batch's dropout seed, index = global micro-batch (Model: LoRA's sites)
   Sampling = 14,         // generate: next-token draws (infer/sampler.hpp), index 0
   AohRandomSelect = 15,  // AoH: the random-selection control, index = group (0 global, or layer)
   PerformerFeatures = 16,  // Model: performer heads' random features, index = layer * 65536 + head
@@ -31,6 +31,7 @@ enum class Stream : uint64_t {
   OalCalibration = 20,     // OAL: calibration windows (index 0 stats, 1 fit/val) and L fits (index 16 + flat head)
   OalBaselineFeatures = 21,  // OAL: performer features of converted heads, index = layer * n_head + head
   OalBaselineFit = 22,       // OAL: Table 2's fits of the baselines' learnable values, index = layer * n_head + head
+  ModelDropout = 23,         // Model: resid_pdrop / embd_pdrop masks of one micro-batch, index = 3 (layer + 1) + site
 };
 
 // splitmix64's finaliser: a bijection on 64 bits with good avalanche.

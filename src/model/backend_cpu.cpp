@@ -68,6 +68,7 @@ class CpuBackend final : public Backend<F> {
     cpu::dropout(out, in, n, p, seed);
   }
   bool has_lora_ops() const override { return true; }
+  bool has_dropout_op() const override { return true; }
   double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, const int32_t* targets, int64_t N,
                                        int64_t V, double dloss) const override {
     return cpu::crossentropy_forward_backward(losses, dlogits, logits, targets, N, V, dloss);

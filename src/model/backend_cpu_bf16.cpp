@@ -148,6 +148,12 @@ class CpuBf16Ops final : public ComputeOps<bf16, float> {
     for (int64_t n = 0; n < N; ++n) std::copy(src + n * stride + col0, src + n * stride + col0 + width, dst + n * width);
   }
   bool has_llama_ops() const override { return true; }
+  void dropout(bf16* out, const bf16* in, int64_t n, double p, uint64_t seed) const override {
+    float* y = widen_mut(0, in, n);
+    cpu::dropout(y, y, n, p, seed);
+    narrow(out, y, n);
+  }
+  bool has_dropout_op() const override { return true; }
   void fill_zero(bf16* x, int64_t n) const override { std::fill(x, x + n, bf16{}); }
 
   void attention_forward(const attn::LayerPlan& plan, const attn::LayerLayout& layout, const attn::AttnDims& dims,

@@ -56,6 +56,15 @@ void Model<F>::build(const HeadExtras& extras) {
                                    " has no LoRA ops (adapters run on the CPU backend so far)");
     check(precision_ == Precision::Full, "model.lora: adapters need train.precision = fp32 (no bf16 LoRA yet)");
   }
+  if (trainable_) {
+    check(cfg_.attn_pdrop == 0.0, "model.attn_pdrop " + std::to_string(cfg_.attn_pdrop) +
+                                      ": dropout on attention probabilities is not implemented for training (no "
+                                      "attention kind has it); set it to 0 (resid_pdrop and embd_pdrop are)");
+    if (cfg_.any_dropout())
+      check(ops_.has_dropout_op(), std::string("model.resid_pdrop / model.embd_pdrop: backend ") + ops_.name() +
+                                       " has no dropout op (dropout trains on the CPU backend so far: set both "
+                                       "to 0, or train.device = \"cpu\")");
+  }
   if (cfg_.needs_llama_ops())
     check(ops_.has_llama_ops(), std::string("model.family ") + cfg_.family + ": backend " + ops_.name() +
                                     " has no RMSNorm, SwiGLU, q/k norm or scaled-RoPE ops (Llama-family models run "
@@ -240,6 +249,8 @@ void Model<F>::set_precision(Precision p) {
     (void)bf16_ops();  // refuse now, not at the first step
     check(!cfg_.needs_llama_ops() || bf16_ops().has_llama_ops(),
           std::string("precision bf16: backend ") + ops_.name() + " has no bf16 Llama-family ops");
+    check(!trainable_ || !cfg_.any_dropout() || bf16_ops().has_dropout_op(),
+          std::string("precision bf16: backend ") + ops_.name() + " has no bf16 dropout op (model.resid_pdrop, embd_pdrop)");
   }
   if (p != precision_) drop_activations();          // the next reserve_activations re-declares
   precision_ = p;
@@ -446,6 +457,8 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
   logits_whole_ = false;
   ops_.range_push("forward");
   o.encoder_forward(S.encoded, I.tokens, cw.wte, cw.wpe, B, T, C);
+  const double p_embd = dropping(cfg_.embd_pdrop), p_resid = dropping(cfg_.resid_pdrop);
+  if (p_embd > 0) o.dropout(S.encoded, S.encoded, N * C, p_embd, dropout_site_seed(-1, 0));
   // Layer 0's ln_1 reads the embeddings; every later LayerNorm (the next layer's ln_1, or ln_f)
   // reads a residual sum and is fused with it.
   if (cfg_.n_layer > 0)
@@ -479,6 +492,7 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
     o.matmul_forward(Ac.resid2, Ac.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
     if constexpr (std::is_same_v<A, F>)
       if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_forward(l);
+    if (p_resid > 0) o.dropout(Ac.resid2, Ac.resid2, N * C, p_resid, dropout_site_seed(l, 1));
     residual_norm_forward(o, Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N);
     if (cfg_.swiglu()) {  // fch = gate | up, then silu(gate) * up
       o.matmul_forward(Ac.fch, Ac.ln2, W.fc_w, W.fc_b, N, C, FW);
@@ -487,6 +501,7 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
       o.matmul_gelu_forward(Ac.fch, Ac.fch_gelu, Ac.ln2, W.fc_w, W.fc_b, N, C, I_mlp);
     }
     o.matmul_forward(Ac.resid3, Ac.fch_gelu, W.fcproj_w, W.fcproj_b, N, I_mlp, C);
+    if (p_resid > 0) o.dropout(Ac.resid3, Ac.resid3, N * C, p_resid, dropout_site_seed(l, 2));
     if (l + 1 < cfg_.n_layer) {
       const auto& Wn = fw.layers[size_t(l + 1)];
       const auto& An = S.layers[size_t(l + 1)];
@@ -609,7 +624,7 @@ double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets,
                                   double loss_scale) {
   check(targets != nullptr, "forward_backward needs targets");
   check(trainable_, "forward_backward: this model was built for inference only (no gradients)");
-  struct DropoutOn {  // LoRA dropout in this forward and its backward only (also on a throw)
+  struct DropoutOn {  // dropout (LoRA's, the model's) in this forward and its backward only (also on a throw)
     bool& flag;
     explicit DropoutOn(bool& f) : flag(f) { flag = true; }
     ~DropoutOn() { flag = false; }
@@ -674,6 +689,15 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
                 FW = cfg_.fc_width();
   const attn::AttnDims dims{B, T};
   const A* last = cfg_.n_layer > 0 ? S.layers.back().resid3 : S.encoded;
+  const double p_embd = dropping(cfg_.embd_pdrop), p_resid = dropping(cfg_.resid_pdrop);
+  // The gradient of a dropped-out projection output: dresid through the same mask (the dropout op
+  // is its own backward), in dln, which is free from the norm backward that read it until the
+  // GEMM backward that refills it.
+  auto through_resid_dropout = [&](int l, int site) -> const A* {
+    if (p_resid == 0.0) return S.dresid;
+    o.dropout(S.dln, S.dresid, N * C, p_resid, dropout_site_seed(l, site));
+    return S.dln;
+  };
   ops_.range_push("backward");
   o.fill_zero(S.dresid, N * C);
   norm_backward(o, S.dresid, I.g.lnf_w, I.g.lnf_b, S.dln, last, fw.lnf_w, S.lnf_mean, S.lnf_rstd, N);
@@ -693,7 +717,8 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
         o.gelu_forward(Ac.fch_gelu, Ac.fch, N * I_mlp);
     }
     o.fill_zero(S.dfch_gelu, N * I_mlp);
-    o.matmul_backward(S.dfch_gelu, G.fcproj_w, G.fcproj_b, S.dresid, Ac.fch_gelu, W.fcproj_w, N, I_mlp, C);
+    const A* dmlp = through_resid_dropout(l, 2);
+    o.matmul_backward(S.dfch_gelu, G.fcproj_w, G.fcproj_b, dmlp, Ac.fch_gelu, W.fcproj_w, N, I_mlp, C);
     // dfch (overwritten) and c_fc's bias gradient; the GEMM below adds no bias term.
     if (cfg_.swiglu()) {
       o.swiglu_backward(S.dfch, Ac.fch, S.dfch_gelu, N, I_mlp);
@@ -706,10 +731,11 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     norm_backward(o, S.dresid, G.ln2_w, G.ln2_b, S.dln, Ac.resid2, Wf.ln2_w, Ac.ln2_mean, Ac.ln2_rstd, N);
     // Attention: dresid now holds d(resid2).
     o.fill_zero(S.datty, N * lay.out_width());
-    o.matmul_backward(S.datty, G.proj_w, G.proj_b, S.dresid, Ac.atty, W.proj_w, N, lay.out_width(), C);
+    const A* dproj = through_resid_dropout(l, 1);
+    o.matmul_backward(S.datty, G.proj_w, G.proj_b, dproj, Ac.atty, W.proj_w, N, lay.out_width(), C);
     const bool adapted = cfg_.lora.on_layer(l);
     if constexpr (std::is_same_v<A, F>)
-      if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_backward(l);
+      if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_backward(l, dproj);
     if (observer_ && observer_->wants_backward()) observe_layer<A>(l, S.datty);
     o.attention_backward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
                          Ac.row_stats, S.datty, S.dqkv, S.workspace);
@@ -729,6 +755,7 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
     ops_.range_pop();
     if (grad_ready_hook_) grad_ready_hook_(l);  // every gradient of layer l is final
   }
+  if (p_embd > 0) o.dropout(S.dresid, S.dresid, N * C, p_embd, dropout_site_seed(-1, 0));
   o.encoder_backward(I.g.wte, I.g.wpe, S.dresid, I.tokens, B, T, C);
   ops_.range_pop();
   if (grad_ready_hook_) grad_ready_hook_(-1);  // wte, wpe, ln_f

@@ -1,5 +1,7 @@
 #include "headwise/model/model_config.hpp"
 
+#include <utility>
+
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
 #include "headwise/core/json_parse.hpp"
@@ -109,6 +111,10 @@ void ModelConfig::validate() {
   validate_family(*this);
   check(layer_norm_epsilon > 0, "model.layer_norm_epsilon must be positive");
   check(linear_eps > 0, "model.linear_eps must be positive");
+  for (const auto& [key, rate] : {std::pair<const char*, double>{"resid_pdrop", resid_pdrop},
+                                  {"embd_pdrop", embd_pdrop},
+                                  {"attn_pdrop", attn_pdrop}})
+    check(rate >= 0 && rate < 1, std::string("model.") + key + " must be in [0, 1), got " + std::to_string(rate));
   if (head_plan.layers.empty()) head_plan = attn::HeadPlan::uniform(n_layer, n_head);
   head_plan.validate(n_layer, n_head);
   lora.validate(*this);
@@ -153,6 +159,9 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& section) {
   f.get("init_std", c.init_std);
   f.get("init_residual_scale", c.init_residual_scale);
   f.get("linear_eps", c.linear_eps);
+  f.get("resid_pdrop", c.resid_pdrop);
+  f.get("embd_pdrop", c.embd_pdrop);
+  f.get("attn_pdrop", c.attn_pdrop);
   if (auto* plan = f.raw("head_plan")) c.head_plan = attn::HeadPlan::from_json(*plan);
   if (auto* lora = f.raw("lora")) c.lora = LoraConfig::from_json(*lora);
   f.finish();
@@ -182,6 +191,12 @@ nlohmann::json ModelConfig::to_json() const {
     j["rope_scaling"] = rope_scaling.to_json();
   }
   if (lora.enabled()) j["lora"] = lora.to_json();
+  // Written when set, so a run without dropout keeps the config it always had.
+  if (any_dropout() || attn_pdrop > 0) {
+    j["resid_pdrop"] = resid_pdrop;
+    j["embd_pdrop"] = embd_pdrop;
+    j["attn_pdrop"] = attn_pdrop;
+  }
   return j;
 }
 
@@ -189,7 +204,8 @@ nlohmann::json ModelConfig::merged_section(const nlohmann::json& section, const 
   nlohmann::json merged = to_json();
   if (section.is_null()) return merged;
   check(section.is_object(), "model: expected an object");
-  static const char* const kFree[] = {"head_plan", "lora", "init_std", "init_residual_scale", "linear_eps"};
+  static const char* const kFree[] = {"head_plan",  "lora",        "init_std",   "init_residual_scale",
+                                      "linear_eps", "resid_pdrop", "embd_pdrop", "attn_pdrop"};
   for (auto it = section.begin(); it != section.end(); ++it) {
     const std::string& key = it.key();
     bool free = false;
@@ -222,9 +238,9 @@ nlohmann::json ModelConfig::to_hf_config() const {
                       {"activation_function", "gelu_new"},
                       {"layer_norm_epsilon", layer_norm_epsilon},
                       {"initializer_range", init_std},
-                      {"resid_pdrop", 0.0},
-                      {"embd_pdrop", 0.0},
-                      {"attn_pdrop", 0.0},
+                      {"resid_pdrop", resid_pdrop},
+                      {"embd_pdrop", embd_pdrop},
+                      {"attn_pdrop", attn_pdrop},
                       {"tie_word_embeddings", true},
                       {"scale_attn_weights", true},
                       // headwise keys (ignored by transformers)
@@ -271,6 +287,10 @@ ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::stri
   if (j.contains("headwise_rope_theta")) c.rope_theta = json_number(j["headwise_rope_theta"], w + "'headwise_rope_theta'");
   if (j.contains("headwise_bias")) c.bias = json_bool(j["headwise_bias"], w + "'headwise_bias'");
   if (j.contains("linear_eps")) c.linear_eps = json_number(j["linear_eps"], w + "'linear_eps'");
+  for (const auto& [key, rate] : {std::pair<const char*, double*>{"resid_pdrop", &c.resid_pdrop},
+                                  {"embd_pdrop", &c.embd_pdrop},
+                                  {"attn_pdrop", &c.attn_pdrop}})
+    if (j.contains(key) && !j[key].is_null()) *rate = json_number(j[key], w + "'" + key + "'");
   try {
     if (j.contains("head_plan")) c.head_plan = attn::HeadPlan::from_json(j["head_plan"]);
     if (j.contains("headwise_lora")) c.lora = LoraConfig::from_json(j["headwise_lora"]);

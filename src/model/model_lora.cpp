@@ -32,6 +32,18 @@ uint64_t Model<F>::lora_dropout_seed(int l, int site) const {
   return data::derive_seed(dropout_seed_, data::Stream::LoraDropout, uint64_t(2 * l + site));
 }
 
+// The model's own dropout sites: the embeddings (l = -1, site 0), and layer l's attention (1) and
+// MLP (2) output projections.
+template <class F>
+uint64_t Model<F>::dropout_site_seed(int l, int site) const {
+  return data::derive_seed(dropout_seed_, data::Stream::ModelDropout, uint64_t(3 * (int64_t(l) + 1) + site));
+}
+
+template <class F>
+double Model<F>::dropping(double rate) const {
+  return dropout_on_ ? rate : 0.0;
+}
+
 // The adapter's input: x itself, or its dropped-out copy in the scratch buffer (training only).
 template <class F>
 const F* Model<F>::lora_input(const F* x, int64_t n, int l, int site) {
@@ -103,14 +115,14 @@ void Model<F>::lora_input_backward(F* dinp, int64_t n, int l, int site) {
 }
 
 template <class F>
-void Model<F>::lora_out_backward(int l) {
+void Model<F>::lora_out_backward(int l, const F* dout) {
   auto& S = impl_->full;
   const auto& Ac = S.layers[size_t(l)];
   const int64_t N = B_ * T_, C = cfg_.n_embd, ow = layouts_[size_t(l)].out_width();
   const bool dropped = dropout_on_ && cfg_.lora.dropout > 0.0;
   const F* x = lora_input(Ac.atty, N * ow, l, 1);
   if (dropped) ops_.fill_zero(S.lora_dx, N * ow);
-  lora_adapter_backward(l, int(LoraTarget::O), S.dresid, C, x, ow, dropped ? S.lora_dx : S.datty);
+  lora_adapter_backward(l, int(LoraTarget::O), dout, C, x, ow, dropped ? S.lora_dx : S.datty);
   if (dropped) lora_input_backward(S.datty, N * ow, l, 1);
 }
 
@@ -135,12 +147,14 @@ void Model<F>::lora_qkv_backward(int l) {
 
 #define HW_INSTANTIATE(F)                                                                              \
   template uint64_t Model<F>::lora_dropout_seed(int, int) const;                                       \
+  template uint64_t Model<F>::dropout_site_seed(int, int) const;                                       \
+  template double Model<F>::dropping(double) const;                                                    \
   template const F* Model<F>::lora_input(const F*, int64_t, int, int);                                 \
   template void Model<F>::lora_qkv_forward(int);                                                       \
   template void Model<F>::lora_out_forward(int);                                                       \
   template void Model<F>::lora_adapter_backward(int, int, const F*, int64_t, const F*, int64_t, F*); \
   template void Model<F>::lora_input_backward(F*, int64_t, int, int);                                  \
-  template void Model<F>::lora_out_backward(int);                                                      \
+  template void Model<F>::lora_out_backward(int, const F*);                                             \
   template void Model<F>::lora_qkv_backward(int);
 HW_INSTANTIATE(float)
 HW_INSTANTIATE(double)

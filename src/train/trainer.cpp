@@ -467,7 +467,8 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   for (int64_t micro = 0; micro < accum_; ++micro) {
     const int64_t batch_index = state_.next_batch + rank * accum_ + micro;
     fetch_train(batch_index);
-    // LoRA dropout masks follow the micro-batch, like its data (resume draws the same ones).
+    // Dropout masks follow the global micro-batch, like its data (resume and any rank count draw
+    // the same ones).
     model_->set_dropout_seed(
         data::derive_seed(uint64_t(cfg_.train.seed), data::Stream::LoraDropout, uint64_t(batch_index)));
     t0 = Clock::now();

@@ -16,7 +16,7 @@
 #   - a 1-rank checkpoint resumes on 2 ZeRO-1 ranks; a ZeRO-1 checkpoint on 1 rank is refused
 #   - the comparison itself rejects a loss off by 2e-5
 #   - 2 ranks equal 1 rank in bf16 mixed precision too, bit for bit
-#   - the same for a Llama-family model (qwen3's choices)
+#   - the same for a Llama-family model (qwen3's choices), and with model dropout on
 # saf: the same through an SAF intervention at step 6 (1 rank, 2 ranks, 2 ranks with ZeRO-1: the
 #   same head plan and losses within 1e-5; after the plan change each ZeRO-1 rank holds only its
 #   new shard; resume after the intervention on 2 ZeRO-1 ranks equals the uninterrupted run exactly).
@@ -157,6 +157,21 @@ if [ "$part" = core ]; then
   same_files "$work/llama_np2/checkpoints/step_20" "$work/llama_ref/checkpoints/step_20" model.safetensors \
     optimizer.safetensors
   say "Llama family (qwen3 choices): 2 ranks equal 1 rank bit for bit"
+
+  # Model dropout (resid_pdrop, embd_pdrop): the masks follow the global micro-batch index, so 2
+  # ranks draw the 1-rank run's masks: the same bitwise equality, and the losses differ from the
+  # run without dropout (the masks are on).
+  drop=(--set model.resid_pdrop=0.2 --set model.embd_pdrop=0.1)
+  run drop_ref one train "${common[@]}" "${drop[@]}" --out "$work/drop_ref"
+  run drop_np2 np2 train "${common[@]}" "${drop[@]}" --out "$work/drop_np2"
+  compare "$work/drop_np2/metrics.jsonl" "$work/drop_ref/metrics.jsonl" --tol 1e-12 --steps $steps
+  compare "$work/drop_np2/metrics.jsonl" "$work/drop_ref/metrics.jsonl" --tol 0 --key grad_norm
+  same_files "$work/drop_np2/checkpoints/step_20" "$work/drop_ref/checkpoints/step_20" model.safetensors \
+    optimizer.safetensors
+  if compare "$work/drop_ref/metrics.jsonl" "$work/ref/metrics.jsonl" --tol 1e-6 --steps $steps >/dev/null 2>&1; then
+    die "dropout 0.2/0.1 left every loss as without dropout"
+  fi
+  say "dropout: 2 ranks equal 1 rank bit for bit"
 
   # ZeRO-1 squares the gradient shard by shard for the clip norm (another double sum, ~1e-16
   # apart), which can move the float clip coefficient by an ulp: equal within rounding, and a

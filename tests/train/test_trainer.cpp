@@ -33,6 +33,26 @@ TEST_CASE("resume reproduces the uninterrupted run exactly", "[train]") {
   CHECK(l.full == l.resumed);
 }
 
+TEST_CASE("resume reproduces the uninterrupted run exactly with dropout on", "[train][dropout]") {
+  const std::string dir = test::temp_dir("resume_dropout");
+  auto doc = test::tiny_run_doc(dir);
+  doc["model"]["resid_pdrop"] = 0.2;
+  doc["model"]["embd_pdrop"] = 0.1;
+  const RunConfig cfg = RunConfig::from_json(doc);
+  dist::LocalComm comm;
+  const test::ResumeLosses l = test::full_and_resumed_losses(cfg, dir, 3, comm);
+  REQUIRE(l.full.size() == 6);
+  CHECK(l.full == l.resumed);
+  // The masks are on: the same run without dropout has other losses from the first update.
+  {
+    Trainer plain(RunConfig::from_json(test::tiny_run_doc(dir)), dir + "/plain", comm);
+    plain.run();
+  }
+  const auto plain = test::losses_of(dir + "/plain/metrics.jsonl");
+  REQUIRE(plain.size() == 6);
+  CHECK(plain.front() != l.full.front());
+}
+
 TEST_CASE("a tiny model overfits one batch", "[train]") {
   const std::string dir = test::temp_dir("overfit");
   // Exactly one micro-batch of data: every step sees the same batch.

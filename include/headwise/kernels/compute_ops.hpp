@@ -77,9 +77,13 @@ class ComputeOps {
                             int64_t /*width*/) const {
     missing_op("copy_columns");
   }
+  // Inverted dropout (cpu::dropout: the mask is a pure function of seed and element index; out
+  // may be in). LoRA's adapter inputs and the model's dropout (model.resid_pdrop, embd_pdrop) use it.
   virtual void dropout(A* /*out*/, const A* /*in*/, int64_t /*n*/, double /*p*/, uint64_t /*seed*/) const {
     missing_op("dropout");
   }
+  // Whether dropout above is implemented (the model refuses dropout rates before any step otherwise).
+  virtual bool has_dropout_op() const { return false; }
   // Whether the LoRA ops above are implemented.
   virtual bool has_lora_ops() const { return false; }
 

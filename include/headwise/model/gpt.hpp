@@ -100,9 +100,11 @@ class Model {
   double forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, double loss_scale);
   // Zero the whole gradient block (one backend op).
   void zero_grads();
-  // LoRA dropout (model.lora.dropout): the masks of the following forward_backward calls are a
-  // pure function of this seed, the layer and the site (the trainer sets one per micro-step, so
-  // a resumed run draws the same masks). forward() never drops.
+  // Dropout (model.resid_pdrop, embd_pdrop, and LoRA's model.lora.dropout): the masks of the
+  // following forward_backward calls are a pure function of this seed, the layer, the site and
+  // the element (the trainer sets one per global micro-batch index, so a resumed run and any rank
+  // count draw the same masks; backward regenerates them instead of storing them). forward()
+  // never drops.
   void set_dropout_seed(uint64_t seed) { dropout_seed_ = seed; }
 
   // Read-backs into host vectors (resized), after forward: the logits [B*T, vocab] of the last
@@ -219,12 +221,15 @@ class Model {
   // accumulates their input gradients and their A and B gradients.
   void lora_qkv_forward(int l);
   void lora_out_forward(int l);
-  void lora_out_backward(int l);
+  void lora_out_backward(int l, const F* dout);
   void lora_qkv_backward(int l);
   void lora_adapter_backward(int l, int target, const F* dout, int64_t width, const F* x, int64_t in, F* dx);
   const F* lora_input(const F* x, int64_t n, int l, int site);
   void lora_input_backward(F* dinp, int64_t n, int l, int site);
   uint64_t lora_dropout_seed(int l, int site) const;
+  uint64_t dropout_site_seed(int l, int site) const;
+  // `rate` inside forward_backward, 0 elsewhere (forward, generate, eval).
+  double dropping(double rate) const;
   // The bf16 step's ops (throws unless the model is float and the backend has them).
   const ComputeOps<bf16, F>& bf16_ops() const;
   // Under Bf16: size the bf16 weight copy and round the parameters into it.
@@ -270,7 +275,7 @@ class Model {
   bool logits_whole_ = false;  // the logits buffer holds the last forward's logits for all rows
   AttentionObserver* observer_ = nullptr;
   uint64_t dropout_seed_ = 0;
-  bool dropout_on_ = false;  // inside forward_backward: LoRA dropout applies
+  bool dropout_on_ = false;  // inside forward_backward: dropout applies
   std::function<void(int)> grad_ready_hook_;
   std::vector<ByteRange> layer_ranges_, outer_ranges_;
   // Profiler range names, built once per layout: "layer <l> forward" / "layer <l> backward".

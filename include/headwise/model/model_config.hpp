@@ -65,6 +65,11 @@ struct ModelConfig {
   // MQAR leaves the recall plateau only without the scaling (measured in headwise and PyTorch).
   bool init_residual_scale = true;
   double linear_eps = 1e-6;  // epsilon of linear (OAL) heads
+  // GPT-2's dropout rates (its config.json names), in training forwards only (Model::forward_backward):
+  // embd_pdrop on the embeddings (wte + wpe), resid_pdrop on each attention and MLP output
+  // projection before its residual add. attn_pdrop (on attention probabilities) is read and
+  // written but a trainable model refuses a non-zero value: no attention kind implements it yet.
+  double resid_pdrop = 0.0, embd_pdrop = 0.0, attn_pdrop = 0.0;
   attn::HeadPlan head_plan;  // empty = all softmax
   LoraConfig lora;           // adapters (lora_config.hpp); rank 0 = none
 
@@ -82,6 +87,7 @@ struct ModelConfig {
   // The defaults of a family: GPT-2's, or RMSNorm, SwiGLU, RoPE, no biases (Qwen2: q/k/v biases;
   // Qwen3: q/k norm). Throws naming any other family.
   static ModelConfig for_family(const std::string& family);
+  bool any_dropout() const { return resid_pdrop > 0 || embd_pdrop > 0; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   bool rope() const { return pos == "rope"; }
   // Throws hw::Error on impossible shapes (names the keys involved). Fills an empty plan.
