@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   hw::cli::add_plot_command(app);
   hw::cli::add_eval_tasks_command(app);
   hw::cli::add_finetune_tasks_command(app);
+  hw::cli::add_launch_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -10,6 +10,7 @@
 #include "headwise/dist/mpi_comm.hpp"
 #include "headwise/dist/nccl_comm.hpp"
 #include "headwise/dist/nccl_id.hpp"
+#include "headwise/dist/rendezvous.hpp"
 
 namespace hw::dist {
 namespace {
@@ -22,7 +23,7 @@ void agree_all_can_join(Comm& bootstrap, const std::string& reason) {
   check(bad == 0.0, "communicator 'nccl': another rank cannot use NCCL (see its error)");
 }
 
-// The id through DIR/nccl_id (no MPI): rank 0 writes, the others poll.
+// The id through DIR (no MPI, e.g. srun without PMIx): the file rendezvous (rendezvous.hpp).
 NcclId exchange_through_file(const LaunchInfo& launch) {
   const char* dir = std::getenv(kNcclIdDirVar);
   check(dir != nullptr && *dir != '\0',
@@ -33,12 +34,9 @@ NcclId exchange_through_file(const LaunchInfo& launch) {
   // Without a launch tag a file left by an earlier job could be taken for this one's.
   check(!tag.empty(), std::string("communicator 'nccl': the id file needs SLURM_JOB_ID to tell launches apart (") +
                           launch.launcher + " launch without MPI)");
-  if (launch.rank == 0) {
-    const NcclId id = new_nccl_id();
-    write_nccl_id_file(dir, id, tag);
-    return id;
-  }
-  return read_nccl_id_file(dir, tag, kNcclIdFileTimeoutS);
+  // Every rank arrives before rank 0 makes the id, so a missing rank is an error after the
+  // timeout rather than NCCL's init waiting for it forever.
+  return rendezvous_through_files(launch, dir, tag, rendezvous_timeout_s(), new_nccl_id);
 }
 
 std::unique_ptr<Comm> mpi_bootstrap(const LaunchInfo& launch) {
