@@ -20,6 +20,12 @@
 #       for headwise that runs TEST_PROGRAM (e.g. build/test_dist, the communicator tests) as
 #       each of the 2 tasks, then writes fixed summary.json / metrics.jsonl on rank 0. Also
 #       checks that the loss comparison rejects a reference that differs by 1e-4.
+#   selftest_local_cluster.sh --rendezvous HEADWISE_BINARY
+#       The launch rendezvous of GPU ranks on both of the sbatch script's paths, with CPU tasks and
+#       `headwise launch-check` (a stand-in id in place of NCCL's), 2 tasks each: LAUNCH=file (no
+#       PMIx: the ranks meet in a folder) and LAUNCH=pmix (the id over MPI) must give both tasks
+#       the same id; LAUNCH=file with task 1 staying away must end the job with one error from rank
+#       0 naming rank 1 after HEADWISE_RENDEZVOUS_TIMEOUT_S (3 s here), not hang.
 #
 # Environment: SELFTEST_TIMEOUT (seconds for the job, default 900), SELFTEST_LOSS_TOL (1e-5),
 # SELFTEST_SCRIPT=train_multinode.sbatch runs the multi-node script (on this one node) instead,
@@ -36,7 +42,12 @@ say() { echo "selftest: $*"; }
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 2; }
 mode=train
-if [ "${1:-}" = "--smoke" ]; then
+if [ "${1:-}" = "--rendezvous" ]; then
+  mode=rendezvous
+  [ $# -eq 2 ] || usage
+  headwise=$(realpath "$2")
+  [ -x "$headwise" ] || die "headwise binary $2 is not an executable file"
+elif [ "${1:-}" = "--smoke" ]; then
   mode=smoke
   [ $# -eq 2 ] || usage
   test_program=$(realpath "$2")
@@ -208,6 +219,68 @@ EOF
   chmod +x "$headwise"
   reference="$work/reference.jsonl"
   printf '{"step": %d, "loss": %s}\n' 1 10.8125 2 9.90625 3 9.0 > "$reference"
+fi
+
+if [ "$mode" = rendezvous ]; then
+  # Stands in for `headwise`: launch-check goes to the real binary (task SELFTEST_ABSENT_RANK stays
+  # away); `train` runs launch-check too under PMIx (LAUNCH=pmix: the MPI path) and writes a summary.
+  standin="$work/headwise_rendezvous.sh"
+  cat > "$standin" <<STANDIN
+#!/usr/bin/env bash
+set -euo pipefail
+if [ "\${SELFTEST_ABSENT_RANK:-}" = "\$SLURM_PROCID" ]; then echo "task \$SLURM_PROCID stays away"; exit 0; fi
+case "\$1" in
+  launch-check) exec "$headwise" launch-check ;;
+  train) [ -z "\${PMIX_RANK:-}" ] || "$headwise" launch-check
+    outdir=""; while [ \$# -gt 0 ]; do [ "\$1" = --out ] && outdir=\$2; shift; done
+    [ "\$SLURM_PROCID" != 0 ] || echo '{"world": '\$SLURM_NTASKS'}' > "\$outdir/summary.json" ;;
+  *) echo "stand-in: unexpected '\$1'" >&2; exit 2 ;;
+esac
+STANDIN
+  chmod +x "$standin"
+  echo '{}' > "$work/standin_config.json"
+  # rendezvous_job NAME LAUNCH [ABSENT_RANK]: submits the script as 2 CPU tasks, waits (2 minutes
+  # at most: longer is a hang), prints the job's final state; its output is $work/NAME.out.
+  rendezvous_job() {
+    local name=$1 launch=$2 absent=${3:-} id info st deadline
+    id=$(CONFIG="$work/standin_config.json" OUT="$work/$name" HEADWISE="$standin" LAUNCH="$launch" \
+      SELFTEST_ABSENT_RANK="$absent" HEADWISE_RENDEZVOUS_TIMEOUT_S=3 HEADWISE_NCCL_ID_DIR="$work/$name/.rdv" \
+      sbatch --parsable --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --time=10 \
+        --job-name="hw-$name" --output="$work/$name.out" --chdir="$work" "$sbatch_script")
+    id=${id%%;*}
+    deadline=$(( $(date +%s) + 120 ))
+    while :; do
+      info=$(scontrol show job -o "$id")
+      st=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<< "$info")
+      case "$st" in PENDING|RUNNING|CONFIGURING|COMPLETING|"") ;; *) break ;; esac
+      if [ "$(date +%s)" -ge "$deadline" ]; then scancel "$id"; echo "HUNG"; return; fi
+      sleep 1
+    done
+    echo "$st"
+  }
+  # same_id NAME PATH: both tasks printed a launch-check line through PATH, with one id.
+  same_id() {
+    local lines ids
+    lines=$(grep -c "^launch-check: rank [01] of 2 .*through $2)" "$work/$1.out" || true)
+    ids=$(sed -n "s/^launch-check: rank [01] of 2 .*: id \([0-9a-f]*\) .*through $2)/\1/p" "$work/$1.out" | sort -u | wc -l)
+    { [ "$lines" -ge 2 ] && [ "$ids" = 1 ]; } || { cat "$work/$1.out" >&2; die "$1: expected both tasks with one id through $2"; }
+  }
+  st=$(rendezvous_job file file)
+  [ "$st" = COMPLETED ] || { cat "$work/file.out" >&2; die "LAUNCH=file job ended $st"; }
+  same_id file file
+  say "LAUNCH=file: both tasks met in the folder and got one id ($(grep -m1 -o 'id [0-9a-f]*' "$work/file.out"))"
+  st=$(rendezvous_job pmix pmix)
+  [ "$st" = COMPLETED ] || { cat "$work/pmix.out" >&2; die "LAUNCH=pmix job ended $st"; }
+  same_id pmix mpi
+  say "LAUNCH=pmix: both tasks got one id over MPI ($(grep -m1 -o 'id [0-9a-f]*' "$work/pmix.out"))"
+  t0=$(date +%s)
+  st=$(rendezvous_job absent file 1)
+  { [ "$st" != COMPLETED ] && [ "$st" != HUNG ]; } || { cat "$work/absent.out" >&2; die "a job with an absent task ended $st"; }
+  n=$(grep -c '^error: rendezvous (rank 0 of 2): rank 1 of 2 never arrived .* within 3 s' "$work/absent.out" || true)
+  [ "$n" = 1 ] || { cat "$work/absent.out" >&2; die "absent task: expected one error from rank 0 naming rank 1"; }
+  say "an absent task: job $st after $(( $(date +%s) - t0 )) s with: $(grep -m1 '^error: ' "$work/absent.out")"
+  say "PASS"
+  exit 0
 fi
 
 # The 8-GPU script, shrunk to one node with 2 CPU tasks: command-line options override its #SBATCH lines.
