@@ -41,7 +41,7 @@ run() {  # run CMD...: log it for the report, run it
   echo "reproduce[$PAPER]: $*" >&2
   "$@"
 }
-[ -e data/kjv/train_000000.bin ] || run bash scripts/prepare_default_corpus.sh "$HW" data/kjv
+[ "$SCALE" != cpu ] || [ -e data/kjv/train_000000.bin ] || run bash scripts/prepare_default_corpus.sh "$HW" data/kjv
 # The task columns (zero-shot multiple choice, `headwise eval-tasks`) of the models LABEL=CKPT...:
 # at cpu scale a next-verse task made from the held-out end of the KJV text (the last 5%, which
 # `prepare` keeps for validation; --smoke: short verses from anywhere, to fit a context of 32);
@@ -84,3 +84,42 @@ task_columns() {
   python3 scripts/reproduce/tasks_table.py "$OUT" "$note" "${evals[@]}"
 }
 append_task_section() { [ -s "$OUT/tasks.md" ] && cat "$OUT/tasks.md" >> "$OUT/REPORT.md"; return 0; }
+# The first step of every generated sbatch job: scripts/gpu_check.sh --quick (probe, parity, NCCL,
+# one training benchmark; a few minutes) unless this GPU type already passed it, recorded as a
+# file named after the type in HEADWISE_GPU_CHECKED_DIR (default ~/.cache/headwise/gpu_checked).
+# A failure prints the check's table and stops the job before it spends hours on an unverified
+# backend. Prints the job text (bash, run from the repository root).
+gpu_check_step() {
+  cat <<'STEP'
+# --- the CUDA backend on this GPU type: scripts/gpu_check.sh --quick unless it passed here before
+gpu_type=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr -c 'A-Za-z0-9.\n-' '_')
+[ -n "$gpu_type" ] || { echo "error: nvidia-smi names no GPU in this job (ask for one: --gpus-per-node)" >&2; exit 1; }
+checked=${HEADWISE_GPU_CHECKED_DIR:-$HOME/.cache/headwise/gpu_checked}/$gpu_type
+if [ ! -e "$checked" ]; then
+  echo "headwise: $gpu_type has not passed scripts/gpu_check.sh --quick yet; running it first"
+  if env -u OUT bash scripts/gpu_check.sh --quick; then
+    mkdir -p "$(dirname "$checked")" && date -u > "$checked"
+  else
+    cat gpu_check_out/table.txt 2>/dev/null
+    echo "error: scripts/gpu_check.sh --quick failed on $gpu_type (table above, logs in gpu_check_out/): not training on an unverified backend" >&2
+    exit 1
+  fi
+fi
+STEP
+}
+# require_shards DIR WHAT HOW: DIR/train_*.bin and DIR/val_*.bin must exist; otherwise one error
+# line naming the missing files and the command that makes them.
+require_shards() {
+  local dir=$1 what=$2 how=$3 missing=() s
+  for s in train val; do compgen -G "$dir/${s}_*.bin" > /dev/null || missing+=("$dir/${s}_*.bin"); done
+  [ ${#missing[@]} = 0 ] && return 0
+  echo "error: $what: missing ${missing[*]}; make them with: $how" >&2
+  exit 1
+}
+# The cluster scales need Slurm's tools where the jobs are written: SBATCH (default sbatch) on PATH.
+require_slurm() {
+  command -v "${SBATCH:-sbatch}" > /dev/null || {
+    echo "error: --scale cluster writes sbatch jobs: no '${SBATCH:-sbatch}' on PATH (load Slurm's module, or use --scale gpu)" >&2
+    exit 1
+  }
+}

@@ -78,6 +78,7 @@ case "$SCALE" in
       STEPS=${STEPS:-500}
       set_all train.steps="$STEPS" train.warmup_steps=$(( STEPS / 10 )) train.eval_every=0 train.checkpoint_every=0
       if ! ls data/fineweb/train_*.bin > /dev/null 2>&1; then
+        [ -e data/kjv/train_000000.bin ] || run bash scripts/prepare_default_corpus.sh "$HW" data/kjv
         set_all 'data.train=data/kjv/train_*.bin' 'data.val=data/kjv/val_*.bin' train.eval_batches=6
         DATA_NOTE="byte-level KJV corpus (no data/fineweb shards here; the paper: FineWeb-Edu)"
       else

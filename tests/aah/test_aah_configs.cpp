@@ -90,3 +90,36 @@ TEST_CASE("configs/experiment_aah_ablations_cpu.json: the paper's Table 5 rows",
     CHECK(p[0]->config()["ablation"] == rows[i][2]);
   }
 }
+
+TEST_CASE("the 1B experiment configs follow the paper's protocol: WikiText-2, bf16, dropout 0.1, Table 5 at 3,000",
+          "[aah][configs]") {
+  const RunConfig one = load("aah_1b_4k.json");
+  for (const char* name : {"experiment_aah_1b_4k.json", "experiment_aah_ablations_1b_4k.json"}) {
+    INFO(name);
+    const ExperimentSetup s = load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/" + name, {});
+    const RunConfig c = branch_config(s, s.spec.branches[1], 0);
+    // The recipe of aah_1b_4k.json (the model, data and optimizer; steps apart).
+    CHECK(c.model.to_json() == one.model.to_json());
+    CHECK(c.model.resid_pdrop == 0.1);
+    CHECK(c.model.embd_pdrop == 0.1);
+    CHECK(c.train.precision == one.train.precision);
+    CHECK(c.train.precision == "bf16");
+    CHECK(c.data.train == "data/wikitext2/train_*.bin");
+    CHECK(c.data.val == "data/wikitext2/val_*.bin");
+    CHECK(c.train.lr == one.train.lr);
+    CHECK(c.train.warmup_steps == 100);
+    CHECK(s.spec.seeds == std::vector<int64_t>{0});
+    CHECK(c.train.steps == (std::string(name).find("ablations") != std::string::npos ? 3000 : 10000));
+  }
+  const ExperimentSetup t5 =
+      load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/experiment_aah_ablations_1b_4k.json", {});
+  REQUIRE(t5.spec.branches.size() == 7);
+  CHECK(t5.spec.branches[4].name == "fixed_1024");
+  const auto p = make_planners(branch_config(t5, t5.spec.branches[4], 0));
+  REQUIRE(p.size() == 1);
+  CHECK(p[0]->config()["ablation"] == "fixed_window:1024");
+  const ExperimentSetup t4 = load_experiment(std::string(HEADWISE_SOURCE_DIR) + "/configs/experiment_aah_1b_4k.json", {});
+  REQUIRE(t4.spec.branches.size() == 5);
+  CHECK(t4.spec.branches[0].name == "full");
+  CHECK(t4.spec.branches[4].name == "deep_reuse");
+}
