@@ -52,6 +52,28 @@ grep -q 'configs/experiment_aah_ablations_1b_4k.json' "$out/jobs/ablations_s1.sb
 [ -x "$out/collect.sh" ] || bad "no collect.sh"
 echo "ok: AAH jobs $(ls "$out/jobs" | tr '\n' ' ')"
 
+# --- the jobs' first step, run with a stand-in nvidia-smi and gpu_check.sh -------------------------
+g=$tmp/guard
+mkdir -p "$g/scripts" "$g/bin"
+sed -n '/^# --- the CUDA backend/,/^fi$/p' "$out/jobs/regimes_s0.sbatch" > "$g/step.sh"
+printf '#!/bin/sh\necho "NVIDIA H200"\n' > "$g/bin/nvidia-smi"
+cat > "$g/scripts/gpu_check.sh" <<'STUB'
+echo run >> "$GUARD_RUNS"
+mkdir -p gpu_check_out && echo "| parity | FAILED |" > gpu_check_out/table.txt
+[ "$GUARD_PASS" = 1 ]
+STUB
+chmod +x "$g/bin/nvidia-smi"
+step() { (cd "$g" && PATH="$g/bin:$PATH" HEADWISE_GPU_CHECKED_DIR="$g/checked" GUARD_RUNS="$g/runs" GUARD_PASS=$1 bash step.sh); }
+if step 0 > "$g/fail.out" 2> "$g/fail.err"; then bad "the step went on after gpu_check failed"; fi
+grep -q '| parity | FAILED |' "$g/fail.out" || bad "a failed check does not print its table"
+[ "$(grep -c '^error: scripts/gpu_check.sh --quick failed on NVIDIA_H200' "$g/fail.err")" = 1 ] || bad "failed check: not one error line"
+[ ! -e "$g/checked/NVIDIA_H200" ] || bad "a failed check marked the GPU type as passed"
+step 1 > /dev/null 2>&1 || bad "the step stopped after gpu_check passed"
+[ -e "$g/checked/NVIDIA_H200" ] || bad "a passed check is not recorded"
+step 0 > /dev/null 2>&1 || bad "a GPU type that passed before is checked again (and its failure stops the job)"
+[ "$(wc -l < "$g/runs")" = 2 ] || bad "gpu_check ran $(wc -l < "$g/runs") times, expected 2 (fail, pass, then skipped)"
+echo "ok: the jobs' first step runs gpu_check --quick until the GPU type passes, stops with its table on failure"
+
 # --- AAH: the collector on hand-made per-seed tables ----------------------------------------------
 python3 - "$out" <<'PY'
 import json, sys
