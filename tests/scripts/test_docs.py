@@ -87,6 +87,8 @@ pages = [os.path.join(src, "README.md")] + glob.glob(os.path.join(src, "docs/**/
 for page in pages:
     text = open(page, encoding="utf-8").read()
     text = re.sub(r"```.*?```", "", text, flags=re.S)  # links inside code blocks are not links
+    if "]()" in text:
+        failures.append(f"{os.path.relpath(page, src)}: an empty link target ]()")
     for target in re.findall(r"\]\(([^)\s]+)\)", text):
         if re.match(r"^[a-z]+://", target) or target.startswith("mailto:"):
             continue
