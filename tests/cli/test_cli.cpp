@@ -28,12 +28,7 @@ std::string make_tiny_run(const std::string& dir) {
   return cfg;
 }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code != 0);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 }  // namespace
 
