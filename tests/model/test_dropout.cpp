@@ -127,7 +127,7 @@ TEST_CASE("gradients through resid/embd dropout match finite differences with th
   }
 }
 
-TEST_CASE("dropout masks are a pure function of the seed; eval and generate never drop", "[model][dropout]") {
+TEST_CASE("dropout masks are a pure function of the seed, and eval and generate never drop", "[model][dropout]") {
   const ModelConfig plain = test::gradcheck_config(false), dropped = with_dropout(plain, 0.3, 0.3);
   Model<float> a(dropped, cpu_backend<float>()), b(dropped, cpu_backend<float>()), c(plain, cpu_backend<float>());
   for (auto* m : {&a, &b, &c}) m->init_weights(9);
@@ -150,7 +150,7 @@ TEST_CASE("dropout masks are a pure function of the seed; eval and generate neve
   CHECK(a.forward_backward(x.data(), y.data(), 2, 7, 1.0) == b.forward_backward(x.data(), y.data(), 2, 7, 1.0));
 }
 
-TEST_CASE("dropout rates travel as GPT-2's config.json names; bad rates and backends are refused",
+TEST_CASE("dropout rates travel as GPT-2 config.json names, and bad rates and backends are refused",
           "[model][dropout]") {
   ModelConfig c = with_dropout(test::gradcheck_config(false), 0.1, 0.05);
   c.attn_pdrop = 0.2;
