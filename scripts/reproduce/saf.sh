@@ -144,6 +144,7 @@ if [ "$SCALE" = cluster ]; then
       printf '%s\n' '#!/usr/bin/env bash' "#SBATCH --job-name=saf-$name" '#SBATCH --nodes=1' '#SBATCH --gpus-per-node=1' \
         '#SBATCH --cpus-per-task=8' '#SBATCH --time=96:00:00' "#SBATCH --output=$OUT/jobs/%x-%j.out" 'set -euo pipefail' \
         "cd \"$(pwd)\""
+      gpu_check_step
       printf '%q ' "$(realpath "$HW")" experiment "${args[@]}"; echo
     } > "$OUT/jobs/$name.sbatch"
   done

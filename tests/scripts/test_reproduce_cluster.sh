@@ -103,6 +103,16 @@ python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[0]; sys.exit(0 if ab
   "$out/t4.json" || bad "t4.json: not the mean over two seeds"
 echo "ok: AAH collector merged 2 seeds into REPORT.md ($n claim rows)"
 
+# --- SAF: every GPU job starts with the same check (mqar.sbatch runs on CPUs) -----------------------
+PATH="$tmp/bin:$PATH" HEADWISE_BIN=$hw bash "$root/scripts/reproduce/saf.sh" --scale cluster --out "$tmp/saf" > /dev/null
+for f in "$tmp"/saf/jobs/*.sbatch; do
+  j=$(basename "$f" .sbatch)
+  if [ "$j" = mqar ]; then continue; fi
+  grep -q 'env -u OUT bash scripts/gpu_check.sh --quick' "$f" || bad "saf $j: no gpu_check --quick step"
+  bash -n "$f" || bad "saf $j: not valid bash"
+done
+echo "ok: SAF GPU jobs start with the GPU check: $(ls "$tmp/saf/jobs" | tr '\n' ' ')"
+
 # --- bad input -----------------------------------------------------------------------------------
 one_error env SEEDS=0 WIKITEXT2_DIR="$tmp/none" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale cluster --out "$tmp/x1"
 err=$(WIKITEXT2_DIR="$tmp/none" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/x2" 2>&1 || true)
