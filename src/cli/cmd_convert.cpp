@@ -1,4 +1,4 @@
-// headwise convert --checkpoint IN --out OUT --method NAME [--set method.key=value]... [--calib GLOB]
+// headwise convert --checkpoint IN --out OUT --method NAME [--set method.key=value]... [--calib GLOB] [--seq-len T]
 // Applies one registered method to a finished checkpoint, with no training: loads
 // the model, builds the method's planner through the registry (method_registry.hpp) for a run
 // whose model is the checkpoint's and whose data section holds at most data.calib = --calib
@@ -25,6 +25,7 @@ namespace fs = std::filesystem;
 struct ConvertArgs {
   std::string checkpoint, out, method, calib;
   std::vector<std::string> sets;
+  int64_t seq_len = 0;
 };
 
 }  // namespace
@@ -38,6 +39,9 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--method", a->method, "Method name (method.name); the data-free ones are listed in the README's Methods section")->required();
   cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable)");
   cmd->add_option("--calib", a->calib, "Token shard glob a calibrating method reads (data.calib)");
+  cmd->add_option("--seq-len", a->seq_len,
+                  "Context the converted model is meant for (train.seq_len; default model.block_size): a "
+                  "calibrating method calibrates at it unless its own keys say otherwise");
   cmd->callback([a] {
     const std::string who = "convert --method " + a->method;
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
@@ -45,7 +49,7 @@ void add_convert_command(CLI::App& app) {
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
     auto model = load_model(a->checkpoint, cpu_backend<float>());
     const ModelConfig before = model->config();
-    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who, a->calib);
+    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who, a->calib, a->seq_len);
     const std::optional<PlanChange>& change = applied.change;
     const bool kept = applied.layout_kept;
     const ModelConfig& after = model->config();
