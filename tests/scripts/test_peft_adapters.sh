@@ -41,6 +41,9 @@ grep -q '"base_model.model.model.layers.1.self_attn.o_proj.lora_B.weight"' "$ck/
 hw=$(hw_loss "$ck")
 peft=$("$PY" "$P" load "$TMP/qwen2" "$ck" "$TMP/tokens.bin" 2 24 2>/dev/null | field loss)
 close "$peft" "$hw" "headwise-trained adapters: PeftModel.from_pretrained's loss vs headwise eval"
+base=$("$PY" -c "import json; print(json.load(open('$TMP/qwen2/hf_loss.json'))['loss'])")
+"$PY" -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) > 1e-3 else 1)" "$hw" "$base" ||
+  { echo "FAIL: headwise's trained adapters changed nothing ($hw vs the base's $base)"; exit 1; }
 "$HW" merge --checkpoint "$ck" --out "$TMP/merged" >/dev/null
 d=$("$PY" "$P" logits "$TMP/merged" "$TMP/tokens.bin" 2 24 "$ck/peft_logits.pt" 2>/dev/null | field max_abs_diff)
 close "$d" 0 "headwise merge's logits (transformers) vs PEFT's, max |difference|"
