@@ -11,6 +11,10 @@ saf FIXTURE CONVERT_JSON SHARD: the calibration windows SAF drew (headwise's Cal
   of the unbiased sample variance / T^2) and the forward-KL statistic of every head computed
   directly, and the heads the selector would pick (lowest k = round(ratio L H), ties by flat
   index), against `headwise convert --method saf`'s report.
+outliers FIXTURE OUT: FIXTURE with outlier dimensions planted in layer 0's query head 0 and its KV
+  head (q and k channels 0 and 1 scaled by 8, as pretrained models' massive q/k dimensions).
+oal CONVERT_JSON: the held-out RelMSE of OAL's calibrated L on layer 0 head 0 is below that of its
+  Taylor initialisation (the report's numbers, on the head with the planted outliers).
 Prints one JSON line; exits 1 on a mismatch.
 """
 import json
@@ -136,9 +140,39 @@ def saf(fixture, convert_json, shard):
     return want == got and worst < 1e-3
 
 
+def outliers(fixture, out):
+    model = load(fixture)
+    cfg = model.config
+    d = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    attn = model.model.layers[0].self_attn
+    with torch.no_grad():
+        for proj in (attn.q_proj, attn.k_proj):  # head 0 / KV head 0: rows 0 and 1
+            proj.weight[0:2] *= 8.0
+            if proj.bias is not None:
+                proj.bias[0:2] *= 8.0
+    model.save_pretrained(out)
+    return True
+
+
+def oal(convert_json):
+    rep = json.load(open(convert_json))["report"]
+    head = next(h for h in rep["heads"] if h["layer"] == 0 and h["head"] == 0)["calibration"]
+    taylor, fitted = head["taylor_val_mse"], head["kernel"]["val_mse"]
+    print(json.dumps({"taylor_val_relmse": taylor, "oal_val_relmse": fitted}))
+    return fitted < taylor
+
+
 def main():
     torch.set_num_threads(1)
-    ok = aoh(*sys.argv[2:4]) if sys.argv[1] == "aoh" else saf(*sys.argv[2:5])
+    cmd = sys.argv[1]
+    if cmd == "aoh":
+        ok = aoh(*sys.argv[2:4])
+    elif cmd == "saf":
+        ok = saf(*sys.argv[2:5])
+    elif cmd == "outliers":
+        ok = outliers(*sys.argv[2:4])
+    else:
+        ok = oal(sys.argv[2])
     sys.exit(0 if ok else 1)
 
 

@@ -3,7 +3,9 @@
 # reference computed here with torch/transformers (tests/scripts/pretrained_methods.py):
 #  - AoH: `headwise heads` effective ranks equal a full float64 SVD of W_K^T W_Q per query head;
 #  - SAF zero-shot: `convert --method saf --calib` (variance and forward-KL selectors) picks the
-#    heads a direct computation of the statistic on transformers' attention probabilities picks.
+#    heads a direct computation of the statistic on transformers' attention probabilities picks;
+#  - OAL: on a head with planted outlier q/k dimensions, the calibrated L's held-out RelMSE is
+#    below its Taylor initialisation's.
 # torch + transformers come from VENV (scripts/python_env.sh); exits 77 (ctest: skipped) when they
 # cannot be installed.
 # Usage: test_pretrained_methods.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
@@ -33,6 +35,13 @@ for fam in llama qwen2 qwen3; do
       echo "ok: $fam: SAF $sel selection equals the directly computed statistic's"
     else echo "FAIL: $fam: SAF $sel selection"; fail=1; fi
   done
+  "$PY" "$SRC/tests/scripts/pretrained_methods.py" outliers "$TMP/$fam" "$TMP/outliers_$fam" 2>/dev/null
+  "$HW" convert --checkpoint "$TMP/outliers_$fam" --out "$TMP/oal_$fam" --method oal --calib "$TMP/tokens.bin" \
+    --seq-len 24 --set method.layers=0 --set method.stats_prompts=8 --set method.fit_seqs=4 --set method.val_seqs=2 \
+    >/dev/null 2>&1
+  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" oal "$TMP/oal_$fam/convert.json"; then
+    echo "ok: $fam: OAL's L beats its Taylor initialisation on the outlier head"
+  else echo "FAIL: $fam: OAL on the outlier head"; fail=1; fi
 done
 [ $fail = 0 ] && echo "pretrained_methods: all passed"
 exit $fail
