@@ -166,7 +166,7 @@ TEST_CASE("every ordered pair of SAF, AAH, AoH and OAL composes on a Llama model
   check_pairs("llama");
 }
 
-TEST_CASE("SAF after SAF freezes among the remaining softmax heads; ratio_of says what the ratio counts",
+TEST_CASE("SAF after SAF freezes among the remaining softmax heads, ratio_of says what the ratio counts",
           "[cli][methods][compose]") {
   const std::string dir = test::cli_temp_dir("saf_progressive");
   const std::string ckpt = make_checkpoint(dir, "llama"), calib = dir + "/val_*.bin";
