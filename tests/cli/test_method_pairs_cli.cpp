@@ -197,9 +197,7 @@ TEST_CASE("SAF after SAF freezes among the remaining softmax heads, ratio_of say
   }
   auto bad = test::run_headwise("convert --checkpoint " + ckpt + " --out " + dir + "/never" + keys +
                                 " --set method.ratio_of=some");
-  CHECK(bad.code == 1);
-  CHECK(test::error_lines(bad.out) == 1);
-  CHECK(bad.out.find("ratio_of") != std::string::npos);
+  test::expect_one_error(bad, "ratio_of");
 }
 
 TEST_CASE("convert on a Llama model: bad layer ranges, options the shape cannot honour: one error line",
@@ -207,21 +205,15 @@ TEST_CASE("convert on a Llama model: bad layer ranges, options the shape cannot 
   const std::string dir = test::cli_temp_dir("pretrained_bad");
   const std::string ckpt = make_checkpoint(dir, "llama"), calib = " --calib '" + dir + "/val_*.bin'";
   const std::string convert = "convert --checkpoint " + ckpt + " --out " + dir + "/never --method ";
-  auto expect_one_error = [](const test::CmdResult& r, const std::string& needle) {
-    INFO(r.out);
-    CHECK(r.code == 1);
-    CHECK(test::error_lines(r.out) == 1);
-    CHECK(r.out.find(needle) != std::string::npos);
-  };
   // The paper's Qwen2.5-0.5B range on a 2-layer model.
-  expect_one_error(test::run_headwise(convert + "oal --set method.layers=3-20" + calib),
+  test::expect_one_error(test::run_headwise(convert + "oal --set method.layers=3-20" + calib),
                    "method.layers: layer 3 is outside the model's layers 0..1");
   // k_proj has 2 KV heads x 8 = 16 outputs: rank 32 adapters cannot exist.
-  expect_one_error(test::run_headwise(convert + "oal --set method.layers=1 --set method.lora_rank=32" + calib),
+  test::expect_one_error(test::run_headwise(convert + "oal --set method.layers=1 --set method.lora_rank=32" + calib),
                    "rank");
   // More context than the model has positions.
-  expect_one_error(test::run_headwise(convert + "saf --seq-len 100" + calib), "--seq-len 100");
+  test::expect_one_error(test::run_headwise(convert + "saf --seq-len 100" + calib), "--seq-len 100");
   // A streaming head's sink + window beyond the block.
-  expect_one_error(test::run_headwise(convert + "aoh --set method.sink=16 --set method.window=16"), "sink");
+  test::expect_one_error(test::run_headwise(convert + "aoh --set method.sink=16 --set method.window=16"), "sink");
   CHECK(!fs::exists(dir + "/never"));
 }
