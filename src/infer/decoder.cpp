@@ -369,14 +369,12 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
       ops.residual_layernorm_forward(resid, m.ln.data(), nullptr, nullptr, a, b, w, bias, n, C, m.eps);
     }
   };
-  // x W (+ bias) for `rows` rows: 16-bit copies, or the model's fp32 (one row: the decode GEMV).
+  // x W (+ bias) for `rows` rows: the 16-bit copies, or the model's fp32.
   auto linear = [&](float* out, const float* in, const float* w, const cpu::HalfMatrix* wh, const float* bias,
                     int64_t rows, int64_t I, int64_t O, bool w_out_in) {
     if (wh)
       cpu::matmul_half(out, in, *wh, bias, rows, m.panel);
-    else if (rows == 1)
-      cpu::gemv_f32(out, in, w, bias, I, O, w_out_in);
-    else
+    else  // (one row: OpenBLAS GEMVs over the threads, matmul.cpp's row_gemv)
       ops.matmul_forward(out, in, w, bias, rows, I, O, w_out_in);
   };
   if (m.L > 0)
@@ -403,7 +401,7 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     if (m.swiglu) {
       linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.fc, false);
       ops.swiglu_forward(m.fchg.data(), m.fch.data(), n, m.mlp);
-    } else if (m.half || n == 1) {
+    } else if (m.half) {
       linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.mlp, false);
       ops.gelu_forward(m.fchg.data(), m.fch.data(), n * m.mlp);
     } else {

@@ -1,4 +1,4 @@
-// The decode GEMVs (kernels/gemv.hpp) against a naive double loop, at odd shapes (tails of the
+// The 16-bit decode GEMVs (kernels/gemv.hpp) against a naive double loop, at odd shapes (tails of the
 // 4-row passes, the 16-output pieces and the 32-wide bf16 vectors) and 1-3 threads; both bf16
 // kernels (AVX512_BF16 dot products where the CPU has them, and the plain widening path, forced);
 // the 16-bit conversions against hand-worked values and an exhaustive fp16 round trip.
@@ -62,30 +62,6 @@ struct ThreadCount {
 };
 
 }  // namespace
-
-TEST_CASE("gemv: fp32 in both layouts equals a naive double loop at odd shapes and 1-3 threads", "[kernels][gemv]") {
-  for (const Shape& s : kShapes)
-    for (bool out_in : {false, true})
-      for (bool with_bias : {false, true}) {
-        const auto w = randn(s.I * s.O, 3 + uint64_t(s.I)), x = randn(s.I, 5), b = randn(s.O, 7);
-        const float* bias = with_bias ? b.data() : nullptr;
-        std::vector<double> ref, scale;
-        naive(x, [&](int64_t i, int64_t o) { return double(out_in ? w[size_t(o * s.I + i)] : w[size_t(i * s.O + o)]); },
-              bias, s.I, s.O, ref, scale);
-        std::vector<float> first;
-        for (int threads : {1, 2, 3}) {
-          ThreadCount tc(threads);
-          std::vector<float> got(size_t(s.O), 123.f);  // overwritten, not accumulated into
-          gemv_f32(got.data(), x.data(), w.data(), bias, s.I, s.O, out_in);
-          const double err = worst_scaled(got, ref, scale);
-          INFO("I " << s.I << " O " << s.O << " out_in " << out_in << " bias " << with_bias << " threads " << threads
-                    << ": " << err);
-          CHECK(err <= 1e-6);  // a float sum of I <= 768 products: a few 2^-24 of the scale
-          if (first.empty()) first = got;
-          CHECK(std::memcmp(first.data(), got.data(), got.size() * 4) == 0);  // same bits at every thread count
-        }
-      }
-}
 
 TEST_CASE("gemv: 16-bit weights, both kernels, equal a naive double loop on the widened weights", "[kernels][gemv]") {
   INFO("bf16 kernel on this machine: " << half_kernel_name());
