@@ -35,7 +35,7 @@ void add_convert_command(CLI::App& app) {
       "convert", "Apply a method to a finished checkpoint (no training) and write the converted checkpoint");
   cmd->add_option("--checkpoint", a->checkpoint, "Input checkpoint directory")->required();
   cmd->add_option("--out", a->out, "Output checkpoint directory (written atomically)")->required();
-  cmd->add_option("--method", a->method, "Method name (method.name); the data-free ones are listed in the README's Methods section")->required();
+  cmd->add_option("--method", a->method, "Method name (method.name); one of the methods in docs/methods/")->required();
   cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable)");
   cmd->add_option("--calib", a->calib, "Token shard glob a calibrating method reads (data.calib)");
   cmd->callback([a] {

@@ -1,7 +1,7 @@
 // headwise eval-tasks --checkpoint CKPT --task FILE [--task FILE]... [--limit N] [--batch N]
 //                     [--context N] [--json OUT] [--samples OUT.jsonl] [--threads N] [--no-progress]
 // Zero-shot multiple-choice scoring by log-likelihood, as lm-evaluation-harness does it
-// (src/eval/, README "Evaluation"). Every task file is read and checked before the model loads;
+// (src/eval/, docs/evaluation.md). Every task file is read and checked before the model loads;
 // output files are written only once every task is scored (no partial output on an error).
 #include <cstdio>
 #include <filesystem>

@@ -76,7 +76,7 @@ void add_mqar_command(CLI::App& app) {
   cmd->add_option("--label", a->label, "Name of this model in the table (default: the method)");
   cmd->add_option("--method", a->method,
                   "Replace heads before adapting, calibrated on MQAR: none (default), a method name, or a method "
-                  "object in JSON, as in a config's method section (see README, Methods)");
+                  "object in JSON, as in a config's method section (see docs/methods/)");
   cmd->add_option("--method-set", a->method_sets,
                   "A key of the method: key=value, e.g. ratio=0.25 (repeatable)");
   auto& o = a->opt;

@@ -23,5 +23,6 @@ void add_tokenize_command(CLI::App& app);    // ids of a text with a tokenizer.j
 void add_plot_command(CLI::App& app);        // training curves of runs as a PNG (cmd_plot.cpp)
 void add_eval_tasks_command(CLI::App& app);  // zero-shot multiple-choice tasks (cmd_eval_tasks.cpp)
 void add_finetune_tasks_command(CLI::App& app);  // answer-only fine-tuning on a task file (cmd_eval_tasks.cpp)
+void add_config_command(CLI::App& app);      // a run config with every default filled in (cmd_config.cpp)
 
 }  // namespace hw::cli

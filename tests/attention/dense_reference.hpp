@@ -75,7 +75,7 @@ inline double oal_kernel(const Layer& l, int h, const double* q, const double* k
   return kap;
 }
 
-// The baselines' kernels straight from their definitions (README, head kinds).
+// The baselines' kernels straight from their definitions (docs/head-plans.md).
 inline double performer_kernel(const Layer& l, int h, const double* q, const double* k) {
   const auto& W = l.W[size_t(h)];
   const int M = l.plan[size_t(h)].features, D = l.D;

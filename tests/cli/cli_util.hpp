@@ -2,6 +2,8 @@
 // Run the headwise binary and capture its exit code and output.
 #include <sys/wait.h>
 
+#include <catch2/catch.hpp>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -101,6 +103,14 @@ inline int error_lines(const std::string& out) {
   int n = 0;
   while (std::getline(in, line)) n += line.rfind("error:", 0) == 0;
   return n;
+}
+
+// The CLI's answer to bad input: exit 1 and one `error:` line that names the culprit (needle).
+inline void expect_one_error(const CmdResult& r, const std::string& needle) {
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(error_lines(r.out) == 1);
+  CHECK(r.out.find(needle) != std::string::npos);
 }
 
 }  // namespace hw::test

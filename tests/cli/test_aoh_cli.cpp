@@ -41,12 +41,7 @@ std::string make_checkpoint(const std::string& dir, bool all_softmax = false) {
   return path;
 }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 std::set<std::pair<int, int>> streaming_in(const nlohmann::json& j) {
   std::set<std::pair<int, int>> out;

@@ -1,5 +1,6 @@
 // End-to-end: the headwise binary on tiny runs, and one clear error line for bad input.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -27,12 +28,7 @@ std::string make_tiny_run(const std::string& dir) {
   return cfg;
 }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code != 0);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 }  // namespace
 
@@ -147,4 +143,39 @@ TEST_CASE("corrupt or incomplete checkpoints give a clear error", "[cli][errors]
   expect_one_error(test::run_headwise("train --config " + cfg + " --out " + dir + "/r --resume " + dir + "/noopt"),
                    "optimizer.safetensors");
   expect_one_error(test::run_headwise("eval --checkpoint " + dir + "/nothing" + eval_args), "nothing");
+}
+
+TEST_CASE("a mistyped subcommand or option is one error line naming it", "[cli]") {
+  // CLI11 alone answers `headwise eval-task` with "A subcommand is required" and exit 106.
+  auto r = test::run_headwise("eval-task --checkpoint x");
+  INFO(r.out);
+  CHECK(r.code == 1);
+  CHECK(r.out == "error: unknown subcommand 'eval-task'; the closest is 'eval-tasks' (run 'headwise --help' for the list)\n");
+  r = test::run_headwise("genrate");
+  CHECK(r.code == 1);
+  CHECK(r.out.find("the closest is 'generate'") != std::string::npos);
+  r = test::run_headwise("");
+  CHECK(r.code == 1);
+  CHECK(r.out.rfind("error: no subcommand given", 0) == 0);
+  r = test::run_headwise("inspect --checkpoint a --bogus 1");
+  CHECK(r.code == 1);
+  CHECK(r.out.rfind("error: headwise inspect: ", 0) == 0);
+  CHECK(r.out.find("--bogus") != std::string::npos);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  r = test::run_headwise("inspect --help");  // help is not an error
+  CHECK(r.code == 0);
+  CHECK(r.out.find("--checkpoint") != std::string::npos);
+}
+
+TEST_CASE("headwise config prints every default, and a method's keys", "[cli]") {
+  auto r = test::run_headwise("config --set train.steps=7 --method saf");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j["train"]["steps"] == 7);
+  CHECK(j["train"]["lr"].get<double>() == 6e-4);  // the documented default (docs/configuration.md)
+  CHECK(j["model"]["n_layer"] == 4);
+  CHECK(j["method"]["name"] == "saf");
+  CHECK(j["method"]["ratio"].get<double>() == 0.25);
+  expect_one_error(test::run_headwise("config --method nosuch"), "nosuch");
 }

@@ -23,12 +23,7 @@ std::string make_device_run(const std::string& dir) {
   return cfg;
 }
 
-void expect_one_error_exit_1(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+constexpr auto& expect_one_error_exit_1 = test::expect_one_error;
 
 }  // namespace
 

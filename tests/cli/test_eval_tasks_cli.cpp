@@ -35,12 +35,7 @@ std::string make_checkpoint(const std::string& dir, int vocab, bool with_tokeniz
   return dir;
 }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 }  // namespace
 

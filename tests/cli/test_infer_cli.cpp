@@ -38,12 +38,7 @@ const char* kSoftmax = R"([["softmax","softmax","softmax","softmax"],["softmax",
 // The streamed text: everything before the JSON summary line.
 std::string text_part(const std::string& out) { return out.substr(0, out.rfind("\n{")); }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 }  // namespace
 

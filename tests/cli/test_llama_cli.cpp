@@ -17,12 +17,7 @@ using namespace hw;
 
 namespace {
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 std::string fixture(const std::string& name) {
   return std::string(HEADWISE_SOURCE_DIR) + "/tests/fixtures/hf_tiny_" + name;

@@ -37,12 +37,7 @@ std::string make_checkpoint(const std::string& dir) {
   return dir + "/ckpt";
 }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 const std::string kSmall =
     " --set method.stats_prompts=6 --set method.fit_seqs=2 --set method.val_seqs=1 --set method.bootstrap=50"

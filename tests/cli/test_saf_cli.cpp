@@ -41,12 +41,7 @@ std::string make_saf_run(const std::string& dir, const std::string& experiment) 
 const char* kTwoBranches =
     R"({"seeds": [3], "speed_rounds": 1, "branches": [{"name": "ordinary", "method": {"name": "none"}}, {"name": "saf_25", "method": {}}]})";
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);

@@ -35,12 +35,7 @@ std::string ids_line(const nlohmann::json& ids) {
   return s;
 }
 
-void expect_one_error(const test::CmdResult& r, const std::string& needle) {
-  INFO(r.out);
-  CHECK(r.code == 1);
-  CHECK(test::error_lines(r.out) == 1);
-  CHECK(r.out.find(needle) != std::string::npos);
-}
+using test::expect_one_error;
 
 std::string text_part(const std::string& out) { return out.substr(0, out.rfind("\n{")); }
 

@@ -33,7 +33,7 @@ nlohmann::json baseline_doc(const std::string& dir, const std::string& kernel) {
   return doc;
 }
 
-// kappa(q, k) of one baseline head straight from its definition (README, Head plans).
+// kappa(q, k) of one baseline head straight from its definition (docs/head-plans.md).
 double dense_kappa(const std::string& kind, const std::vector<double>& q, const std::vector<double>& k,
                    const HeadExtras& ex, int l, int h) {
   const int D = int(q.size());

@@ -10,7 +10,7 @@
 
 namespace hw {
 
-// Upper bounds on the train keys (from_json refuses more; README, Configuration).
+// Upper bounds on the train keys (from_json refuses more; docs/bad-input.md).
 struct TrainLimits {
   static constexpr int64_t kMaxMicroBatch = int64_t(1) << 20;
   static constexpr int64_t kMaxSeqLen = ModelLimits::kMaxPositions;  // and at most model.block_size
