@@ -132,7 +132,7 @@ TEST_CASE("bench-infer: an AoH plan against all-softmax, KV bytes by the formula
   expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 49" + quick), "--context");
 }
 
-TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greedy tokens; a bad value is one error",
+TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greedy tokens, and a bad value is one error",
           "[cli][infer][half]") {
   const std::string dir = test::cli_temp_dir("generate_half");
   const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
