@@ -34,12 +34,13 @@ struct BenchInferArgs {
   int64_t context = 0;
   int64_t prefill_warmup = 3, prefill_runs = 10, decode_warmup = 50, decode_runs = 100;
   uint64_t seed = 1337;
+  std::string weights = "fp32";
 };
 
 struct Side {
   std::string plan_name;
   double prefill_ms = 0, prefill_median_ms = 0, decode_ms = 0, decode_median_ms = 0;
-  int64_t kv_bytes = 0, decoder_bytes = 0, peak_rss = -1;
+  int64_t kv_bytes = 0, decoder_bytes = 0, peak_rss = -1, weight_bytes = 0;
   int n_full = 0, n_ring = 0, n_v_only = 0, n_state_only = 0, n_none = 0;
   nlohmann::json plan;
 };
@@ -65,7 +66,7 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
   const int64_t N = a.context;
   reset_peak_rss();
   {
-    infer::Decoder dec(model, N);
+    infer::Decoder dec(model, N, 64, 512, infer::parse_weight_precision(a.weights));
     std::vector<double> pre, dec_ms;
     for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
       dec.reset();
@@ -89,7 +90,9 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
     s.decode_ms = mean(dec_ms);
     s.decode_median_ms = median(dec_ms);
     s.kv_bytes = int64_t(dec.kv_bytes());
-    s.decoder_bytes = int64_t(model.params().bytes() + model.buffers().bytes() + dec.kv_bytes() + dec.scratch_bytes());
+    s.weight_bytes = int64_t(dec.weight_bytes_per_token());
+    s.decoder_bytes = int64_t(model.params().bytes() + model.buffers().bytes() + dec.kv_bytes() + dec.scratch_bytes() +
+                              dec.half_weight_bytes());
     const auto& c = dec.cache();
     for (int l = 0; l < c.n_layer(); ++l)
       for (int g = 0; g < c.n_kv_head(); ++g) {
@@ -105,6 +108,37 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
   return s;
 }
 
+// A STREAM-like read test on the run's threads: the best of 5 sums over 512 MiB (far past the
+// caches), in GB/s. What a decode step, which reads each weight once, can at best stream.
+double read_bandwidth_gbps() {
+  const int64_t n = int64_t(128) << 20;
+  std::vector<float> buf(static_cast<size_t>(n));
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = float(i & 7);
+  double best = 1e30, sink = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total)
+    for (int64_t b = 0; b < n; b += 4096) {
+      float acc = 0.f;
+#pragma omp simd reduction(+ : acc)
+      for (int64_t i = b; i < b + 4096; ++i) acc += buf[size_t(i)];
+      total += acc;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    sink += total;
+    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
+  }
+  if (sink < 0) std::fprintf(stderr, "%g\n", sink);  // keeps the sums
+  return double(n) * 4 / best / 1e9;
+}
+
+// GB/s a decode step streams: its matrices once plus the KV cache (full at the timed steps).
+double decode_gbps(const Side& s) {
+  return s.decode_median_ms > 0 ? double(s.weight_bytes + s.kv_bytes) / s.decode_median_ms / 1e6 : 0.0;
+}
+
 nlohmann::json side_json(const Side& s) {
   return {{"prefill_ms", s.prefill_ms},
           {"prefill_median_ms", s.prefill_median_ms},
@@ -113,6 +147,8 @@ nlohmann::json side_json(const Side& s) {
           {"kv_cache_bytes", s.kv_bytes},
           {"decoder_bytes", s.decoder_bytes},
           {"peak_rss_bytes", s.peak_rss},
+          {"weight_bytes_per_token", s.weight_bytes},
+          {"decode_gb_per_s", decode_gbps(s)},
           {"kv_heads", {{"full", s.n_full}, {"sink_ring", s.n_ring}, {"v_only", s.n_v_only},
                         {"state_only", s.n_state_only}, {"none", s.n_none}}},
           {"head_plan", s.plan}};
@@ -135,7 +171,9 @@ void add_bench_infer_command(CLI::App& app) {
   cmd->add_option("--decode-warmup", a->decode_warmup, "Untimed decode steps (default 50)");
   cmd->add_option("--decode-runs", a->decode_runs, "Timed decode steps (default 100)");
   cmd->add_option("--seed", a->seed, "Seed of the random prompt tokens");
+  cmd->add_option("--weights", a->weights, "Precision of the matrices: fp32 (default), bf16 or fp16");
   cmd->callback([a] {
+    (void)infer::parse_weight_precision(a->weights);  // a bad value fails before any loading
     check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
           "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
     check(a->sets.empty() || !a->method.empty(), "--set needs --method");
@@ -200,10 +238,16 @@ void add_bench_infer_command(CLI::App& app) {
     row("KV-cache bytes", double(plan.kv_bytes), double(ref.kv_bytes), "%.0f");
     row("decoder bytes", double(plan.decoder_bytes), double(ref.decoder_bytes), "%.0f");
     row("peak RSS bytes", double(plan.peak_rss), double(ref.peak_rss), "%.0f");
+    const double bw = read_bandwidth_gbps();
+    row("decode GB/s (weights+KV)", decode_gbps(plan), decode_gbps(ref), "%.2f");
+    std::printf("%-26s %16.2f   (%s weights; 512 MiB sum, same threads, this run)\n", "read bandwidth GB/s", bw,
+                a->weights.c_str());
     std::printf("KV heads (%s): %d full, %d sink+ring, %d V-only, %d state-only, %d none\n", plan.plan_name.c_str(),
                 plan.n_full, plan.n_ring, plan.n_v_only, plan.n_state_only, plan.n_none);
     nlohmann::json out = {{"context", N},
                           {"plan_source", plan_name},
+                          {"weights", a->weights},
+                          {"read_bandwidth_gb_per_s", bw},
                           {"plan", side_json(plan)},
                           {"all_softmax", side_json(ref)},
                           {"prefill_ratio", ratio(plan.prefill_ms, ref.prefill_ms)},

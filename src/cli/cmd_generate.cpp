@@ -32,6 +32,7 @@ struct GenerateArgs {
   std::string checkpoint, prompt, prompt_file;
   int64_t max_new = 0;
   bool ignore_eos = false;
+  std::string weights = "fp32";
   infer::SamplingOptions sampling;
 };
 
@@ -55,12 +56,16 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", a->sampling.top_k, "Keep the K most likely tokens (0 = all)");
   cmd->add_option("--top-p", a->sampling.top_p, "Keep the smallest set reaching probability P (1 = all)");
   cmd->add_option("--seed", a->sampling.seed, "Sampling seed (default 1337)");
+  cmd->add_option("--weights", a->weights,
+                  "Precision the decoder reads the matrices in: fp32 (the checkpoint's, default), bf16 or fp16 "
+                  "(rounded once from fp32, widened to fp32 in registers)");
   cmd->add_flag("--ignore-eos", a->ignore_eos,
                 "Do not stop at the eos_token_id(s) of the checkpoint's generation_config.json");
   cmd->callback([a] {
     check(!a->prompt.empty() || !a->prompt_file.empty(), "generate needs --prompt TEXT or --prompt-tokens FILE");
     check(a->max_new >= 1, "--max-new must be >= 1, got " + std::to_string(a->max_new));
     a->sampling.validate();
+    const infer::WeightPrecision weights = infer::parse_weight_precision(a->weights);
     auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig& cfg = model->config();
@@ -103,7 +108,8 @@ void add_generate_command(CLI::App& app) {
     // Prefill in chunks of 512 rows: larger GEMMs (Qwen2.5-0.5B's shape, 2048 positions, one
     // thread: 27.4 s in chunks of 64, 22.0 s in chunks of 512), for a few MB of scratch.
     constexpr int64_t kPrefillChunk = 512;
-    infer::Decoder dec(*model, std::max<int64_t>(int64_t(prompt.size()) + a->max_new - 1, 1), kPrefillChunk);
+    infer::Decoder dec(*model, std::max<int64_t>(int64_t(prompt.size()) + a->max_new - 1, 1), kPrefillChunk, 512,
+                       weights);
     infer::Sampler sampler(a->sampling, cfg.vocab_size);
     infer::GenerateTimes times;
     const std::vector<int32_t> eos = a->ignore_eos ? std::vector<int32_t>{} : eos_token_ids(a->checkpoint, cfg.vocab_size);
@@ -130,10 +136,16 @@ void add_generate_command(CLI::App& app) {
     std::fputc('\n', stdout);
     std::fflush(stdout);
     const double decode_steps = double(std::max<size_t>(out.size(), 1) - 1);
+    const double decode_ms = decode_steps > 0 ? times.decode_ms / decode_steps : 0.0;
     nlohmann::json summary = {{"prompt_tokens", prompt.size()},
                               {"new_tokens", out.size()},
                               {"prefill_ms", times.prefill_ms},
-                              {"decode_ms_per_token", decode_steps > 0 ? times.decode_ms / decode_steps : 0.0},
+                              {"decode_ms_per_token", decode_ms},
+                              {"weights", infer::weight_precision_name(weights)},
+                              {"weight_bytes_per_token", dec.weight_bytes_per_token()},
+                              // the matrices once per token (the KV read is not counted here)
+                              {"decode_weight_gb_per_s",
+                               decode_ms > 0 ? double(dec.weight_bytes_per_token()) / decode_ms / 1e6 : 0.0},
                               {"kv_cache_bytes", dec.kv_bytes()},
                               {"peak_rss_bytes", peak_rss_bytes()},
                               {"seed", a->sampling.seed},

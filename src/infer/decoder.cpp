@@ -18,6 +18,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/parallel_errors.hpp"
 #include "headwise/kernels/cpu.hpp"
+#include "headwise/kernels/gemv.hpp"
 #include "headwise/model/rope_freqs.hpp"
 
 namespace hw::infer {
@@ -48,6 +49,11 @@ const float* find_f32(const Arena& a, const std::string& name, bool required, st
 struct LayerW {
   const float *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fcp_w, *fcp_b;
   const float *q_norm = nullptr, *k_norm = nullptr;
+};
+
+// 16-bit copies of a layer's attn_w, proj_w, fc_w, fcp_w ([out, in]).
+struct LayerH {
+  cpu::HalfMatrix attn, proj, fc, fcp;
 };
 
 struct StaticW {
@@ -85,6 +91,17 @@ LinearQ linear_query_side(const float* Lp, const int32_t* grp, int G, int D, dou
 
 }  // namespace
 
+WeightPrecision parse_weight_precision(const std::string& s) {
+  if (s == "fp32") return WeightPrecision::FP32;
+  if (s == "bf16") return WeightPrecision::BF16;
+  if (s == "fp16") return WeightPrecision::FP16;
+  fail("--weights: '" + s + "' is not a weight precision (fp32, bf16 or fp16)");
+}
+
+const char* weight_precision_name(WeightPrecision p) {
+  return p == WeightPrecision::FP32 ? "fp32" : p == WeightPrecision::BF16 ? "bf16" : "fp16";
+}
+
 struct Decoder::Impl {
   int L = 0, H = 0, KV = 0, D = 0, C = 0, V = 0;
   int64_t chunk = 0, max_cols = 0, Fw = 0, mlp = 0, fc = 0;  // MLP width, first MLP matrix's columns
@@ -93,6 +110,10 @@ struct Decoder::Impl {
   double eps = 0;
   const float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
   const float* head = nullptr;  // the LM head: wte, or an untied lm_head
+  bool half = false;            // matrices read as 16-bit copies (layers_h, head_h)
+  std::vector<LayerH> layers_h;
+  cpu::HalfMatrix head_h;
+  std::vector<float> panel;     // a prefill's widened weight panel (cpu::matmul_half), sized once
   std::vector<LayerW> layers;
   std::vector<std::vector<StaticW>> statics;   // [l][h]
   std::vector<std::vector<LinearQ>> linears;   // [l][h]
@@ -113,7 +134,8 @@ struct Decoder::Impl {
   std::vector<int> head_part0, head_parts;  // per query head: first part, number of parts
 };
 
-Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols)
+Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols,
+                 WeightPrecision weights)
     : model_(model),
       cache_(model.config().head_plan, model.config().n_head, model.config().kv_heads(), model.config().head_dim(),
              std::max<int64_t>(max_context, 1)) {
@@ -209,6 +231,22 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
     }
     for (int g = 0; g < m.KV; ++g) max_slots = std::max(max_slots, cache_.policy(l, g).slots);
   }
+  if (weights != WeightPrecision::FP32) {
+    const cpu::HalfType t = weights == WeightPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16;
+    m.half = true;
+    int64_t widest = m.C;
+    for (int l = 0; l < m.L; ++l) {
+      const LayerW& W = m.layers[size_t(l)];
+      const auto& lay = model.layouts()[size_t(l)];
+      m.layers_h.push_back({cpu::HalfMatrix::from_f32(W.attn_w, m.C, lay.qkv_width(), false, t),
+                            cpu::HalfMatrix::from_f32(W.proj_w, lay.out_width(), m.C, false, t),
+                            cpu::HalfMatrix::from_f32(W.fc_w, m.C, m.fc, false, t),
+                            cpu::HalfMatrix::from_f32(W.fcp_w, m.mlp, m.C, false, t)});
+      widest = std::max({widest, lay.out_width(), m.mlp});
+    }
+    m.head_h = cpu::HalfMatrix::from_f32(m.head, m.C, m.V, true, t);
+    m.panel.resize(size_t(cpu::kPanelRows * widest));
+  }
   // A parameter the decoder does not read (an adapter, say) would change the training forward but
   // not the decode: refuse instead of decoding a different model.
   for (const auto& t : P.tensors())
@@ -253,7 +291,25 @@ size_t Decoder::scratch_bytes() const {
   for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.last, &m.scores,
                         &m.psi, &m.acc, &m.rowsum, &m.part_out, &m.part_max, &m.part_sum})
     f += v->size();
-  return f * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
+  return (f + m.panel.size()) * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
+}
+
+size_t Decoder::half_weight_bytes() const {
+  const Impl& m = *impl_;
+  size_t n = m.head_h.w.size();
+  for (const LayerH& W : m.layers_h) n += W.attn.w.size() + W.proj.w.size() + W.fc.w.size() + W.fcp.w.size();
+  return n * sizeof(uint16_t);
+}
+
+size_t Decoder::weight_bytes_per_token() const {
+  const Impl& m = *impl_;
+  if (m.half) return half_weight_bytes();
+  size_t n = size_t(m.V) * size_t(m.C);
+  for (int l = 0; l < m.L; ++l) {
+    const auto& lay = model_.layouts()[size_t(l)];
+    n += size_t(m.C * lay.qkv_width() + lay.out_width() * m.C + m.C * m.fc + m.mlp * m.C);
+  }
+  return n * sizeof(float);
 }
 
 const float* Decoder::prefill(const int32_t* tokens, int64_t n, float* all_logits) {
@@ -280,13 +336,20 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
   const int64_t C = m.C, c0 = cache_.length();
   for (int64_t r = 0; r < n; ++r) {
     m.pos[size_t(r)] = c0 + r;
-    const float* e = m.wte + int64_t(tokens[r]) * C;
     float* y = m.x.data() + r * C;
+    if (m.half && m.head == m.wte) {  // tied: the embedding is the LM head's 16-bit row
+      const uint16_t* e = m.head_h.w.data() + int64_t(tokens[r]) * C;
+      if (m.head_h.type == cpu::HalfType::BF16)
+        for (int64_t c = 0; c < C; ++c) y[c] = cpu::bf16_to_float(e[c]);
+      else
+        for (int64_t c = 0; c < C; ++c) y[c] = cpu::f16_to_float(e[c]);
+    } else {
+      const float* e = m.wte + int64_t(tokens[r]) * C;
+      std::copy(e, e + C, y);
+    }
     if (m.wpe) {
       const float* p = m.wpe + (c0 + r) * C;
-      for (int64_t c = 0; c < C; ++c) y[c] = e[c] + p[c];
-    } else {
-      std::copy(e, e + C, y);
+      for (int64_t c = 0; c < C; ++c) y[c] += p[c];
     }
   }
   float* x = m.x.data();
@@ -306,6 +369,14 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
       ops.residual_layernorm_forward(resid, m.ln.data(), nullptr, nullptr, a, b, w, bias, n, C, m.eps);
     }
   };
+  // x W (+ bias) for `rows` rows: the 16-bit copies, or the model's fp32.
+  auto linear = [&](float* out, const float* in, const float* w, const cpu::HalfMatrix* wh, const float* bias,
+                    int64_t rows, int64_t I, int64_t O, bool w_out_in) {
+    if (wh)
+      cpu::matmul_half(out, in, *wh, bias, rows, m.panel);
+    else  // (one row: OpenBLAS GEMVs over the threads, matmul.cpp's row_gemv)
+      ops.matmul_forward(out, in, w, bias, rows, I, O, w_out_in);
+  };
   if (m.L > 0)
     norm(x, m.layers[0].ln1_w, m.layers[0].ln1_b);
   else
@@ -314,7 +385,8 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     const LayerW& W = m.layers[size_t(l)];
     const auto& lay = model_.layouts()[size_t(l)];
     const int64_t ldx = lay.qkv_width();
-    ops.matmul_forward(m.qkv.data(), m.ln.data(), W.attn_w, W.attn_b, n, C, ldx);
+    const LayerH* H = m.half ? &m.layers_h[size_t(l)] : nullptr;
+    linear(m.qkv.data(), m.ln.data(), W.attn_w, H ? &H->attn : nullptr, W.attn_b, n, C, ldx, false);
     if (W.q_norm) {  // q/k norm (Qwen3) in place, before RoPE
       const int64_t nq = int64_t(lay.n_q) * m.D;
       ops.rmsnorm_forward(m.qkv.data(), ldx, nullptr, m.qkv.data(), ldx, W.q_norm, n, lay.n_q, m.D, m.eps);
@@ -324,15 +396,18 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     // from column 0.
     if (m.rope) cpu::rope_forward_freqs(m.qkv.data(), 1, n, ldx, 0, lay.n_q + lay.n_k, m.D, m.inv_freq.data(), c0);
     attention(l, n);
-    ops.matmul_forward(m.r2.data(), m.att.data(), W.proj_w, W.proj_b, n, lay.out_width(), C);
+    linear(m.r2.data(), m.att.data(), W.proj_w, H ? &H->proj : nullptr, W.proj_b, n, lay.out_width(), C, false);
     residual_norm(m.r2.data(), m.r2.data(), x, W.ln2_w, W.ln2_b);
     if (m.swiglu) {
-      ops.matmul_forward(m.fch.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, m.fc);
+      linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.fc, false);
       ops.swiglu_forward(m.fchg.data(), m.fch.data(), n, m.mlp);
+    } else if (m.half) {
+      linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.mlp, false);
+      ops.gelu_forward(m.fchg.data(), m.fch.data(), n * m.mlp);
     } else {
       ops.matmul_gelu_forward(m.fch.data(), m.fchg.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, m.mlp);
     }
-    ops.matmul_forward(r3, m.fchg.data(), W.fcp_w, W.fcp_b, n, m.mlp, C);
+    linear(r3, m.fchg.data(), W.fcp_w, H ? &H->fcp : nullptr, W.fcp_b, n, m.mlp, C, false);
     const float* nw = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_w : m.lnf_w;
     const float* nb = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_b : m.lnf_b;
     residual_norm(r3, r3, m.r2.data(), nw, nb);
@@ -340,10 +415,10 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
   }
   // LM head (wte, or an untied lm_head) on the final norm's output.
   if (all_logits) {
-    ops.matmul_forward(all_logits, m.ln.data(), m.head, nullptr, n, C, m.V, /*w_out_in=*/true);
+    linear(all_logits, m.ln.data(), m.head, m.half ? &m.head_h : nullptr, nullptr, n, C, m.V, /*w_out_in=*/true);
     std::copy(all_logits + (n - 1) * m.V, all_logits + n * m.V, m.last.data());
   } else {
-    ops.matmul_forward(m.last.data(), m.ln.data() + (n - 1) * C, m.head, nullptr, 1, C, m.V, /*w_out_in=*/true);
+    linear(m.last.data(), m.ln.data() + (n - 1) * C, m.head, m.half ? &m.head_h : nullptr, nullptr, 1, C, m.V, /*w_out_in=*/true);
   }
   cache_.advance(n);
 }

@@ -131,3 +131,32 @@ TEST_CASE("bench-infer: an AoH plan against all-softmax, KV bytes by the formula
                    "exceeds --context");
   expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 49" + quick), "--context");
 }
+
+TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greedy tokens, and a bad value is one error",
+          "[cli][infer][half]") {
+  const std::string dir = test::cli_temp_dir("generate_half");
+  const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
+  test::write_text(dir + "/prompt.txt", "3 1 4 1 5 9 2 6");
+  auto model = load_model(ids, cpu_backend<float>());
+  for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16}) {
+    const std::string name = infer::weight_precision_name(w);
+    const auto r = test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
+                                      "/prompt.txt --max-new 12 --temperature 0 --weights " + name);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    infer::Decoder dec(*model, 48, 64, 512, w);
+    infer::SamplingOptions o;
+    o.temperature = 0;
+    infer::Sampler s(o, 32);
+    const auto want = infer::generate(dec, s, {3, 1, 4, 1, 5, 9, 2, 6}, 12);
+    std::ostringstream line;
+    for (size_t i = 0; i < want.size(); ++i) line << (i ? " " : "") << want[i];
+    CHECK(r.out.rfind(line.str() + "\n", 0) == 0);
+    const auto summary = test::last_json_line(r.out);
+    CHECK(summary["weights"] == name);
+    CHECK(summary["weight_bytes_per_token"].get<int64_t>() == int64_t(dec.half_weight_bytes()));
+  }
+  expect_one_error(test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
+                                      "/prompt.txt --max-new 2 --weights int8"),
+                   "'int8' is not a weight precision");
+}

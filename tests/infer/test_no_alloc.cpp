@@ -10,6 +10,7 @@
 #include <new>
 
 #include "headwise/infer/generate.hpp"
+#include "headwise/kernels/gemv.hpp"
 #include "infer/infer_fixture.hpp"
 
 namespace {
@@ -61,4 +62,28 @@ TEST_CASE("decode: prefill and decode steps allocate nothing (the cache is sized
   std::vector<int>* v = new std::vector<int>(3);
   CHECK(g_news.load() > after);
   delete v;
+}
+
+TEST_CASE("decode: with bf16 / fp16 weights (both bf16 kernels), prefill and decode steps allocate nothing",
+          "[infer][half]") {
+  const InferCase c{"half", 2, "learned", R"([["softmax","window:3","sink_window:2:5","softmax"],["window:6","softmax","softmax","softmax"]])"};
+  const ModelConfig cfg = infer_config(c);
+  auto model = infer_model(cfg);
+  const auto tokens = random_tokens(40, cfg.vocab_size, 2);
+  for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16})
+    for (bool plain : {true, false}) {
+      cpu::force_plain_half_kernel(plain);
+      infer::Decoder dec(*model, cfg.block_size, 8, 512, w);
+      infer::SamplingOptions o;
+      infer::Sampler sampler(o, cfg.vocab_size);
+      dec.prefill(tokens.data(), 12);  // warm-up (threads; the prefill's weight panel is sized by the constructor)
+      dec.reset();
+      const long before = g_news.load();
+      const float* logits = dec.prefill(tokens.data(), 20);
+      for (int t = 20; t < 40; ++t) logits = dec.step(sampler.next(logits));
+      const long after = g_news.load();  // (before INFO, which allocates its message)
+      INFO(infer::weight_precision_name(w) << " " << cpu::half_kernel_name());
+      CHECK(after - before == 0);
+    }
+  cpu::force_plain_half_kernel(false);
 }

@@ -10,11 +10,14 @@
 // nothing. The weights are read from the model's arenas (its LayerLayout's compact columns), so
 // build the decoder after the plan is final; a plan change afterwards needs a new decoder.
 //
-// CPU backend, fp32 only: on another backend the constructor throws one hw::Error naming what is
-// missing. Every buffer (cache, chunk activations, per-thread attention scratch) is allocated by
+// CPU backend: on another backend the constructor throws one hw::Error naming what is missing.
+// The matrices (QKV, output, MLP, LM head) are read as fp32 from the model, or as 16-bit copies
+// (WeightPrecision bf16/fp16: rounded once from fp32, stored [out, in], widened to fp32 in
+// registers: kernels/gemv.hpp); norms, biases, embeddings and the KV cache stay fp32. Every buffer (cache, chunk activations, per-thread attention scratch) is allocated by
 // the constructor; prefill and step allocate nothing.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "headwise/infer/kv_cache.hpp"
@@ -22,13 +25,20 @@
 
 namespace hw::infer {
 
+enum class WeightPrecision { FP32, BF16, FP16 };
+// "fp32" | "bf16" | "fp16" (else one hw::Error naming the value); and back.
+WeightPrecision parse_weight_precision(const std::string& s);
+const char* weight_precision_name(WeightPrecision p);
+
 class Decoder {
  public:
   // max_context: positions the cache holds (<= the model's block_size); chunk: rows per prefill
   // pass (>= 1); split_cols: a decode step's softmax-family heads run as parts of this many
   // keys (>= 1) spread over the threads and merged by log-sum-exp, so that long (full) and short
   // (streaming) heads load the threads evenly.
-  Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512);
+  // weights: the precision the matrices are read in (fp32: the model's own, no copy).
+  Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512,
+          WeightPrecision weights = WeightPrecision::FP32);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -49,6 +59,10 @@ class Decoder {
   // Bytes the decoder allocated besides the model's weights: the KV cache plus its scratch.
   size_t kv_bytes() const { return cache_.bytes(); }
   size_t scratch_bytes() const;
+  // Bytes of the matrices one decode step reads (each once), in the precision it reads them.
+  size_t weight_bytes_per_token() const;
+  // Bytes of the 16-bit copies (0 for fp32).
+  size_t half_weight_bytes() const;
 
  private:
   struct Impl;

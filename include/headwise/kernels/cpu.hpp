@@ -17,6 +17,10 @@ namespace hw::cpu {
 template <class F>
 void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, int64_t I, int64_t O,
                     bool w_out_in = false);
+// out[N, 0..O) (row stride ldo) = inp[N,I] @ W^T (+ bias), W fp32 [O,I]: a column panel of a
+// wider product (gemv.hpp's matmul_half widens 16-bit weights panel by panel into W).
+void gemm_rows_wt(float* out, int64_t ldo, const float* inp, const float* w, int64_t N, int64_t I, int64_t O,
+                  const float* bias);
 // dinp[N,I] += dout @ W^T;  dw += inp^T @ dout (in W's layout);  dbias[O] += sum over rows of dout.
 template <class F>
 void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N, int64_t I,

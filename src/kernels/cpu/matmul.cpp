@@ -156,6 +156,19 @@ void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, 
   }
 }
 
+void gemm_rows_wt(float* out, int64_t ldo, const float* inp, const float* w, int64_t N, int64_t I, int64_t O,
+                  const float* bias) {
+  const int n = blas_dim(N, "N"), i = blas_dim(I, "I"), o = blas_dim(O, "O"), ld = blas_dim(ldo, "ldo");
+  if (N == 0 || O == 0) return;
+  float beta = 0.f;
+  if (bias) {
+    for (int64_t r = 0; r < N; r++)
+      for (int64_t j = 0; j < O; j++) out[r * ldo + j] = bias[j];
+    beta = 1.f;
+  }
+  gemm(CblasNoTrans, CblasTrans, n, o, i, inp, std::max(i, 1), w, std::max(i, 1), beta, out, ld);
+}
+
 template <class F>
 void matmul_backward(F* dinp, F* dw, F* dbias, const F* dout, const F* inp, const F* w, int64_t N, int64_t I,
                      int64_t O, bool w_out_in) {

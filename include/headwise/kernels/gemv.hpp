@@ -1,0 +1,48 @@
+#pragma once
+// One-row products with 16-bit weights for cached decoding (infer/decoder.cpp): out[O] = x[I] W
+// (+ bias), each weight read once, the outputs split over the OpenMP threads (all of them, every
+// call large enough to be worth a team). The weights (bf16 or fp16, HalfMatrix) are stored [O,I]
+// so every output is one contiguous dot product, widened to fp32 in registers. Every output's sum runs in an order fixed by I alone,
+// so results do not depend on the thread count.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hw::cpu {
+
+enum class HalfType { BF16, F16 };
+
+// bf16: round to nearest even (NaN stays NaN); fp16: IEEE binary16, round to nearest even.
+uint16_t float_to_bf16(float f);
+float bf16_to_float(uint16_t h);
+uint16_t float_to_f16(float f);
+float f16_to_float(uint16_t h);
+
+// A [O, I] matrix of 16-bit weights, owned.
+struct HalfMatrix {
+  HalfType type = HalfType::BF16;
+  int64_t O = 0, I = 0;
+  std::vector<uint16_t> w;
+  // From fp32 W in [I,O] (w_out_in false) or [O,I] layout, rounded once.
+  static HalfMatrix from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t);
+};
+
+// out[o] = bias[o] (or 0) + sum_i x[i] W(o, i) for 16-bit W [O,I]. (fp32 weights take
+// OpenBLAS's GEMV in cpu::matmul_forward: a hand-written fp32 kernel measured slower, 29 against
+// 37 tok/s on the GPT-2 124M shape.) bf16 uses AVX512_BF16 dot products where the CPU has them and
+// HEADWISE_GEMV=plain is not set (x is then rounded to bf16 too: see half_kernel_name);
+// otherwise, and for fp16, a plain path that widens each weight to fp32 and multiplies by fp32 x.
+void gemv_half(float* out, const float* x, const HalfMatrix& w, const float* bias);
+
+// Rows of a matrix product with 16-bit weights (prefill): out[N,O] = inp[N,I] W^T (+ bias),
+// W widened to fp32 a panel of rows at a time into `panel` (resized once, to <= kPanelRows x I).
+void matmul_half(float* out, const float* inp, const HalfMatrix& w, const float* bias, int64_t N,
+                 std::vector<float>& panel);
+constexpr int64_t kPanelRows = 256;
+
+// "avx512bf16" or "plain": the bf16 kernel gemv_half runs on this machine and environment.
+std::string half_kernel_name();
+// Force the plain widening path (tests; HEADWISE_GEMV=plain does the same at startup).
+void force_plain_half_kernel(bool on);
+
+}  // namespace hw::cpu

@@ -1,0 +1,308 @@
+// One-row products for decoding (gemv.hpp). A decode step is a chain of these, each bound by
+// reading its weights once: the kernels keep the weights streaming (four rows / columns per
+// pass, fp32 accumulators), and every thread takes one contiguous block of the outputs.
+#include "headwise/kernels/gemv.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "headwise/core/error.hpp"
+#include "headwise/kernels/cpu.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define HW_HAVE_X86 1
+#endif
+
+namespace hw::cpu {
+
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);  // NaN stays a (quiet) NaN
+  u += 0x7fffu + ((u >> 16) & 1u);                                          // round to nearest even
+  return uint16_t(u >> 16);
+}
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t float_to_f16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  const uint32_t sign = (u >> 16) & 0x8000u;
+  const uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(sign | 0x7e00u);  // NaN
+  if (a >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (a < 0x38800000u) {                                   // below 2^-14: subnormal half (or 0)
+    if (a < 0x33000000u) return uint16_t(sign);            // below half of the smallest subnormal
+    // value = mant 2^(e - 150) = (mant >> (126 - e)) units of 2^-24, the subnormal step
+    const uint32_t mant = (a & 0x7fffffu) | 0x800000u;
+    const int shift = 126 - int(a >> 23);  // 14..24
+    const uint32_t q = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1);
+    const uint32_t r = q + (rem > half || (rem == half && (q & 1u)) ? 1u : 0u);  // may carry into the exponent
+    return uint16_t(sign | r);
+  }
+  uint32_t r = ((a >> 13) - (112u << 10));  // rebias exponent 127 -> 15
+  const uint32_t rem = a & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  return uint16_t(sign | r);
+}
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  uint32_t u;
+  if (e == 0) {
+    if (m == 0) {
+      u = sign;
+    } else {  // subnormal: m * 2^-24
+      float f = float(m) * (1.0f / 16777216.0f);
+      std::memcpy(&u, &f, 4);
+      u |= sign;
+    }
+  } else if (e == 31) {
+    u = sign | 0x7f800000u | (m << 13);
+  } else {
+    u = sign | ((e + 112u) << 23) | (m << 13);
+  }
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+HalfMatrix HalfMatrix::from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t) {
+  HalfMatrix m;
+  m.type = t;
+  m.O = O;
+  m.I = I;
+  m.w.resize(size_t(O * I));
+  uint16_t* d = m.w.data();
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < O; ++o)
+    for (int64_t i = 0; i < I; ++i) {
+      const float v = w_out_in ? w[o * I + i] : w[i * O + o];
+      d[o * I + i] = t == HalfType::BF16 ? float_to_bf16(v) : float_to_f16(v);
+    }
+  return m;
+}
+
+namespace {
+
+// Outputs per piece are multiples of this (a 64-byte line of fp32 outputs: no false sharing).
+constexpr int64_t kAlign = 16;
+// Below this many multiply-adds a product runs on the calling thread.
+constexpr int64_t kMinParallelWork = int64_t(1) << 15;
+// The widest x the bf16 dot-product kernel converts on the stack; wider products take the plain path.
+constexpr int64_t kMaxBf16Dot = 32768;
+
+template <class Fn>
+void split_outputs(int64_t O, int64_t I, Fn&& fn) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int pieces = int(std::min<int64_t>(threads, (O + kAlign - 1) / kAlign));
+  if (pieces <= 1 || O * I < kMinParallelWork) {
+    fn(int64_t(0), O);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(pieces)
+  for (int p = 0; p < pieces; ++p) {
+    const int64_t lo = O * p / pieces / kAlign * kAlign;
+    const int64_t hi = p + 1 == pieces ? O : O * (p + 1) / pieces / kAlign * kAlign;
+    if (hi > lo) fn(lo, hi);
+  }
+}
+
+inline float widen(uint16_t h, HalfType t) { return t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h); }
+
+// The plain widening path: bf16 -> fp32 is a shift the compiler vectorizes; fp16 uses F16C's
+// conversion where the build has it, else the scalar one.
+void rows_bf16_plain(float* out, const float* x, const uint16_t* w, const float* bias, int64_t I, int64_t lo,
+                     int64_t hi) {
+  int64_t o = lo;
+  for (; o + 4 <= hi; o += 4) {
+    const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+    float a0 = 0.f, a1 = 0.f, a2 = 0.f, a3 = 0.f;
+#pragma omp simd reduction(+ : a0, a1, a2, a3)
+    for (int64_t i = 0; i < I; ++i) {
+      const float xi = x[i];
+      a0 += bf16_to_float(w0[i]) * xi;
+      a1 += bf16_to_float(w1[i]) * xi;
+      a2 += bf16_to_float(w2[i]) * xi;
+      a3 += bf16_to_float(w3[i]) * xi;
+    }
+    out[o] = (bias ? bias[o] : 0.f) + a0;
+    out[o + 1] = (bias ? bias[o + 1] : 0.f) + a1;
+    out[o + 2] = (bias ? bias[o + 2] : 0.f) + a2;
+    out[o + 3] = (bias ? bias[o + 3] : 0.f) + a3;
+  }
+  for (; o < hi; ++o) {
+    const uint16_t* w0 = w + o * I;
+    float a0 = 0.f;
+#pragma omp simd reduction(+ : a0)
+    for (int64_t i = 0; i < I; ++i) a0 += bf16_to_float(w0[i]) * x[i];
+    out[o] = (bias ? bias[o] : 0.f) + a0;
+  }
+}
+
+void rows_f16_plain(float* out, const float* x, const uint16_t* w, const float* bias, int64_t I, int64_t lo,
+                    int64_t hi) {
+  for (int64_t o = lo; o < hi; ++o) {
+    const uint16_t* w0 = w + o * I;
+    int64_t i = 0;
+    float a = 0.f;
+#if defined(HW_HAVE_X86) && defined(__F16C__) && defined(__FMA__) && defined(__AVX2__)
+    __m256 acc = _mm256_setzero_ps();
+    for (; i + 8 <= I; i += 8)
+      acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(w0 + i))),
+                            _mm256_loadu_ps(x + i), acc);
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc);
+    a = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+#endif
+    for (; i < I; ++i) a += f16_to_float(w0[i]) * x[i];
+    out[o] = (bias ? bias[o] : 0.f) + a;
+  }
+}
+
+#if defined(HW_HAVE_X86)
+// The 16 lanes' sum in a fixed order (GCC 12's _mm512_reduce_add_ps trips -Wmaybe-uninitialized).
+__attribute__((target("avx512f"))) inline float lanes_sum(__m512 v) {
+  alignas(64) float l[16];
+  _mm512_store_ps(l, v);
+  float s = 0.f;
+  for (int k = 0; k < 16; ++k) s += l[k];
+  return s;
+}
+
+// AVX512_BF16: x rounded to bf16 (xb, zero-padded to a multiple of 32), 32 products per
+// instruction per row, four rows per pass over xb.
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) void rows_bf16_dot(
+    float* out, const uint16_t* xb, const uint16_t* w, const float* bias, int64_t I, int64_t lo, int64_t hi) {
+  const int64_t full = I / 32 * 32;
+  const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
+  auto row_load = [](const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); };
+  auto tail_load = [tail](const uint16_t* p) { return (__m512bh)_mm512_maskz_loadu_epi16(tail, p); };
+  int64_t o = lo;
+  for (; o + 4 <= hi; o += 4) {
+    const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    int64_t i = 0;
+    // The next four rows (contiguous after these) are fetched while these are multiplied: four
+    // lines per step, 4 I values in I / 32 steps (the hardware prefetcher alone streamed ~10 GB/s
+    // of the ~18 GB/s a plain read reaches on this kind of machine).
+    const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
+    for (; i < full; i += 32) {
+      const char* pf = next + 4 * 2 * i;
+      _mm_prefetch(pf, _MM_HINT_T0);
+      _mm_prefetch(pf + 64, _MM_HINT_T0);
+      _mm_prefetch(pf + 128, _MM_HINT_T0);
+      _mm_prefetch(pf + 192, _MM_HINT_T0);
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + i);
+      a0 = _mm512_dpbf16_ps(a0, row_load(w0 + i), xv);
+      a1 = _mm512_dpbf16_ps(a1, row_load(w1 + i), xv);
+      a2 = _mm512_dpbf16_ps(a2, row_load(w2 + i), xv);
+      a3 = _mm512_dpbf16_ps(a3, row_load(w3 + i), xv);
+    }
+    if (i < I) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + i);
+      a0 = _mm512_dpbf16_ps(a0, tail_load(w0 + i), xv);
+      a1 = _mm512_dpbf16_ps(a1, tail_load(w1 + i), xv);
+      a2 = _mm512_dpbf16_ps(a2, tail_load(w2 + i), xv);
+      a3 = _mm512_dpbf16_ps(a3, tail_load(w3 + i), xv);
+    }
+    out[o] = (bias ? bias[o] : 0.f) + lanes_sum(a0);
+    out[o + 1] = (bias ? bias[o + 1] : 0.f) + lanes_sum(a1);
+    out[o + 2] = (bias ? bias[o + 2] : 0.f) + lanes_sum(a2);
+    out[o + 3] = (bias ? bias[o + 3] : 0.f) + lanes_sum(a3);
+  }
+  for (; o < hi; ++o) {
+    const uint16_t* w0 = w + o * I;
+    __m512 a0 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i < full; i += 32) a0 = _mm512_dpbf16_ps(a0, row_load(w0 + i), (__m512bh)_mm512_loadu_si512(xb + i));
+    if (i < I) a0 = _mm512_dpbf16_ps(a0, tail_load(w0 + i), (__m512bh)_mm512_loadu_si512(xb + i));
+    out[o] = (bias ? bias[o] : 0.f) + lanes_sum(a0);
+  }
+}
+#endif
+
+bool cpu_has_avx512bf16() {
+#if defined(HW_HAVE_X86)
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
+
+std::atomic<int> g_plain{-1};  // -1: not decided yet; 1: plain path forced or no AVX512_BF16
+
+bool use_bf16_dot() {
+  int p = g_plain.load(std::memory_order_relaxed);
+  if (p < 0) {
+    const char* env = std::getenv("HEADWISE_GEMV");
+    p = (env && std::string(env) == "plain") || !cpu_has_avx512bf16() ? 1 : 0;
+    g_plain.store(p, std::memory_order_relaxed);
+  }
+  return p == 0;
+}
+
+}  // namespace
+
+std::string half_kernel_name() { return use_bf16_dot() ? "avx512bf16" : "plain"; }
+
+void force_plain_half_kernel(bool on) {
+  g_plain.store(on ? 1 : (cpu_has_avx512bf16() ? 0 : 1), std::memory_order_relaxed);
+}
+
+void gemv_half(float* out, const float* x, const HalfMatrix& m, const float* bias) {
+  const int64_t I = m.I, O = m.O;
+  if (O <= 0) return;
+  const uint16_t* w = m.w.data();
+#if defined(HW_HAVE_X86)
+  if (m.type == HalfType::BF16 && I <= kMaxBf16Dot && use_bf16_dot()) {
+    // x in bf16 once per call, on the calling thread's stack (64 KiB at most), zero-padded.
+    alignas(64) uint16_t xb[kMaxBf16Dot + 32];
+    const int64_t padded = (I + 31) / 32 * 32;
+    for (int64_t i = 0; i < I; ++i) xb[i] = float_to_bf16(x[i]);
+    for (int64_t i = I; i < padded; ++i) xb[i] = 0;
+    split_outputs(O, I, [&](int64_t lo, int64_t hi) { rows_bf16_dot(out, xb, w, bias, I, lo, hi); });
+    return;
+  }
+#endif
+  split_outputs(O, I, [&](int64_t lo, int64_t hi) {
+    if (m.type == HalfType::BF16)
+      rows_bf16_plain(out, x, w, bias, I, lo, hi);
+    else
+      rows_f16_plain(out, x, w, bias, I, lo, hi);
+  });
+}
+
+void matmul_half(float* out, const float* inp, const HalfMatrix& m, const float* bias, int64_t N,
+                 std::vector<float>& panel) {
+  const int64_t I = m.I, O = m.O;
+  if (N == 1) {
+    gemv_half(out, inp, m, bias);
+    return;
+  }
+  const size_t need = size_t(std::min(kPanelRows, O) * I);
+  if (panel.size() < need) panel.resize(need);
+  for (int64_t o0 = 0; o0 < O; o0 += kPanelRows) {
+    const int64_t rows = std::min(kPanelRows, O - o0);
+    float* p = panel.data();
+    const uint16_t* src = m.w.data() + o0 * I;
+    const HalfType t = m.type;
+#pragma omp parallel for schedule(static) if (rows * I >= kMinParallelWork)
+    for (int64_t k = 0; k < rows * I; ++k) p[k] = widen(src[k], t);
+    gemm_rows_wt(out + o0, O, inp, p, N, I, rows, bias ? bias + o0 : nullptr);
+  }
+}
+
+}  // namespace hw::cpu

@@ -1,0 +1,155 @@
+// The 16-bit decode GEMVs (kernels/gemv.hpp) against a naive double loop, at odd shapes (tails of the
+// 4-row passes, the 16-output pieces and the 32-wide bf16 vectors) and 1-3 threads; both bf16
+// kernels (AVX512_BF16 dot products where the CPU has them, and the plain widening path, forced);
+// the 16-bit conversions against hand-worked values and an exhaustive fp16 round trip.
+#include <catch2/catch.hpp>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "headwise/core/rng.hpp"
+#include "headwise/kernels/gemv.hpp"
+
+using namespace hw;
+using namespace hw::cpu;
+
+namespace {
+
+struct Shape {
+  int64_t I, O;
+};
+const Shape kShapes[] = {{1, 1}, {3, 5}, {17, 33}, {31, 7}, {33, 100}, {130, 67}, {257, 1001}, {768, 300}};
+
+std::vector<float> randn(int64_t n, uint64_t seed) {
+  Rng rng(seed);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (auto& x : v) x = float(rng.normal());
+  return v;
+}
+
+// Largest |got - ref| over the scale sum_i |x_i w_io| of each output (the error a float sum of
+// those products can make is a few ulps of that scale).
+double worst_scaled(const std::vector<float>& got, const std::vector<double>& ref, const std::vector<double>& scale) {
+  double worst = 0;
+  for (size_t o = 0; o < ref.size(); ++o)
+    worst = std::max(worst, std::fabs(double(got[o]) - ref[o]) / std::max(scale[o], 1e-30));
+  return worst;
+}
+
+// out[o] = bias[o] + sum_i x[i] w(i, o) in double, w given as a function of (i, o).
+template <class W>
+void naive(const std::vector<float>& x, W w, const float* bias, int64_t I, int64_t O, std::vector<double>& ref,
+           std::vector<double>& scale) {
+  ref.assign(size_t(O), 0.0);
+  scale.assign(size_t(O), 0.0);
+  for (int64_t o = 0; o < O; ++o) {
+    double s = bias ? bias[o] : 0.0, a = bias ? std::fabs(bias[o]) : 0.0;
+    for (int64_t i = 0; i < I; ++i) {
+      s += double(x[size_t(i)]) * w(i, o);
+      a += std::fabs(double(x[size_t(i)]) * w(i, o));
+    }
+    ref[size_t(o)] = s;
+    scale[size_t(o)] = a;
+  }
+}
+
+struct ThreadCount {
+  int saved = omp_get_max_threads();
+  explicit ThreadCount(int n) { omp_set_num_threads(n); }
+  ~ThreadCount() { omp_set_num_threads(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("gemv: 16-bit weights, both kernels, equal a naive double loop on the widened weights", "[kernels][gemv]") {
+  INFO("bf16 kernel on this machine: " << half_kernel_name());
+  for (HalfType t : {HalfType::BF16, HalfType::F16})
+    for (bool plain : {true, false})
+      for (const Shape& s : kShapes) {
+        const auto w = randn(s.I * s.O, 11 + uint64_t(s.O)), x = randn(s.I, 13), b = randn(s.O, 17);
+        const HalfMatrix m = HalfMatrix::from_f32(w.data(), s.I, s.O, /*w_out_in=*/false, t);
+        auto wide = [&](int64_t i, int64_t o) {
+          const uint16_t h = m.w[size_t(o * s.I + i)];
+          return double(t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h));
+        };
+        force_plain_half_kernel(plain);
+        // The AVX512_BF16 kernel multiplies x rounded to bf16 (exact products, fp32 sums): its
+        // reference uses that x; the plain path multiplies the fp32 x.
+        const bool dot = t == HalfType::BF16 && half_kernel_name() == "avx512bf16";
+        std::vector<float> xr = x;
+        if (dot)
+          for (auto& v : xr) v = bf16_to_float(float_to_bf16(v));
+        std::vector<double> ref, scale;
+        naive(xr, wide, b.data(), s.I, s.O, ref, scale);
+        std::vector<float> first;
+        for (int threads : {1, 2, 3}) {
+          ThreadCount tc(threads);
+          std::vector<float> got(size_t(s.O), 123.f);
+          gemv_half(got.data(), x.data(), m, b.data());
+          const double err = worst_scaled(got, ref, scale);
+          INFO((t == HalfType::BF16 ? "bf16 " : "fp16 ") << half_kernel_name() << " I " << s.I << " O " << s.O
+                                                         << " threads " << threads << ": " << err);
+          CHECK(err <= 1e-6);
+          if (first.empty()) first = got;
+          CHECK(std::memcmp(first.data(), got.data(), got.size() * 4) == 0);
+        }
+      }
+  force_plain_half_kernel(false);
+}
+
+TEST_CASE("gemv: the prefill product with 16-bit weights (panels of rows) equals a naive double loop",
+          "[kernels][gemv]") {
+  for (HalfType t : {HalfType::BF16, HalfType::F16})
+    for (const Shape& s : {Shape{33, 300}, Shape{130, 513}, Shape{5, 3}}) {
+      const int64_t N = 7;
+      const auto w = randn(s.I * s.O, 19), x = randn(N * s.I, 23), b = randn(s.O, 29);
+      const HalfMatrix m = HalfMatrix::from_f32(w.data(), s.I, s.O, /*w_out_in=*/false, t);
+      std::vector<float> panel, got(size_t(N * s.O), 5.f);
+      matmul_half(got.data(), x.data(), m, b.data(), N, panel);
+      CHECK(panel.size() <= size_t(kPanelRows * s.I));
+      double worst = 0;
+      for (int64_t r = 0; r < N; ++r) {
+        std::vector<float> xr(x.begin() + r * s.I, x.begin() + (r + 1) * s.I), row(got.begin() + r * s.O,
+                                                                                   got.begin() + (r + 1) * s.O);
+        std::vector<double> ref, scale;
+        naive(xr, [&](int64_t i, int64_t o) {
+          const uint16_t h = m.w[size_t(o * s.I + i)];
+          return double(t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h));
+        }, b.data(), s.I, s.O, ref, scale);
+        worst = std::max(worst, worst_scaled(row, ref, scale));
+      }
+      INFO("I " << s.I << " O " << s.O << ": " << worst);
+      CHECK(worst <= 1e-6);
+    }
+}
+
+TEST_CASE("gemv: bf16 and fp16 conversions round to nearest even (hand-worked values)", "[kernels][gemv]") {
+  CHECK(float_to_bf16(1.0f) == 0x3f80);
+  CHECK(float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);         // tie, even stays
+  CHECK(float_to_bf16(1.0f + 3 * 0x1p-8f) == 0x3f82);     // tie, odd rounds up
+  CHECK(float_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 0x3f81);
+  CHECK(float_to_bf16(-2.5f) == 0xc020);
+  CHECK(bf16_to_float(0x3f81) == 1.0f + 0x1p-7f);
+  CHECK(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+  CHECK(float_to_f16(1.0f) == 0x3c00);
+  CHECK(float_to_f16(0.1f) == 0x2e66);
+  CHECK(float_to_f16(65504.f) == 0x7bff);
+  CHECK(float_to_f16(65519.f) == 0x7bff);
+  CHECK(float_to_f16(65520.f) == 0x7c00);               // rounds to inf
+  CHECK(float_to_f16(0x1p-24f) == 0x0001);               // smallest subnormal
+  CHECK(float_to_f16(0x1p-25f) == 0x0000);               // tie to even: 0
+  CHECK(float_to_f16(3 * 0x1p-25f) == 0x0002);           // tie to even: 2
+  CHECK(float_to_f16(0x1p-14f - 0x1p-25f) == 0x0400);    // rounds up into the smallest normal
+  CHECK(float_to_f16(-1.0f - 0x1p-11f) == 0xbc00);       // tie, even stays
+  CHECK(f16_to_float(0x0001) == 0x1p-24f);
+  CHECK(f16_to_float(0xfbff) == -65504.f);
+  // Every finite half survives half -> float -> half.
+  int bad = 0;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    if ((h & 0x7c00u) == 0x7c00u && (h & 0x3ffu)) continue;  // NaN payloads
+    bad += float_to_f16(f16_to_float(uint16_t(h))) != h;
+  }
+  CHECK(bad == 0);
+}
