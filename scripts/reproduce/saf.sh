@@ -88,10 +88,10 @@ case "$SCALE" in
         DATA_NOTE="data/fineweb shards"
       fi
       MQAR_STEPS=${MQAR_STEPS:-300}
-      NOTE="the paper's 124M shape (12 x 12 x 768) at 4K/8K/16K on one GPU, $STEPS updates of 491,520 tokens (paper: 5,000), $DATA_NOTE, seeds $SEEDS; MQAR on the CPU, $MQAR_STEPS updates (paper: 1,500)"
+      NOTE="the paper's 124M shape (12 x 12 x 768) at 4K/8K/16K on one GPU (learned positions and RoPE; the 1B 8K run needs 4 GPUs: --scale cluster), $STEPS updates of 491,520 tokens (paper: 5,000), $DATA_NOTE, seeds $SEEDS; MQAR on the CPU, $MQAR_STEPS updates (paper: 1,500)"
     else
       MQAR_STEPS=1500
-      NOTE="the paper's full 124M configurations: 5,000 updates of 491,520 tokens at 4K/8K/16K, seeds $SEEDS, data as in configs/saf_124m_*.json; MQAR with the paper's sizes (1,500 updates)"
+      NOTE="the paper's full 124M configurations: 5,000 updates of 491,520 tokens at 4K/8K/16K (learned positions and RoPE), seeds $SEEDS, the 1B 8K RoPE run on 4 GPUs (configs/saf_1b_8k_rope.json, one seed), data as in configs/saf_124m_*.json; MQAR with the paper's sizes (1,500 updates)"
     fi
     TOKENS_PER_UPDATE=491520
     MQAR_OPTS=(--steps "$MQAR_STEPS") ;;  # headwise mqar's defaults are the paper's sizes
