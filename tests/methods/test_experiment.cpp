@@ -471,3 +471,23 @@ TEST_CASE("the update speed across ranks is the slowest rank's update time", "[e
   dist::LocalComm one;
   CHECK(slowest_rank_ms(one, 12.5) == 12.5);
 }
+
+TEST_CASE("an experiment on 2 ranks times each update as its slowest rank", "[experiment]") {
+  // Each rank's own update time differs (its clock, its share of the all-reduce); the branch's
+  // update_ms must be the same on both ranks: the maximum of the two, the paper's 4-GPU speed.
+  const std::string dir = test::methods_dir("two_ranks");
+  auto doc = test::tiny_saf_doc(dir);
+  doc["experiment"] = {{"save_final", false},
+                       {"branches", {{{"name", "ordinary"}, {"method", {{"name", "none"}}}},
+                                     {{"name", "saf"}, {"method", {{"ratio", 0.5}}}}}}};
+  const ExperimentSetup setup = experiment_from_json(doc);
+  std::vector<nlohmann::json> got(2);
+  test::run_ranks(2, [&](dist::Comm& c) { got[size_t(c.rank())] = run_experiment(setup, dir + "/out", c); });
+  for (size_t b = 0; b < 2; ++b) {
+    const auto& r0 = got[0]["seeds"][0]["branches"][b];
+    const auto& r1 = got[1]["seeds"][0]["branches"][b];
+    CHECK(r0["update_ms_ranks"] == 2);
+    CHECK(r0["mean_update_ms"].get<double>() == r1["mean_update_ms"].get<double>());
+    CHECK(r0["median_update_ms"].get<double>() == r1["median_update_ms"].get<double>());
+  }
+}
