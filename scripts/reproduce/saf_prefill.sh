@@ -11,15 +11,16 @@
 #   PREFILL_RUNS timed prefills (default 10) after 3 warm-ups.
 # --smoke: trains two 2 x 2 x 32 SAF checkpoints (4 updates, 25% = 1 head, 50% = 2 heads) and
 #   times T 16 and 32 with 5 runs: every file is written, the numbers mean nothing (for CI).
-# gpu|cluster: one error. The paper's setting (batch 64 on the GPU) needs a CUDA prefill path that
-#   headwise does not have (bench-infer and the decoder run on the CPU only; the CUDA backend is
-#   not grown until it has run on a GPU).
+# gpu|cluster: one error. The paper's setting (batch 64 on the GPU) needs a timed CUDA prefill benchmark that
+#   headwise does not have (bench-infer and the decoder run on the CPU only; `headwise eval --device
+#   cuda` runs a batched causal forward but neither times it nor switches the plan to all-softmax;
+#   the CUDA backend is not grown until it has run on a GPU).
 # Writes OUT/prefill.{md,csv}, OUT/bench/<ratio>_T<T>.json (bench-infer's JSON line per run) and
 # OUT/REPORT.md.
 PAPER=saf_prefill
 source "$(dirname "$0")/common.sh" "$@"
 if [ "$SCALE" != cpu ]; then
-  echo "error: saf_prefill.sh --scale $SCALE: the paper's causal prefill (batch 64 on the GPU) needs a CUDA prefill path, which headwise does not have (bench-infer runs the CPU decoder only); use --scale cpu" >&2
+  echo "error: saf_prefill.sh --scale $SCALE: the paper's causal prefill (batch 64 on the GPU) needs a timed CUDA prefill benchmark, which headwise does not have (bench-infer times the CPU decoder only, at batch 1); use --scale cpu" >&2
   exit 1
 fi
 RUNS=${PREFILL_RUNS:-10}

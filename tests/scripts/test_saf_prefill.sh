@@ -4,7 +4,7 @@
 # bench-infer against every head softmax on the same weights at T 16 and 32. Checked: the
 # checkpoints hold 1 and 2 static (V-only) heads, every table row is there, and each speedup is
 # ordinary's median prefill ms over SAF's, recomputed here from bench-infer's own JSON. Bad
-# input: --scale gpu (no CUDA prefill path) and a missing checkpoint are one `error:` line each.
+# input: --scale gpu (no timed CUDA prefill benchmark) and a missing checkpoint are one `error:` line each.
 # Usage: test_saf_prefill.sh HEADWISE_BIN
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,6 +47,6 @@ grep -q '^# SAF causal prefill' "$out/REPORT.md" || bad "no REPORT.md"
 [ "$(wc -l < "$out/prefill.csv")" = 5 ] || bad "prefill.csv: not a header and 4 rows"
 one_error env HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/saf_prefill.sh" --scale gpu --out "$tmp/g"
 err=$(HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/saf_prefill.sh" --scale gpu --out "$tmp/g" 2>&1 || true)
-[[ "$err" == *"needs a CUDA prefill path"* ]] || bad "--scale gpu: the error does not say the CUDA prefill path is missing: $err"
+[[ "$err" == *"needs a timed CUDA prefill benchmark"* ]] || bad "--scale gpu: the error does not say the CUDA prefill path is missing: $err"
 one_error env CKPT_25="$tmp/none" CKPT_50="$tmp/none" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/saf_prefill.sh" --out "$tmp/c"
 exit $fail
