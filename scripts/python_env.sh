@@ -15,6 +15,8 @@
 set -uo pipefail
 VENV=${1:?usage: python_env.sh VENV [PIP_SPEC...]}
 shift
+# hwpy names the venv's python by this path: make it absolute, or hwpy works only from here.
+VENV=$(realpath -m "$VENV")
 TORCH=torch==2.15.0
 # torch 2.15.0's CUDA dependencies that /usr/local/cuda 13.0 lacks or has in an older version.
 TORCH_EXTRA=(nvidia-nccl-cu13==2.30.7 nvidia-cusparselt-cu13==0.8.1 nvidia-nvshmem-cu13==3.7.2 nvidia-cufile==1.20.0.107)

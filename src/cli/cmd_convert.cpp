@@ -1,4 +1,4 @@
-// headwise convert --checkpoint IN --out OUT --method NAME [--set method.key=value]... [--calib GLOB]
+// headwise convert --checkpoint IN --out OUT --method NAME [--set method.key=value]... [--calib GLOB] [--seq-len T]
 // Applies one registered method to a finished checkpoint, with no training: loads
 // the model, builds the method's planner through the registry (method_registry.hpp) for a run
 // whose model is the checkpoint's and whose data section holds at most data.calib = --calib
@@ -7,6 +7,7 @@
 // config.json as the trainer writes them, plus convert.json: what changed and the planner's
 // report). OUT appears complete or not at all. Methods that calibrate stop with one error line
 // when --calib is missing; methods that observe training forwards always do.
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -25,6 +26,7 @@ namespace fs = std::filesystem;
 struct ConvertArgs {
   std::string checkpoint, out, method, calib;
   std::vector<std::string> sets;
+  int64_t seq_len = 0;
 };
 
 }  // namespace
@@ -38,14 +40,23 @@ void add_convert_command(CLI::App& app) {
   cmd->add_option("--method", a->method, "Method name (method.name); one of the methods in docs/methods/")->required();
   cmd->add_option("--set", a->sets, "A method key: method.key=value (repeatable)");
   cmd->add_option("--calib", a->calib, "Token shard glob a calibrating method reads (data.calib)");
+  cmd->add_option("--seq-len", a->seq_len,
+                  "Context the converted model is meant for (train.seq_len; default model.block_size): a "
+                  "calibrating method calibrates at it unless its own keys say otherwise");
   cmd->callback([a] {
     const std::string who = "convert --method " + a->method;
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
+    using Clock = std::chrono::steady_clock;
+    auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+    auto t0 = Clock::now();
     auto model = load_model(a->checkpoint, cpu_backend<float>());
+    const double load_seconds = since(t0);
     const ModelConfig before = model->config();
-    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who, a->calib);
+    t0 = Clock::now();
+    const DataFreeChange applied = apply_data_free_method(*model, a->method, a->sets, who, a->calib, a->seq_len);
+    const double method_seconds = since(t0);
     const std::optional<PlanChange>& change = applied.change;
     const bool kept = applied.layout_kept;
     const ModelConfig& after = model->config();
@@ -62,6 +73,7 @@ void add_convert_command(CLI::App& app) {
                                                                 : " (the method kept the plan)");
     nlohmann::json record = {{"from", a->checkpoint},
                              {"calib", a->calib},
+                             {"seq_len", a->seq_len},
                              {"method", applied.method},
                              {"step", applied.step},
                              {"changed", changed},
@@ -71,11 +83,14 @@ void add_convert_command(CLI::App& app) {
                              {"report", change ? change->report : nlohmann::json(nullptr)}};
 
     // Everything goes to OUT.tmp first; OUT is replaced only once it is complete.
+    t0 = Clock::now();
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
     save_model_files(*model, tmp);
     io::write_file_atomic(tmp + "/convert.json", record.dump(2) + "\n");
     io::replace_dir_atomic(tmp, a->out);
+    // The method's own stages (calibration, selection, fits) are in its report and log line.
+    std::printf("time: load %.2f s, method %.2f s, write %.2f s\n", load_seconds, method_seconds, since(t0));
 
     nlohmann::json summary = {{"out", a->out},
                               {"method", a->method},

@@ -17,14 +17,17 @@ std::string method_names() {
 
 DataFreeChange apply_data_free_method(Model<float>& model, const std::string& method,
                                       const std::vector<std::string>& sets, const std::string& who,
-                                      const std::string& calib_glob) {
+                                      const std::string& calib_glob, int64_t seq_len) {
   for (const auto& s : sets)
     check(s.rfind("method.", 0) == 0,
           "--set takes method.<key>=value (no data is read and nothing is trained), got '" + s + "'");
   const ModelConfig& mc = model.config();
+  check(seq_len >= 0 && seq_len <= mc.block_size, who + ": --seq-len " + std::to_string(seq_len) +
+                                                     " is outside [1, model.block_size = " +
+                                                     std::to_string(mc.block_size) + "]");
   // The run the planner is built for: the model's own, no data, default schedule length.
   nlohmann::json doc = {{"model", mc.to_json()},
-                        {"train", {{"seq_len", mc.block_size}, {"micro_batch", 1}}},
+                        {"train", {{"seq_len", seq_len > 0 ? seq_len : int64_t(mc.block_size)}, {"micro_batch", 1}}},
                         {"method", {{"name", method}}}};
   if (!calib_glob.empty()) doc["data"] = {{"calib", calib_glob}};  // calibration only: nothing trains
   for (const auto& s : sets) apply_override(doc, s);

@@ -24,8 +24,10 @@ struct DataFreeChange {
 };
 
 // `sets` are method.<key>=value overrides; errors are prefixed with `who` (e.g. "convert --method aoh").
+// `seq_len` is the context the converted model is meant for (train.seq_len; 0 = model.block_size):
+// a method that calibrates does so at that length unless its own keys say otherwise.
 DataFreeChange apply_data_free_method(Model<float>& model, const std::string& method,
                                       const std::vector<std::string>& sets, const std::string& who,
-                                      const std::string& calib_glob = "");
+                                      const std::string& calib_glob = "", int64_t seq_len = 0);
 
 }  // namespace hw::cli

@@ -60,12 +60,95 @@ QkvTargets qkv_targets(const ModelConfig& cfg) {
   return q;
 }
 
+// The Llama family (Llama, Qwen2, Qwen3) keeps q, k, v and o apart (nn.Linear q_proj, k_proj,
+// v_proj, o_proj): one PEFT adapter per targeted projection, under PEFT's own names, A [r, in]
+// and B [out, r] as stored (no packing, fan_in_fan_out false).
+bool separate_projections(const ModelConfig& cfg) { return cfg.family != "gpt2"; }
+
+std::string peft_llama_name(int l, LoraTarget t, const char* matrix) {
+  static const char* module[kLoraTargets] = {"q_proj", "k_proj", "v_proj", "o_proj"};
+  return "base_model.model.model.layers." + std::to_string(l) + ".self_attn." + module[int(t)] + ".lora_" + matrix +
+         ".weight";
+}
+
+void save_llama_adapters(const Model<float>& model, const std::string& dir) {
+  const ModelConfig& cfg = model.config();
+  const LoraConfig& lora = cfg.lora;
+  io::SafetensorsWriter w;
+  w.set_metadata("format", "pt");
+  w.set_metadata("producer", "headwise");
+  nlohmann::json modules = nlohmann::json::array();
+  for (int t = 0; t < kLoraTargets; ++t)
+    if (lora.has(LoraTarget(t))) modules.push_back(std::string(lora_target_name(LoraTarget(t))) + "_proj");
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    if (!lora.on_layer(l)) continue;
+    for (int t = 0; t < kLoraTargets; ++t) {
+      if (!lora.has(LoraTarget(t))) continue;
+      for (const char* matrix : {"A", "B"}) {
+        const std::string name = matrix[0] == 'A' ? lora_a_name(l, LoraTarget(t)) : lora_b_name(l, LoraTarget(t));
+        const std::vector<float> v = stored_values(model, name);
+        w.add(peft_llama_name(l, LoraTarget(t), matrix), DType::F32, spec_named(model, name).stored_shape, v.data());
+      }
+    }
+  }
+  w.write(dir + "/" + kAdapterWeightsFile);
+  nlohmann::json j = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", nullptr},
+                      {"r", lora.rank},
+                      {"lora_alpha", lora.alpha},
+                      {"lora_dropout", lora.dropout},
+                      {"target_modules", modules},
+                      {"fan_in_fan_out", false},
+                      {"bias", "none"},
+                      {"use_rslora", false},
+                      {"init_lora_weights", true},
+                      {"modules_to_save", nullptr},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"alpha_pattern", nlohmann::json::object()},
+                      {"layers_to_transform", nullptr},
+                      {"layers_pattern", nullptr}};
+  if (!lora.layers.empty()) {
+    j["layers_to_transform"] = lora.layers;
+    j["layers_pattern"] = "layers";
+  }
+  io::write_file_atomic(dir + "/" + kAdapterConfigFile, j.dump(2) + "\n");
+}
+
+void load_llama_adapters(Model<float>& model, const std::string& dir) {
+  const ModelConfig& cfg = model.config();
+  const LoraConfig& lora = cfg.lora;
+  const std::string path = dir + "/" + kAdapterWeightsFile;
+  io::SafetensorsReader st(path);
+  size_t expected = 0;
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    if (!lora.on_layer(l)) continue;
+    for (int t = 0; t < kLoraTargets; ++t) {
+      if (!lora.has(LoraTarget(t))) continue;
+      for (const char* matrix : {"A", "B"}) {
+        const std::string name = matrix[0] == 'A' ? lora_a_name(l, LoraTarget(t)) : lora_b_name(l, LoraTarget(t));
+        const std::vector<int64_t>& shape = spec_named(model, name).stored_shape;
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
+        std::vector<float> v(static_cast<size_t>(n));
+        st.read(peft_llama_name(l, LoraTarget(t), matrix), DType::F32, shape, v.data());
+        write_stored(model, name, v);
+        ++expected;
+      }
+    }
+  }
+  check(st.names().size() == expected, path + ": holds " + std::to_string(st.names().size()) +
+                                           " tensors, but config.json's model.lora describes " +
+                                           std::to_string(expected));
+}
+
 }  // namespace
 
 void save_adapter_files(const Model<float>& model, const std::string& dir) {
   const ModelConfig& cfg = model.config();
   const LoraConfig& lora = cfg.lora;
   check(lora.enabled(), "internal: save_adapter_files on a model without adapters");
+  if (separate_projections(cfg)) return save_llama_adapters(model, dir);
   const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();
   const QkvTargets qkv = qkv_targets(cfg);
   const int64_t m = int64_t(qkv.targets.size());
@@ -132,6 +215,7 @@ void load_adapter_files(Model<float>& model, const std::string& dir) {
   const std::string path = dir + "/" + kAdapterWeightsFile;
   check(std::filesystem::exists(path), "checkpoint " + dir + ": missing " + kAdapterWeightsFile +
                                    " (its config.json declares LoRA adapters)");
+  if (separate_projections(cfg)) return load_llama_adapters(model, dir);
   io::SafetensorsReader st(path);
   const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();
   const QkvTargets qkv = qkv_targets(cfg);

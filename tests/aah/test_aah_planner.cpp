@@ -208,8 +208,16 @@ TEST_CASE("aah: executed windows follow the resolution EMA of the selections, pa
 }
 
 TEST_CASE("aah: a run is deterministic and resumes bit for bit in the middle", "[aah][train]") {
-  const std::string dir = test::temp_dir("aah_resume");
+  // GPT-2, and a Llama-style model (RMSNorm, SwiGLU, RoPE, 2 KV groups of 2 query heads).
+  const std::string family = GENERATE(std::string("gpt2"), std::string("llama"));
+  INFO("family " << family);
+  const std::string dir = test::temp_dir("aah_resume_" + family);
   auto doc = test::tiny_aah_doc(dir, {{"regime", "deep_reuse"}});
+  if (family == "llama") {
+    doc["model"]["family"] = "llama";
+    doc["model"]["n_kv_head"] = 2;
+    doc["model"]["intermediate_size"] = 64;
+  }
   doc["train"]["checkpoint_every"] = 1;
   const RunConfig cfg = RunConfig::from_json(doc);
   const AahRun a = run_aah(cfg, dir + "/a");

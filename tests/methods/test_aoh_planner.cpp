@@ -9,9 +9,12 @@
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/aoh/config.hpp"
+#include "headwise/methods/aoh/heads.hpp"
 #include "headwise/methods/aoh/planner.hpp"
 #include "headwise/methods/method_registry.hpp"
 #include "headwise/model/checkpoint.hpp"
+#include "headwise/model/device_copy.hpp"
+#include "headwise/model/param_layout.hpp"
 #include "headwise/train/trainer.hpp"
 #include "methods/aoh_reference.hpp"
 #include "methods/methods_test_util.hpp"
@@ -141,4 +144,35 @@ TEST_CASE("AoH at step 0 of a run: streaming KV heads become sink_window, traini
     auto loaded = load_model(last, cpu_backend<float>());
     CHECK(loaded->config().head_plan == want);
   }
+}
+
+TEST_CASE("aoh: scores a base frozen under fresh adapters as the plain model, refuses trained q/k adapters",
+          "[aoh][lora]") {
+  ModelConfig mc;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_kv_head = 2;
+  mc.n_embd = 32;
+  mc.block_size = 16;
+  mc.vocab_size = 32;
+  mc.validate();
+  Model<float> plain(mc, cpu_backend<float>());
+  plain.init_weights(3);
+  Model<float> adapted(mc, cpu_backend<float>());
+  adapted.init_weights(3);
+  LoraConfig l;
+  l.rank = 2;
+  l.freeze_base = true;  // c_attn becomes a buffer, as after OAL's conversion
+  adapted.add_adapters(l, 5);
+  const aoh::HeadScores a = aoh::score_model(plain), b = aoh::score_model(adapted);
+  for (int layer = 0; layer < 2; ++layer)
+    for (int h = 0; h < 4; ++h) CHECK(b.head(layer, h).effective_rank == a.head(layer, h).effective_rank);
+  // A trained adapter (B != 0) on k of layer 1 changes W_K: one error naming it.
+  Tensor& B = adapted.params().get(lora_b_name(1, LoraTarget::K));
+  std::vector<float> v(size_t(B.numel()), 0.f);
+  v[0] = 0.5f;
+  write_device(adapted.ops(), B.f32(), v);
+  const std::string e = error_of([&] { aoh::score_model(adapted); });
+  CHECK(e.find("h.1.attn.k.lora_B") != std::string::npos);
+  CHECK(e.find("merge") != std::string::npos);
 }

@@ -150,3 +150,30 @@ TEST_CASE("select: bad grids are errors and selections mark a head plan") {
   wrong.layers.assign(2, hw::attn::LayerPlan(4));
   REQUIRE_THROWS_AS(mark_in_plan(wrong, s, hw::attn::HeadKind::Static), hw::Error);
 }
+
+TEST_CASE("select: only eligible heads are candidates, ratio_of counts all heads or the remaining ones") {
+  // Layer 0 head 1 and layer 1 head 0 (scores 0.1, the two lowest) are already static.
+  hw::attn::HeadPlan plan;
+  plan.layers.assign(3, hw::attn::LayerPlan(4));
+  plan.layers[0][1].kind = hw::attn::HeadKind::Static;
+  plan.layers[1][0].kind = hw::attn::HeadKind::Static;
+  const Candidates all = softmax_candidates(plan, 0.25, "all");              // round(0.25 x 12) = 3
+  const Candidates remaining = softmax_candidates(plan, 0.25, "remaining");  // round(0.25 x 10) = 2 (2.5)
+  CHECK(all.requested == 3);
+  CHECK(remaining.requested == 2);
+  CHECK(!all.allows(1));
+  CHECK(!all.allows(4));
+  CHECK(all.allows(0));
+  // By hand: eligible scores ascending 0.1 (2,2), 0.2 (1,3), 0.3 (0,3), 0.3 (1,2), ...
+  const Selection s = select_by_score(Selector::Variance, tie_scores(), 0.25, FitGate{}, kDefaultMaxKl, all);
+  CHECK(s.heads == Pairs{{2, 2}, {1, 3}, {0, 3}});
+  const Selection r = select_by_score(Selector::Variance, tie_scores(), 0.25, FitGate{}, kDefaultMaxKl, remaining);
+  CHECK(r.heads == Pairs{{2, 2}, {1, 3}});
+  // Gate-Taylor (row-normalised scores) and the random control skip them too.
+  const Selection g = select_gate_taylor(tie_scores(), 0.25, all);
+  for (const auto& [l, h] : g.heads) CHECK(all.allows(l * 4 + h));
+  const Selection x = select_random(s, 7, FitGate{}, kDefaultMaxKl, all);
+  CHECK(x.heads.size() == 3);
+  for (const auto& [l, h] : x.heads) CHECK(all.allows(l * 4 + h));
+  CHECK_THROWS_AS(softmax_candidates(plan, 0.25, "some"), hw::Error);
+}

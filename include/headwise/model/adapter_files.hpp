@@ -8,6 +8,11 @@
 // A matrices, B is block-diagonal (q rows x the first r columns, ...), and alpha_pattern scales
 // alpha by m so that alpha / rank stays the same. Reading unpacks the blocks and refuses a
 // c_attn adapter with anything outside them.
+//
+// The Llama family (Llama, Qwen2, Qwen3) uses PEFT's names for those classes, one adapter per
+// projection: "base_model.model.model.layers.<l>.self_attn.{q,k,v,o}_proj.lora_{A,B}.weight"
+// ([rank, in] and [out, rank]), target_modules q_proj/k_proj/v_proj/o_proj, fan_in_fan_out false,
+// so PeftModel.from_pretrained loads them onto the transformers model.
 #include <string>
 
 #include "headwise/model/gpt.hpp"

@@ -9,6 +9,7 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/methods/aoh/spectrum.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "headwise/model/param_layout.hpp"
 
 namespace hw::aoh {
 
@@ -31,8 +32,23 @@ HeadScores score_model(const Model<float>& model) {
     if (any) {
       // Compact c_attn weight [n_embd, qkv_width]: column q_col(h) + c is Q channel c of head h,
       // k_col(g) + c is K channel c of KV head g (param_layout.hpp).
-      const Tensor* t = model.params().find("h." + std::to_string(l) + ".attn.c_attn.weight");
-      check(t != nullptr, "AoH: the model has no tensor h." + std::to_string(l) + ".attn.c_attn.weight");
+      // (a base frozen under LoRA, e.g. after OAL, keeps it among the buffers)
+      const std::string name = "h." + std::to_string(l) + ".attn.c_attn.weight";
+      const Tensor* t = model.params().find(name);
+      if (!t) t = model.buffers().find(name);
+      check(t != nullptr, "AoH: the model has no tensor " + name);
+      // The spectra are of the base W_Q, W_K: exact while the q/k adapters are fresh (B = 0).
+      for (LoraTarget target : {LoraTarget::Q, LoraTarget::K}) {
+        if (!mc.lora.has(target) || !mc.lora.on_layer(l)) continue;
+        const Tensor* b = model.params().find(lora_b_name(l, target));
+        if (!b) continue;
+        const std::vector<float> bv = read_device(model.ops(), b->as<float>(), b->numel());
+        for (float x : bv)
+          check(x == 0.f, "AoH: layer " + std::to_string(l) + " has trained LoRA adapters on " +
+                              lora_target_name(target) + " (" + lora_b_name(l, target) +
+                              " is not zero); AoH scores W_K^T W_Q of the weights: merge the adapters first "
+                              "(headwise merge)");
+      }
       check(t->shape.size() == 2 && t->shape[0] == C && t->shape[1] == lay.qkv_width(),
             "AoH: h." + std::to_string(l) + ".attn.c_attn.weight does not have the layer's layout");
       read_device(model.ops(), t->as<float>(), t->numel(), w);

@@ -20,12 +20,8 @@ CapturedQkv capture_qkv(Model<float>& model, const SequenceSource& source, const
   check(T >= 1 && T <= mc.block_size, "OAL capture: sequence length " + std::to_string(T) +
                                           " is outside [1, model.block_size = " + std::to_string(mc.block_size) + "]");
   check(batch >= 1 && !indices.empty(), "OAL capture: no sequences");
-  for (int l : layers) {
+  for (int l : layers)
     check(l >= 0 && l < mc.n_layer, "OAL capture: layer " + std::to_string(l) + " is outside the model");
-    for (int h = 0; h < mc.n_head; ++h)
-      check(mc.head_plan.layers[size_t(l)][size_t(h)].reads_qk(),
-            "OAL capture: layer " + std::to_string(l) + " head " + std::to_string(h) + " reads no Q/K");
-  }
   CapturedQkv c;
   c.T = T;
   c.layers = layers;
@@ -77,6 +73,7 @@ std::vector<HeadContribution> contributions(const Model<float>& model, const Cap
   std::vector<HeadContribution> out;
   for (size_t s = 0; s < c.layers.size(); ++s)
     for (int h = 0; h < mc.n_head; ++h) {
+      if (mc.head_plan.layers[size_t(c.layers[s])][size_t(h)].kind != attn::HeadKind::Softmax) continue;
       HeadContribution hc;
       hc.layer = c.layers[s];
       hc.head = h;

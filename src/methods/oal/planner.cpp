@@ -43,13 +43,20 @@ std::optional<PlanChange> OalPlanner::act(PlannerContext& ctx) {
   Model<float>& model = ctx.model;
   const ModelConfig& mc = model.config();
   const std::vector<int> layers = cfg_.layers(mc.n_layer);
+  // OAL converts the heads of its layers that are still softmax and leaves every other kind (an
+  // earlier method's static, window, sink_window or linear heads) as it is.
+  int n_softmax = 0;
   for (int l : layers)
-    for (int h = 0; h < mc.n_head; ++h)
-      check(mc.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax,
-            "OAL at step " + std::to_string(ctx.step) + ": layer " + std::to_string(l) + " head " + std::to_string(h) +
-                " is '" + mc.head_plan.layers[size_t(l)][size_t(h)].str() + "'; OAL converts softmax heads");
-  check(!cfg_.adapters().enabled() || !mc.lora.enabled(),
-        cfg_.where + ".lora_rank: the model already has LoRA adapters (merge them first, or set lora_rank = 0)");
+    for (int h = 0; h < mc.n_head; ++h) n_softmax += mc.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax;
+  // Adapters the model already has (an earlier OAL's) are kept when they are the ones asked for.
+  const bool add_adapters = cfg_.adapters().enabled() && !(mc.lora.enabled() && mc.lora == cfg_.adapters());
+  check(!add_adapters || !mc.lora.enabled(),
+        cfg_.where + ".lora_rank: the model already has other LoRA adapters (" + mc.lora.to_json().dump() +
+            "; merge them first, ask for the same ones, or set lora_rank = 0)");
+  if (n_softmax == 0) {
+    spdlog::info("OAL: no softmax head left in layers {}; the plan is kept", nlohmann::json(layers).dump());
+    return std::nullopt;
+  }
 
   if (cfg_.kernel_kind() != oal::KernelKind::Oal) return baseline_change(ctx, layers);
 
@@ -87,7 +94,7 @@ std::optional<PlanChange> OalPlanner::act(PlannerContext& ctx) {
   check(ctx.comm.all_equal(blob.data(), int64_t(blob.size() * sizeof(float))),
         "OAL at step " + std::to_string(ctx.step) + ": data-parallel ranks disagree on the fitted L (rank " +
             std::to_string(ctx.comm.rank()) + " differs from rank 0)");
-  if (cfg_.adapters().enabled()) change.adapters = cfg_.adapters();
+  if (add_adapters) change.adapters = cfg_.adapters();
 
   const double n = double(std::max<size_t>(1, res.heads.size()));
   change.report = res.to_json();
@@ -116,13 +123,14 @@ PlanChange OalPlanner::baseline_change(PlannerContext& ctx, const std::vector<in
   nlohmann::json heads = nlohmann::json::array();
   for (int l : layers)
     for (int h = 0; h < mc.n_head; ++h) {
+      if (mc.head_plan.layers[size_t(l)][size_t(h)].kind != attn::HeadKind::Softmax) continue;  // kept
       const oal::BaselineHead b =
           oal::baseline_head(kind, mc.head_dim(), int(cfg_.performer_features), seed, l, h, mc.n_head);
       change.plan.layers[size_t(l)][size_t(h)] = b.spec();
       b.add_to(change.extras, l, h);
       heads.push_back({{"layer", l}, {"head", h}, {"kind", b.spec().str()}});
     }
-  if (cfg_.adapters().enabled()) change.adapters = cfg_.adapters();
+  if (cfg_.adapters().enabled() && !(mc.lora.enabled() && mc.lora == cfg_.adapters())) change.adapters = cfg_.adapters();
   change.report = {{"method", "oal"},
                    {"kernel", oal::kernel_name(kind)},
                    {"layers", layers},

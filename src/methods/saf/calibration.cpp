@@ -93,13 +93,9 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
   const int H = cfg.n_head, hd = cfg.head_dim();
   const int T = int(opt.seq_len);
   const int64_t B = opt.batch;
-  for (int l = l0; l < l1; ++l)
-    for (int h = 0; h < H; ++h) {
-      const auto& spec = cfg.head_plan.layers[size_t(l)][size_t(h)];
-      check(spec.kind == attn::HeadKind::Softmax, "SAF calibration: layer " + std::to_string(l) + " head " +
-                                                      std::to_string(h) + " is '" + spec.str() +
-                                                      "'; SAF replaces softmax heads only");
-    }
+  // Only softmax heads are measured (SAF replaces nothing else): the others' accumulators stay
+  // empty, and a static head need not have Q/K columns at all.
+  auto measured = [&](int l, int h) { return cfg.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax; };
   std::vector<HeadStatsAccumulator> acc;
   acc.reserve(size_t((l1 - l0) * H));
   for (int i = 0; i < (l1 - l0) * H; ++i) acc.emplace_back(T, opt.needs);
@@ -129,7 +125,7 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
       const int64_t W = lay.qkv_width();
       model.read_layer_qkv(l, qkv);
       for (int h = 0; h < H; ++h)
-        for (int64_t b = 0; b < real; ++b) {
+        for (int64_t b = 0; b < real && measured(l, h); ++b) {
           const float* rows = qkv.data() + b * T * W;
           const float* q = rows + lay.q_col(h);
           const float* k = rows + lay.k_col(lay.kv_head_of(h));

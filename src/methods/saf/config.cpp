@@ -19,6 +19,7 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.get("name", name);
   check(name == "saf", where + ".name is \"" + name + "\", not \"saf\"");
   f.get("ratio", m.ratio);
+  f.get("ratio_of", m.ratio_of);
   f.get("at_fraction", m.at_fraction);
   f.get("at_step", m.at_step);
   f.get("calib_seqs", m.calib_seqs);
@@ -35,6 +36,8 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
   f.finish("method \"saf\"");
   const std::string w = where + ".";
   check(m.ratio >= 0 && m.ratio <= 1, w + "ratio must be in [0, 1]");
+  check(m.ratio_of == "all" || m.ratio_of == "remaining",
+        w + "ratio_of must be all or remaining, got \"" + text_brief(m.ratio_of) + "\"");
   check(m.at_fraction >= 0 && m.at_fraction <= 1, w + "at_fraction must be in [0, 1] (1: after the last update)");
   check(m.at_step >= -1, w + "at_step must be >= 0 (or -1: at_fraction decides)");
   check(m.calib_seqs >= 2, w + "calib_seqs must be >= 2 (variance needs two samples)");
@@ -54,7 +57,7 @@ SafConfig SafConfig::from_json(const nlohmann::json& spec, const std::string& wh
 }
 
 nlohmann::json SafConfig::to_json() const {
-  return {{"name", "saf"},          {"ratio", ratio},       {"at_fraction", at_fraction},
+  return {{"name", "saf"},          {"ratio", ratio},       {"ratio_of", ratio_of},  {"at_fraction", at_fraction},
           {"at_step", at_step},     {"calib_seqs", calib_seqs}, {"calib_seq_len", calib_seq_len},
           {"selector", selector},   {"pattern", pattern},   {"mode", mode},
           {"fit_steps", fit_steps}, {"fit_lr", fit_lr},     {"max_kl", max_kl},

@@ -111,11 +111,9 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   const saf::PatternKind pattern = saf::parse_pattern(m.pattern);
   const bool freeze = m.mode == "freeze";
   const uint64_t seed = m.stream_seed(ctx.cfg), pattern_seed = derived_seed(seed, data::Stream::SafPattern);
-  for (int l = 0; l < L; ++l)
-    for (int h = 0; h < H; ++h)
-      check(mc.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax,
-            "SAF at step " + std::to_string(ctx.step) + ": layer " + std::to_string(l) + " head " + std::to_string(h) +
-                " is '" + mc.head_plan.layers[size_t(l)][size_t(h)].str() + "'; SAF starts from all-softmax heads");
+  // SAF acts on the heads still softmax and leaves every other kind as it is (an earlier SAF's
+  // static heads: progressive freezing; another method's heads). `ratio_of` says what the ratio counts.
+  const saf::Candidates cand = saf::softmax_candidates(mc.head_plan, m.ratio, m.ratio_of);
 
   saf::CaptureOptions opt;
   opt.n_seqs = m.calib_seqs;
@@ -142,6 +140,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
       ++replays;
       for (int l = l0; l < l1; ++l)
         for (int h = 0; h < H; ++h) {
+          if (!cand.allows(l * H + h)) continue;  // not measured: scores 0, never selected
           const auto& a = acc[size_t((l - l0) * H + h)];
           HeadSummary& s = summary[size_t(l * H + h)];
           s.variance = a.variance_score();
@@ -185,24 +184,25 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   nlohmann::json variance_selection;
   switch (selector) {
     case saf::Selector::Variance:
-      sel = saf::select_by_score(selector, var_grid, m.ratio, gate, m.max_kl);
+      sel = saf::select_by_score(selector, var_grid, m.ratio, gate, m.max_kl, cand);
       break;
     case saf::Selector::KL:
-      sel = saf::select_by_score(selector, kl_grid, m.ratio, gate, m.max_kl);
+      sel = saf::select_by_score(selector, kl_grid, m.ratio, gate, m.max_kl, cand);
       break;
     case saf::Selector::Random: {
-      const saf::Selection v = saf::select_by_score(saf::Selector::Variance, var_grid, m.ratio, gate, m.max_kl);
+      const saf::Selection v = saf::select_by_score(saf::Selector::Variance, var_grid, m.ratio, gate, m.max_kl, cand);
       variance_selection = v.to_json()["selected"];
-      sel = saf::select_random(v, derived_seed(seed, data::Stream::SafRandomSelect), gate, m.max_kl);
+      sel = saf::select_random(v, derived_seed(seed, data::Stream::SafRandomSelect), gate, m.max_kl, cand);
       break;
     }
     case saf::Selector::GateTaylor:
-      sel = saf::select_gate_taylor(gate_raw, m.ratio);
+      sel = saf::select_gate_taylor(gate_raw, m.ratio, cand);
       break;
   }
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) {
       auto& scores = sel.record(l, h).scores;
+      if (!cand.allows(l * H + h)) continue;  // another kind: not measured
       if (need_stats) scores.emplace("variance", summary[size_t(l * H + h)].variance);
       if (need_stats && opt.needs.kl) scores.emplace("kl", summary[size_t(l * H + h)].kl);
     }
@@ -249,6 +249,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   change.report = sel.to_json();
   change.report["method"] = "saf";
   change.report["mode"] = m.mode;
+  change.report["ratio_of"] = m.ratio_of;
   change.report["pattern"] = m.pattern;
   change.report["calib_seqs"] = m.calib_seqs;
   change.report["calib_seq_len"] = T;

@@ -103,6 +103,21 @@ int quota(double ratio, int n_layer, int n_head) {
   return int(std::nearbyint(ratio * double(n_layer) * double(n_head)));  // default: half-even
 }
 
+Candidates softmax_candidates(const attn::HeadPlan& plan, double ratio, const std::string& ratio_of) {
+  check(ratio_of == "all" || ratio_of == "remaining", "saf selection: ratio_of must be all or remaining");
+  Candidates c;
+  int n = 0, total = 0;
+  for (const auto& layer : plan.layers)
+    for (const auto& spec : layer) {
+      c.eligible.push_back(spec.kind == attn::HeadKind::Softmax ? 1 : 0);
+      n += c.eligible.back();
+      ++total;
+    }
+  check(ratio >= 0.0 && ratio <= 1.0, "saf selection: ratio must be in [0, 1] (got " + std::to_string(ratio) + ")");
+  c.requested = int(std::nearbyint(ratio * double(ratio_of == "all" ? total : n)));
+  return c;
+}
+
 std::vector<int> Selection::per_layer_counts() const {
   std::vector<int> c(size_t(n_layer), 0);
   for (const auto& [l, h] : heads) ++c[size_t(l)];
@@ -138,23 +153,24 @@ nlohmann::json Selection::to_json() const {
 }
 
 Selection select_by_score(Selector selector, const ScoreGrid& scores, double ratio,
-                          const FitGate& gate, double max_kl) {
+                          const FitGate& gate, double max_kl, const Candidates& cand) {
   check(selector == Selector::Variance || selector == Selector::KL,
         "saf::select_by_score: only the variance and kl selectors rank by a score");
   const std::string name = selector_name(selector);
   const auto [L, H] = grid_shape(scores, name);
   Selection s = make_selection(selector, name, L, H, ratio, bool(gate), max_kl);
-  s.requested = quota(ratio, L, H);
+  s.requested = cand.requested >= 0 ? cand.requested : quota(ratio, L, H);
   for (int l = 0; l < L; ++l)
     for (int h = 0; h < H; ++h) s.record(l, h).scores[name] = scores[l][h];
   for (int flat : ascending(scores, L, H)) {
     if (int(s.heads.size()) >= s.requested) break;
-    try_candidate(s, flat / H, flat % H, gate);
+    if (cand.allows(flat)) try_candidate(s, flat / H, flat % H, gate);
   }
   return s;
 }
 
-Selection select_random(const Selection& v, uint64_t seed, const FitGate& gate, double max_kl) {
+Selection select_random(const Selection& v, uint64_t seed, const FitGate& gate, double max_kl,
+                        const Candidates& cand) {
   check(v.selector == Selector::Variance,
         "saf::select_random: per-layer counts must come from a variance selection");
   const int L = v.n_layer, H = v.n_head;
@@ -172,16 +188,16 @@ Selection select_random(const Selection& v, uint64_t seed, const FitGate& gate, 
     for (int rank = 0; rank < H; ++rank) s.record(l, order[size_t(rank)]).scores["random_rank"] = rank;
     int taken = 0;
     for (int rank = 0; rank < H && taken < counts[size_t(l)]; ++rank)
-      if (try_candidate(s, l, order[size_t(rank)], gate)) ++taken;
+      if (cand.allows(l * H + order[size_t(rank)]) && try_candidate(s, l, order[size_t(rank)], gate)) ++taken;
   }
   return s;
 }
 
-Selection select_gate_taylor(const ScoreGrid& raw, double ratio) {
+Selection select_gate_taylor(const ScoreGrid& raw, double ratio, const Candidates& cand) {
   const auto [L, H] = grid_shape(raw, "gate_taylor");
   Selection s = make_selection(Selector::GateTaylor, "gate_taylor", L, H, ratio, false,
                                kDefaultMaxKl);
-  s.requested = quota(ratio, L, H);
+  s.requested = cand.requested >= 0 ? cand.requested : quota(ratio, L, H);
   ScoreGrid norm = raw;
   for (int l = 0; l < L; ++l) {
     double sq = 0.0;
@@ -199,7 +215,7 @@ Selection select_gate_taylor(const ScoreGrid& raw, double ratio) {
   }
   for (int flat : ascending(norm, L, H)) {
     if (int(s.heads.size()) >= s.requested) break;
-    try_candidate(s, flat / H, flat % H, FitGate{});
+    if (cand.allows(flat)) try_candidate(s, flat / H, flat % H, FitGate{});
   }
   return s;
 }

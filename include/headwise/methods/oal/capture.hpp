@@ -24,8 +24,8 @@ struct CapturedQkv {
   int slot_of(int layer) const;                     // -1 when not captured
 };
 
-// Sequences `indices` (each T tokens) through the model in batches of `batch`; layers must hold
-// only heads that read Q and K. Overwrites activations only.
+// Sequences `indices` (each T tokens) through the model in batches of `batch`: every head's
+// columns of the layers (a head that reads no Q/K has none worth reading). Overwrites activations only.
 CapturedQkv capture_qkv(Model<float>& model, const SequenceSource& source, const std::vector<int64_t>& indices, int T,
                         int batch, const std::vector<int>& layers);
 
@@ -35,7 +35,8 @@ HeadRows head_rows(const Model<float>& model, const CapturedQkv& c, int slot, in
 // Layer l's attention output projection W_O as [out_width, n_embd] (parameters or frozen buffers).
 std::vector<double> out_projection(const Model<float>& model, int l);
 
-// Contribution statistics of every query head of the captured layers (one per prompt = sequence).
+// Contribution statistics of every softmax query head of the captured layers (one per prompt =
+// sequence): the heads OAL converts. Heads of other kinds (an earlier method's) are left out.
 std::vector<HeadContribution> contributions(const Model<float>& model, const CapturedQkv& c);
 
 }  // namespace hw::oal

@@ -55,8 +55,8 @@ struct CaptureTimes {
 };
 
 // Statistics of every head of layers [l0, l1), index (l - l0) * n_head + h, over this rank's
-// calibration sequences, then combined over ranks (reduce_across_ranks). Every head in the
-// range must be a softmax head. Overwrites activations only.
+// calibration sequences, then combined over ranks (reduce_across_ranks). Only softmax heads are
+// measured; the accumulators of other kinds stay empty. Overwrites activations only.
 std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const CalibSource& source,
                                                  const CaptureOptions& opt, int l0, int l1, dist::Comm& comm,
                                                  CaptureTimes* times = nullptr);

@@ -10,7 +10,11 @@
 namespace hw::saf {
 
 struct SafConfig {
-  double ratio = 0.25;                 // fraction of all heads replaced
+  double ratio = 0.25;                 // fraction of heads replaced (counted as ratio_of says)
+  // What `ratio` counts when some heads are no longer softmax (an earlier SAF, another method):
+  // "all" = round(ratio x all heads) more heads, "remaining" = round(ratio x remaining softmax heads).
+  // Either way SAF selects only among the heads still softmax and leaves the others as they are.
+  std::string ratio_of = "all";
   double at_fraction = 0.5;            // fires at round(at_fraction * train.steps) ...
   int64_t at_step = -1;                // ... or at this update when >= 0 (train.steps or 1.0:
                                        // after the last update, before the final evaluation)

@@ -63,20 +63,32 @@ struct Selection {
 // k = round(ratio * L * H), halves to even (as Python's round in the official code).
 int quota(double ratio, int n_layer, int n_head);
 
+// The heads a selection may take, for SAF on a model another method (or an earlier SAF) has
+// already changed: only eligible heads are tried (flat index l * H + h; empty = every head),
+// and `requested` heads are wanted (< 0: quota(ratio, L, H)). Ineligible heads keep their
+// records (scores included) but are never selected.
+struct Candidates {
+  std::vector<char> eligible;
+  int requested = -1;
+  bool allows(int flat) const { return eligible.empty() || eligible[size_t(flat)] != 0; }
+};
+// `ratio_of` = "all": round(ratio * L * H) heads; "remaining": round(ratio * eligible heads).
+Candidates softmax_candidates(const attn::HeadPlan& plan, double ratio, const std::string& ratio_of);
+
 // Variance or KL selection: ascending score, ties by flat index l * H + h, KL-gated.
 Selection select_by_score(Selector selector, const ScoreGrid& scores, double ratio,
-                          const FitGate& gate, double max_kl = kDefaultMaxKl);
+                          const FitGate& gate, double max_kl = kDefaultMaxKl, const Candidates& cand = {});
 
 // Random control: per-layer counts equal to the accepted heads per layer of a variance
 // selection; within each layer (in layer order) heads are visited in a random order drawn
 // from Rng(seed) (Fisher-Yates), and a KL failure backfills from the same layer.
 Selection select_random(const Selection& variance_selection, uint64_t seed, const FitGate& gate,
-                        double max_kl = kDefaultMaxKl);
+                        double max_kl = kDefaultMaxKl, const Candidates& cand = {});
 
 // Gate-Taylor pruning: raw[l][h] = mean over calibration sequences of |d loss_seq / d gate|
 // (finite, >= 0); each layer's row is L2-normalised (a zero row stays zero), then the k
 // lowest normalised scores over all layers are pruned (ties by flat index). No KL gate.
-Selection select_gate_taylor(const ScoreGrid& raw_scores, double ratio);
+Selection select_gate_taylor(const ScoreGrid& raw_scores, double ratio, const Candidates& cand = {});
 // raw[l][h] = mean_s |signed[s][l][h]| from per-sequence signed gate derivatives.
 ScoreGrid gate_taylor_raw_scores(const std::vector<ScoreGrid>& signed_per_sequence);
 

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# The methods on transformers-made Llama, Qwen2 and Qwen3 models (issue 38), each against a
+# reference computed here with torch/transformers (tests/scripts/pretrained_methods.py):
+#  - AoH: `headwise heads` effective ranks equal a full float64 SVD of W_K^T W_Q per query head;
+#  - SAF zero-shot: `convert --method saf --calib` (variance and forward-KL selectors) picks the
+#    heads a direct computation of the statistic on transformers' attention probabilities picks;
+#  - OAL: on a head with planted outlier q/k dimensions, the calibrated L's held-out RelMSE is
+#    below its Taylor initialisation's.
+# torch + transformers come from VENV (scripts/python_env.sh); exits 77 (ctest: skipped) when they
+# cannot be installed.
+# Usage: test_pretrained_methods.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
+set -euo pipefail
+HW=$1
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+VENV=${2:-$HOME/.cache/headwise/pyvenv}
+bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors || exit 77
+PY="$VENV/bin/hwpy"
+"$PY" -c "import torch, transformers" 2>/dev/null || { echo "SKIP: torch/transformers not importable"; exit 77; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+"$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
+fail=0
+for fam in llama qwen2 qwen3; do
+  "$HW" heads --checkpoint "$TMP/$fam" --json "$TMP/heads_$fam.json" >/dev/null
+  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" aoh "$TMP/$fam" "$TMP/heads_$fam.json" 2>/dev/null; then
+    echo "ok: $fam: AoH effective ranks equal a full SVD"
+  else echo "FAIL: $fam: AoH effective ranks"; fail=1; fi
+  for sel in variance kl; do
+    out="$TMP/saf_${fam}_$sel"
+    "$HW" convert --checkpoint "$TMP/$fam" --out "$out" --method saf --calib "$TMP/tokens.bin" \
+      --seq-len 24 --set method.selector=$sel --set method.ratio=0.25 --set method.calib_seqs=6 \
+      --set method.fit_steps=30 --set method.max_kl=1e9 >/dev/null
+    if "$PY" "$SRC/tests/scripts/pretrained_methods.py" saf "$TMP/$fam" "$out/convert.json" "$TMP/tokens.bin" 2>/dev/null; then
+      echo "ok: $fam: SAF $sel selection equals the directly computed statistic's"
+    else echo "FAIL: $fam: SAF $sel selection"; fail=1; fi
+  done
+  "$PY" "$SRC/tests/scripts/pretrained_methods.py" outliers "$TMP/$fam" "$TMP/outliers_$fam" 2>/dev/null
+  "$HW" convert --checkpoint "$TMP/outliers_$fam" --out "$TMP/oal_$fam" --method oal --calib "$TMP/tokens.bin" \
+    --seq-len 24 --set method.layers=0 --set method.stats_prompts=8 --set method.fit_seqs=4 --set method.val_seqs=2 \
+    >/dev/null 2>&1
+  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" oal "$TMP/oal_$fam/convert.json"; then
+    echo "ok: $fam: OAL's L beats its Taylor initialisation on the outlier head"
+  else echo "FAIL: $fam: OAL on the outlier head"; fail=1; fi
+done
+[ $fail = 0 ] && echo "pretrained_methods: all passed"
+exit $fail
