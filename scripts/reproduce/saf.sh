@@ -22,8 +22,11 @@
 #   with the schedule shortened to STEPS updates (default 500; the paper: 5,000), on data/fineweb
 #   when its shards exist, else the byte-level KJV corpus; MQAR runs on the CPU (headwise mqar has
 #   no device option) with MQAR_STEPS (default 300) updates.
+#   gpu and cluster also run Table 2 at RoPE positions: rope_<T> with configs/saf_124m_{4k,8k,16k}_rope.json.
 # cluster: writes OUT/jobs/*.sbatch (the full 124M configurations: 5,000 updates, 3 seeds, data
-#   paths as in the configs) and OUT/collect.sh, which builds the same report from their outputs.
+#   paths as in the configs; jobs/1b_8k.sbatch: configs/saf_1b_8k_rope.json as one job of 4 ranks on
+#   4 GPUs, LAUNCH=pmix|file as scripts/slurm/train_1node_8gpu.sbatch, its update speed the slowest
+#   rank's per update) and OUT/collect.sh, which builds the same report from their outputs.
 # --smoke: a 2 x 2 x 32 model, 4 updates, 2 seeds, contexts 16 and 32: every file is written, the
 #   numbers mean nothing (for CI).
 # Environment: HEADWISE_BIN (the binary), SEEDS (a JSON list, default [1337,1338,1339]), STEPS
@@ -85,14 +88,19 @@ case "$SCALE" in
         DATA_NOTE="data/fineweb shards"
       fi
       MQAR_STEPS=${MQAR_STEPS:-300}
-      NOTE="the paper's 124M shape (12 x 12 x 768) at 4K/8K/16K on one GPU, $STEPS updates of 491,520 tokens (paper: 5,000), $DATA_NOTE, seeds $SEEDS; MQAR on the CPU, $MQAR_STEPS updates (paper: 1,500)"
+      NOTE="the paper's 124M shape (12 x 12 x 768) at 4K/8K/16K on one GPU (learned positions and RoPE; the 1B 8K run needs 4 GPUs: --scale cluster), $STEPS updates of 491,520 tokens (paper: 5,000), $DATA_NOTE, seeds $SEEDS; MQAR on the CPU, $MQAR_STEPS updates (paper: 1,500)"
     else
       MQAR_STEPS=1500
-      NOTE="the paper's full 124M configurations: 5,000 updates of 491,520 tokens at 4K/8K/16K, seeds $SEEDS, data as in configs/saf_124m_*.json; MQAR with the paper's sizes (1,500 updates)"
+      NOTE="the paper's full 124M configurations: 5,000 updates of 491,520 tokens at 4K/8K/16K (learned positions and RoPE), seeds $SEEDS, the 1B 8K RoPE run on 4 GPUs (configs/saf_1b_8k_rope.json, one seed), data as in configs/saf_124m_*.json; MQAR with the paper's sizes (1,500 updates)"
     fi
     TOKENS_PER_UPDATE=491520
     MQAR_OPTS=(--steps "$MQAR_STEPS") ;;  # headwise mqar's defaults are the paper's sizes
 esac
+# gpu/cluster: Table 2 also at RoPE positions (the paper's 8K/16K rows and its prefill study use RoPE
+# checkpoints), one experiment rope_<T> per context beside the learned-position context_<T>.
+ROPE_CONTEXTS=""
+[ "$SCALE" = cpu ] || ROPE_CONTEXTS="4096 8192 16384"
+rope_config() { echo "configs/saf_124m_$(( $1 / 1024 ))k_rope.json"; }
 config_for() {  # config_for T: the run config of context T
   case "$SCALE:$1" in
     gpu:4096|cluster:4096) echo configs/saf_124m_4k_learned.json ;;
@@ -124,6 +132,18 @@ for t in $CONTEXTS; do
   [ "$t" = "$MAIN_T" ] && continue
   EXPERIMENTS+=("context_$t|$(config_for "$t")|experiment.seeds=$SEEDS|experiment.ratios=[0.25,0.5]|experiment.controls=[]|experiment.speed_rounds=$SPEED_ROUNDS")
 done
+for t in $ROPE_CONTEXTS; do
+  EXPERIMENTS+=("rope_$t|$(rope_config "$t")|experiment.seeds=$SEEDS|experiment.ratios=[0.25,0.5]|experiment.controls=[]|experiment.speed_rounds=$SPEED_ROUNDS")
+done
+# cluster: the 1B 8K RoPE row as one job over 4 GPUs (the distributed trainer, NCCL all-reduce);
+# its update speed is the in-run one measured across ranks (each update's time is the slowest
+# rank's, all-reduce included: result.json "update_ms_ranks"); the A-B-B-A phase is one process
+# on one GPU, so it is off here. The config's own experiment section: seed 1337, 25%/50%, Gate-Taylor.
+ONE_B=""
+if [ "$SCALE" = cluster ]; then
+  ONE_B=1b_8k
+  EXPERIMENTS+=("1b_8k|configs/saf_1b_8k_rope.json|experiment.speed_rounds=0")
+fi
 exp_args() {  # exp_args SPEC: prints one argument per line (config, out, sets)
   local parts
   IFS='|' read -ra parts <<< "$1"
@@ -140,12 +160,30 @@ if [ "$SCALE" = cluster ]; then
   for e in "${EXPERIMENTS[@]}"; do
     name=${e%%|*}
     mapfile -t args < <(exp_args "$e")
+    gpus=1
+    [ "$name" = "$ONE_B" ] && gpus=4
     {
-      printf '%s\n' '#!/usr/bin/env bash' "#SBATCH --job-name=saf-$name" '#SBATCH --nodes=1' '#SBATCH --gpus-per-node=1' \
-        '#SBATCH --cpus-per-task=8' '#SBATCH --time=96:00:00' "#SBATCH --output=$OUT/jobs/%x-%j.out" 'set -euo pipefail' \
-        "cd \"$(pwd)\""
+      printf '%s\n' '#!/usr/bin/env bash' "#SBATCH --job-name=saf-$name" '#SBATCH --nodes=1' "#SBATCH --ntasks-per-node=$gpus" \
+        "#SBATCH --gpus-per-node=$gpus" '#SBATCH --cpus-per-task=8' '#SBATCH --time=96:00:00' \
+        "#SBATCH --output=$OUT/jobs/%x-%j.out" 'set -euo pipefail' "cd \"$(pwd)\""
       gpu_check_step
-      printf '%q ' "$(realpath "$HW")" experiment "${args[@]}"; echo
+      if [ "$gpus" = 1 ]; then
+        printf '%q ' "$(realpath "$HW")" experiment "${args[@]}"; echo
+      else
+        # One rank per GPU as scripts/slurm/train_1node_8gpu.sbatch launches them: LAUNCH=pmix (default,
+        # srun --mpi=pmix carries the NCCL id) or LAUNCH=file (no PMIx: the ranks meet in a shared folder,
+        # proven by a launch-check step first).
+        printf '%s\n' '# --- 4 ranks, one per GPU: LAUNCH=pmix (default) or LAUNCH=file (a Slurm without PMIx)' \
+          'export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}} NCCL_DEBUG=${NCCL_DEBUG:-WARN}' \
+          "export HEADWISE_NCCL_ID_DIR=\${HEADWISE_NCCL_ID_DIR:-$OUT/$name/.nccl_id}" \
+          'mkdir -p "$HEADWISE_NCCL_ID_DIR"' \
+          'case "${LAUNCH:-pmix}" in' \
+          '  pmix) srun_mpi=--mpi=pmix ;;' \
+          "  file) srun_mpi=--mpi=none; srun --mpi=none --kill-on-bad-exit=1 $(printf '%q' "$(realpath "$HW")") launch-check ;;" \
+          '  *) echo "error: LAUNCH='"'"'$LAUNCH'"'"' must be pmix or file" >&2; exit 1 ;;' \
+          'esac'
+        printf 'srun "$srun_mpi" --kill-on-bad-exit=1 '; printf '%q ' "$(realpath "$HW")" experiment "${args[@]}"; echo
+      fi
     } > "$OUT/jobs/$name.sbatch"
   done
   {
@@ -167,7 +205,7 @@ cd "$(pwd)"
 COLLECT_ONLY=1 HEADWISE_BIN="$(realpath "$HW")" bash scripts/reproduce/saf.sh --scale cluster --out "$OUT"
 COLLECT
   chmod +x "$OUT/collect.sh"
-  for j in "$OUT"/jobs/*.sbatch; do COMMANDS+=("sbatch $j  # $(grep -c '^/' "$j") command(s)"); done
+  for j in "$OUT"/jobs/*.sbatch; do COMMANDS+=("sbatch $j  # $(grep -cE '^(/|srun )' "$j" || true) command(s)"); done
   if [ -z "${COLLECT_ONLY:-}" ]; then
     echo "reproduce[saf]: wrote $OUT/jobs/*.sbatch; submit them with sbatch (mqar.sbatch after tokens.sbatch), then run $OUT/collect.sh"
     exit 0
@@ -198,6 +236,6 @@ WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
 REPORT_SCALE=$SCALE
 [ "$SMOKE" = 1 ] && REPORT_SCALE="cpu --smoke (numbers meaningless)"
-python3 scripts/reproduce/saf_report.py "$OUT" "$REPORT_SCALE" "$NOTE" "$WALL" "$MACHINE" "$MAIN_T" $CONTEXTS
+SAF_ROPE_CONTEXTS="$ROPE_CONTEXTS" SAF_1B="$ONE_B" python3 scripts/reproduce/saf_report.py "$OUT" "$REPORT_SCALE" "$NOTE" "$WALL" "$MACHINE" "$MAIN_T" $CONTEXTS
 append_task_section
 echo "reproduce[saf]: $OUT/REPORT.md"

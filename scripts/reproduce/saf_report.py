@@ -131,12 +131,14 @@ T1_ROWS = [("SAF (variance, mean)", "saf_25", "saf_25"), ("Same-head pruning (va
 t1 = []
 for label, tk, tm in T1_ROWS:
     a, b = tokens.get(tk), timeb.get(tm)
+    # Intervention time (capture + fit + selection): outside the matched-time budget, its own column.
     t1.append([label, cell(pc(a)) if a else "n/a (not run at matched tokens)",
-               cell(pc(b)) if b else "n/a (not run at matched time)", cell(b["updates"], "{:.0f}") if b else "n/a"])
-PAPER_T1 = [["SAF (variance, mean)", "+0.663 ± 0.018", "+0.456 ± 0.108", "5,109"],
-            ["Same-head pruning (variance)", "+0.806 ± 0.018", "+0.113 ± 0.169", "5,267"],
-            ["Random heads (per-layer counts), mean", "+1.282 ± 0.056", "0.786 pp above SAF (App. B.2)", "n/a"],
-            ["Random heads, mean 50%", "n/a", "0.866 pp above SAF 50% (App. B.2)", "n/a"]]
+               cell(pc(b)) if b else "n/a (not run at matched time)", cell(b["updates"], "{:.0f}") if b else "n/a",
+               cell(b.get("intervention_seconds"), "{:.2f}") if b else "n/a"])
+PAPER_T1 = [["SAF (variance, mean)", "+0.663 ± 0.018", "+0.456 ± 0.108", "5,109", "54.9 ± 6.0 (51.6 capture + 3.2 fit; App. C.3.1)"],
+            ["Same-head pruning (variance)", "+0.806 ± 0.018", "+0.113 ± 0.169", "5,267", "n/a"],
+            ["Random heads (per-layer counts), mean", "+1.282 ± 0.056", "0.786 pp above SAF (App. B.2)", "n/a", "n/a"],
+            ["Random heads, mean 50%", "n/a", "0.866 pp above SAF 50% (App. B.2)", "n/a", "n/a"]]
 same = same_heads("tokens", "saf_25", "random_25")
 claim("variance selection beats random heads at matched tokens (Table 1)", "+0.663 vs +1.282",
       f"{cell(pc(tokens['saf_25']))} vs {cell(pc(tokens['random_25']))}" + (SAME if same else ""),
@@ -162,9 +164,31 @@ for t in CONTEXTS:
         t2.append([t, f"{r}%", cell(pc(row)), cell(row.get("abba_update_speedup"), "{:.3f}", "x"),
                    cell(row.get("update_speedup"), "{:.3f}", "x"), cell(row["memory_change_pct"], "{:+.2f}"),
                    cell(row.get("peak_rss_change_pct"), "{:+.2f}")])
+# gpu/cluster: the same rows at RoPE positions (SAF_ROPE_CONTEXTS, runs rope_<T>) and the 1B 8K RoPE
+# run over 4 ranks (SAF_1B, its update speed the slowest rank's per update: in-run only).
+ROPE = [int(t) for t in os.environ.get("SAF_ROPE_CONTEXTS", "").split()]
+rope = {t: load(f"rope_{t}") for t in ROPE}
+for t in ROPE:
+    for r in (25, 50):
+        row = rope[t][f"saf_{r}"]
+        t2.append([f"{t} (RoPE)", f"{r}%", cell(pc(row)), cell(row.get("abba_update_speedup"), "{:.3f}", "x"),
+                   cell(row.get("update_speedup"), "{:.3f}", "x"), cell(row["memory_change_pct"], "{:+.2f}"),
+                   cell(row.get("peak_rss_change_pct"), "{:+.2f}")])
+ONE_B = os.environ.get("SAF_1B", "")
+if ONE_B:
+    one_b = load(ONE_B)
+    ranks = {x.get("update_ms_ranks") for sd_ in RUNS[ONE_B].get("seeds", []) for x in sd_["branches"]}
+    ranks_txt = "/".join(str(x) for x in sorted(r for r in ranks if r is not None)) or "?"
+    for r in (25, 50):
+        row = one_b[f"saf_{r}"]
+        t2.append([f"1B, 8192 (RoPE, {ranks_txt} ranks)", f"{r}%", cell(pc(row)),
+                   "n/a (in-run, across ranks)", cell(row.get("update_speedup"), "{:.3f}", "x"),
+                   cell(row["memory_change_pct"], "{:+.2f}"), cell(row.get("peak_rss_change_pct"), "{:+.2f}")])
 PAPER_T2 = [["124M, 4K", "25%", "+0.768 ± 0.067", "1.056x", "-1.96"], ["124M, 4K", "50%", "+2.492 ± 0.083", "1.119x", "-3.04"],
             ["124M, 8K", "25%", "+0.578 ± 0.011", "1.030x", "-1.63"], ["124M, 8K", "50%", "+2.058 ± 0.066", "1.101x", "-2.55"],
-            ["124M, 16K", "25%", "+0.450 ± 0.012", "1.025x", "-0.82"], ["124M, 16K", "50%", "+1.792 ± 0.112", "1.070x", "-1.57"]]
+            ["124M, 16K", "25%", "+0.450 ± 0.012", "1.025x", "-0.82"], ["124M, 16K", "50%", "+1.792 ± 0.112", "1.070x", "-1.57"],
+            ["1B, 8K (RoPE, 4 GPUs, one seed; §5.4)", "25%", "+0.507", "1.068x (all-reduce included)", "n/a"],
+            ["1B, 8K (RoPE, 4 GPUs, one seed; §5.4)", "50%", "+2.027", "1.167x (all-reduce included)", "n/a"]]
 claim("replacing 50% of the heads costs more PPL than 25%, at every context (Table 2)", "+2.49 vs +0.77 at 4K",
       ", ".join(f"{t}: {mean(pc(ctx[t]['saf_50'])):+.3f} vs {mean(pc(ctx[t]['saf_25'])):+.3f}" for t in CONTEXTS),
       combine([compare(pc(ctx[t]["saf_25"]), pc(ctx[t]["saf_50"]), True) for t in CONTEXTS]))
@@ -300,8 +324,10 @@ spec = {
         os.path.join(OUT, "commands.txt")) else [],
     "tables": [
         {"name": "table1", "paper_ref": "Table 1 (25%, PPL change %, mean ± std over seeds)",
-         "columns": ["Selection / pattern", "Matched tokens", "Matched time", "Updates (matched time)"], "rows": t1,
-         "reference": {"columns": ["Selection / pattern", "Matched tokens", "Matched time", "Updates (matched time)"],
+         "columns": ["Selection / pattern", "Matched tokens", "Matched time", "Updates (matched time)",
+                     "Intervention s (matched time; outside the budget)"], "rows": t1,
+         "reference": {"columns": ["Selection / pattern", "Matched tokens", "Matched time", "Updates (matched time)",
+                                   "Intervention s (outside the budget)"],
                        "rows": PAPER_T1}},
         {"name": "table2", "paper_ref": "Table 2 (PPL change %, update speedup, memory change %)",
          "columns": ["Context", "Ratio", "PPL change (%)", "Update speedup (A-B-B-A; first seed)", "In-run speedup",

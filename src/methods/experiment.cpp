@@ -119,8 +119,8 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
         if (reports.front().contains(k)) r[k] = reports.front()[k];
     return ms;
   };
-  const double intervention_ms = intervene();
-  r["intervention_seconds"] = intervention_ms / 1000.0;
+  BranchClock clock;
+  clock.add_intervention(intervene());
   r["memory_bytes"] = training_bytes(tr);
   r["static_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Static);
   // The plan after the intervention, for the A-B-B-A speed phase.
@@ -128,23 +128,24 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   r["pruned_heads"] = tr.model().config().head_plan.count(attn::HeadKind::Pruned);
 
   MetricsFile metrics(dir + "/metrics.jsonl", main_rank);
-  double wall_ms = intervention_ms, loss = 0.0;
+  double loss = 0.0;
   std::vector<double> update_ms;  // after the intervention, its own step left out
   double first_update_ms = 0.0;
   auto more = [&] {
     if (!budget.time) return tr.state().step < steps;
     // Every rank must take the same decision: the slowest rank's clock decides.
-    return comm.allreduce_max(wall_ms) < budget.wall_ms;
+    return comm.allreduce_max(clock.budgeted_ms()) < budget.wall_ms;
   };
   while (more()) {
     const int64_t step = tr.state().step;
-    if (step != start) wall_ms += intervene();  // later acts of the branch's methods
-    if (wall_before) wall_before->push_back(wall_ms);
+    if (step != start) clock.add_intervention(intervene());  // later acts of the branch's methods
+    if (wall_before) wall_before->push_back(clock.budgeted_ms());
     double norm = 0.0, upd = 0.0;
     const auto t0 = Clock::now();
     loss = tr.train_step(&norm, &upd);
+    upd = slowest_rank_ms(comm, upd);  // the update speed across ranks (all-reduce included)
     const double ms = ms_since(t0);
-    wall_ms += ms;
+    clock.add_update(ms);
     if (step == start)
       first_update_ms = upd;  // the intervention step itself: left out of the speed
     else
@@ -152,8 +153,8 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
     metrics.write({{"step", step}, {"loss", loss}, {"grad_norm", norm}, {"ms", ms}, {"update_ms", upd}});
   }
   // After the last update (a branch that stopped at its own intervention step already ran it).
-  if (tr.state().step == steps && steps != start) wall_ms += intervene();
-  if (wall_before) wall_before->push_back(wall_ms);
+  if (tr.state().step == steps && steps != start) clock.add_intervention(intervene());
+  if (wall_before) wall_before->push_back(clock.budgeted_ms());
   const EvalResult ev = tr.eval(spec.eval_batches > 0 ? spec.eval_batches : cfg.train.eval_batches);
   metrics.write({{"step", tr.state().step}, {"val_loss", ev.loss}, {"val_ppl", ev.ppl}});
   if (has_capture) r["capture_seconds"] = capture_s;
@@ -171,10 +172,14 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   for (double x : update_ms) sum += x;
   std::vector<double> sorted = update_ms;
   std::sort(sorted.begin(), sorted.end());
+  r["update_ms_ranks"] = comm.world();  // update_ms: the slowest of these ranks per update
   r["mean_update_ms"] = timed ? nlohmann::json(sum / double(update_ms.size())) : nlohmann::json(nullptr);
   // The median resists the stalls of a shared machine; the table uses the mean, as the paper.
   r["median_update_ms"] = timed ? nlohmann::json(sorted[sorted.size() / 2]) : nlohmann::json(nullptr);
-  r["wall_seconds"] = wall_ms / 1000.0;
+  r["intervention_seconds"] = clock.intervention_ms / 1000.0;
+  r["train_seconds"] = clock.train_ms / 1000.0;
+  r["wall_seconds"] = (clock.train_ms + clock.intervention_ms) / 1000.0;
+  r["budget_seconds"] = budget.time ? nlohmann::json(budget.wall_ms / 1000.0) : nlohmann::json(nullptr);
   if (spec.save_final) tr.save_checkpoint(dir + "/final");
   // The kernel syncs its per-thread RSS counters lazily, so VmHWM read after a reset can lag
   // VmRSS read at the start by a few pages; the branch's peak is at least its start.
@@ -226,6 +231,8 @@ nlohmann::json speed_phase(const ExperimentSetup& setup, const std::string& out_
 }
 
 }  // namespace
+
+double slowest_rank_ms(dist::Comm& comm, double ms) { return comm.world() > 1 ? comm.allreduce_max(ms) : ms; }
 
 int64_t current_rss_bytes() { return status_kb_line("VmRSS"); }
 int64_t peak_rss_bytes() { return status_kb_line("VmHWM"); }

@@ -1,6 +1,7 @@
 // The experiment protocol on a tiny config: every branch continues exactly where an
 // uninterrupted run would be, and the table's ratios come out of those runs.
 #include <algorithm>
+#include <cstdio>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <fstream>
@@ -388,6 +389,64 @@ TEST_CASE("experiment over seeds reports mean and standard deviation, and time b
   CHECK(t["seeds"][0]["branches"][0]["steps"] == 8);
   CHECK(t["seeds"][0]["branches"][1]["steps"].get<int64_t>() >= 4);
   CHECK(t["budget"] == "time");
+  // The budget arithmetic from the recorded numbers (both branches resume at update 4): the
+  // budget is the reference's training ms (the sum of its metrics.jsonl "ms"); the SAF branch
+  // trains while its own summed update ms (not its calibration and fit) is below it.
+  auto update_ms = [&](const std::string& branch) {
+    std::vector<double> out;
+    std::ifstream in(dir + "/time/seed_5/" + branch + "/metrics.jsonl");
+    std::string line;
+    while (std::getline(in, line)) {
+      const auto j = nlohmann::json::parse(line);
+      if (j.contains("ms")) out.push_back(j["ms"].get<double>());
+    }
+    return out;
+  };
+  const std::vector<double> ref_ms = update_ms("ordinary"), saf_ms = update_ms("saf");
+  REQUIRE(ref_ms.size() == 4);  // updates 4..7
+  REQUIRE(!saf_ms.empty());
+  double ref_total = 0, saf_total = 0;
+  for (double x : ref_ms) ref_total += x;
+  for (double x : saf_ms) saf_total += x;
+  const auto& ref_r = t["seeds"][0]["branches"][0];
+  const auto& saf_r = t["seeds"][0]["branches"][1];
+  CHECK(saf_r["budget_seconds"].get<double>() == Approx(ref_total / 1000).epsilon(1e-9));
+  CHECK(ref_r["budget_seconds"].is_null());
+  CHECK(saf_r["train_seconds"].get<double>() == Approx(saf_total / 1000).epsilon(1e-9));
+  CHECK(saf_total >= ref_total);                     // the budget was spent on updates
+  CHECK(saf_total - saf_ms.back() < ref_total);      // and the last update started under it
+  CHECK(saf_r["steps"] == 4 + int64_t(saf_ms.size()));
+  const double iv = saf_r["intervention_seconds"].get<double>();
+  CHECK(iv > 0);
+  CHECK(iv >= saf_r["capture_seconds"].get<double>() + saf_r["fit_seconds"].get<double>());
+  CHECK(saf_r["wall_seconds"].get<double>() == Approx(iv + saf_total / 1000).epsilon(1e-9));
+  // The summary and the table report it as its own column (the reference: "-").
+  CHECK((*row(t, "saf"))["intervention_seconds"]["mean"].get<double>() == iv);
+  CHECK((*row(t, "ordinary"))["intervention_seconds"].is_null());
+  const std::string md = read_text(dir + "/time/table.md");
+  CHECK(md.find("| Fit (s) | Intervention time (s) | Updates |") != std::string::npos);
+  char cellv[32];
+  std::snprintf(cellv, sizeof cellv, "| %.2f | %d |", iv, int(saf_r["steps"].get<int64_t>()));
+  CHECK(md.find(cellv) != std::string::npos);
+}
+
+TEST_CASE("a branch's clock: a time budget counts its updates, not its interventions", "[experiment]") {
+  // Hand-worked: a 500 ms calibration and fit, updates of 100 ms, a 250 ms budget (the
+  // reference's updates). Counting the updates only, updates start at 0, 100 and 200 ms of
+  // training: three updates. Charging the intervention, none would start (500 >= 250).
+  BranchClock c;
+  c.add_intervention(500.0);
+  int updates = 0;
+  while (c.budgeted_ms() < 250.0) {
+    c.add_update(100.0);
+    ++updates;
+  }
+  CHECK(updates == 3);
+  CHECK(c.train_ms == 300.0);
+  CHECK(c.intervention_ms == 500.0);
+  c.add_intervention(20.0);  // a later act of the methods: also outside the budget
+  CHECK(c.budgeted_ms() == 300.0);
+  CHECK(c.intervention_ms == 520.0);
 }
 
 TEST_CASE("the shipped timing-study config: SAF 25% at 25/50/75/100% of the run from one trunk", "[experiment][configs]") {
@@ -401,4 +460,34 @@ TEST_CASE("the shipped timing-study config: SAF 25% at 25/50/75/100% of the run 
   }
   CHECK(names == std::vector<std::string>{"ordinary", "saf_25_at_25", "saf_25_at_50", "saf_25_at_75", "saf_25_at_100"});
   CHECK(fire == std::vector<int64_t>{-1, 125, 250, 375, 500});  // 500 = after the last update
+}
+
+TEST_CASE("the update speed across ranks is the slowest rank's update time", "[experiment]") {
+  // Two ranks whose updates took 10 and 30 ms (rank 1 waited less in the all-reduce but
+  // computed longer): both report 30, as the paper's 4-GPU update speed; one rank: its own.
+  std::vector<double> got(2);
+  test::run_ranks(2, [&](dist::Comm& c) { got[size_t(c.rank())] = slowest_rank_ms(c, c.rank() == 0 ? 10.0 : 30.0); });
+  CHECK(got == std::vector<double>{30.0, 30.0});
+  dist::LocalComm one;
+  CHECK(slowest_rank_ms(one, 12.5) == 12.5);
+}
+
+TEST_CASE("an experiment on 2 ranks times each update as its slowest rank", "[experiment]") {
+  // Each rank's own update time differs (its clock, its share of the all-reduce); the branch's
+  // update_ms must be the same on both ranks: the maximum of the two, the paper's 4-GPU speed.
+  const std::string dir = test::methods_dir("two_ranks");
+  auto doc = test::tiny_saf_doc(dir);
+  doc["experiment"] = {{"save_final", false},
+                       {"branches", {{{"name", "ordinary"}, {"method", {{"name", "none"}}}},
+                                     {{"name", "saf"}, {"method", {{"ratio", 0.5}}}}}}};
+  const ExperimentSetup setup = experiment_from_json(doc);
+  std::vector<nlohmann::json> got(2);
+  test::run_ranks(2, [&](dist::Comm& c) { got[size_t(c.rank())] = run_experiment(setup, dir + "/out", c); });
+  for (size_t b = 0; b < 2; ++b) {
+    const auto& r0 = got[0]["seeds"][0]["branches"][b];
+    const auto& r1 = got[1]["seeds"][0]["branches"][b];
+    CHECK(r0["update_ms_ranks"] == 2);
+    CHECK(r0["mean_update_ms"].get<double>() == r1["mean_update_ms"].get<double>());
+    CHECK(r0["median_update_ms"].get<double>() == r1["median_update_ms"].get<double>());
+  }
 }

@@ -113,6 +113,86 @@ for f in "$tmp"/saf/jobs/*.sbatch; do
 done
 echo "ok: SAF GPU jobs start with the GPU check: $(ls "$tmp/saf/jobs" | tr '\n' ' ')"
 
+# --- SAF: Table 2 at RoPE positions, the 1B 8K run as one 4-GPU job --------------------------------
+sj=$tmp/saf/jobs
+for t in 4096:4k 8192:8k 16384:16k; do
+  f=$sj/rope_${t%%:*}.sbatch
+  [ -s "$f" ] || { bad "no rope_${t%%:*}.sbatch"; continue; }
+  grep -q -- "--config configs/saf_124m_${t##*:}_rope.json" "$f" || bad "rope_${t%%:*}: not configs/saf_124m_${t##*:}_rope.json"
+  grep -qE -- '--set experiment\.ratios=\\?\[0\.25\\?,0\.5\\?\]' "$f" || bad "rope_${t%%:*}: not SAF 25%/50%"
+  grep -q '^#SBATCH --gpus-per-node=1$' "$f" || bad "rope_${t%%:*}: not one GPU"
+done
+for t in 8192 16384; do [ -s "$sj/context_$t.sbatch" ] || bad "the learned-position context_$t job is gone"; done
+f=$sj/1b_8k.sbatch
+grep -q '^#SBATCH --ntasks-per-node=4$' "$f" && grep -q '^#SBATCH --gpus-per-node=4$' "$f" || bad "1b_8k: not 4 tasks on 4 GPUs"
+grep -q -- '--config configs/saf_1b_8k_rope.json' "$f" || bad "1b_8k: not configs/saf_1b_8k_rope.json"
+grep -q -- '--set experiment.speed_rounds=0' "$f" || bad "1b_8k: the one-process A-B-B-A phase is not off"
+# The job's launch, run with a stand-in srun that records its arguments: pmix (default) is one srun
+# with --mpi=pmix; file proves the rendezvous with launch-check, then runs with --mpi=none.
+l=$tmp/launch
+mkdir -p "$l/bin"
+printf '#!/bin/sh\necho "$*" >> "$SRUN_LOG"\n' > "$l/bin/srun"
+chmod +x "$l/bin/srun"
+sed -n '/^# --- 4 ranks/,$p' "$f" > "$l/launch.sh"
+launch() { (cd "$l" && rm -f srun.log && env PATH="$l/bin:$PATH" SRUN_LOG="$l/srun.log" HEADWISE_NCCL_ID_DIR="$l/id" "$@" bash launch.sh); }
+launch > /dev/null || bad "1b_8k launch (pmix) failed"
+[ "$(wc -l < "$l/srun.log")" = 1 ] && grep -q "^--mpi=pmix --kill-on-bad-exit=1 $hw experiment --config configs/saf_1b_8k_rope.json" "$l/srun.log" \
+  || bad "LAUNCH=pmix: not one srun --mpi=pmix of the experiment: $(cat "$l/srun.log")"
+launch LAUNCH=file > /dev/null || bad "1b_8k launch (file) failed"
+[ "$(sed -n 1p "$l/srun.log")" = "--mpi=none --kill-on-bad-exit=1 $hw launch-check" ] \
+  && sed -n 2p "$l/srun.log" | grep -q "^--mpi=none --kill-on-bad-exit=1 $hw experiment " && [ -d "$l/id" ] \
+  || bad "LAUNCH=file: not launch-check then the experiment with --mpi=none: $(cat "$l/srun.log")"
+one_error launch LAUNCH=mpi
+echo "ok: SAF RoPE jobs at 4K/8K/16K and the 1B 8K job on 4 GPUs (LAUNCH=pmix and file)"
+
+# --- SAF: the collector on hand-made results, the RoPE and 1B rows in Table 2 ------------------------
+SEEDS='[1337,1338]' PATH="$tmp/bin:$PATH" HEADWISE_BIN=$hw bash "$root/scripts/reproduce/saf.sh" --scale cluster --out "$tmp/saf2" > /dev/null
+python3 - "$tmp/saf2" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def s(m, sd=None): return {"mean": m, "std": sd}
+def row(b, pc, sd=0.05, fire=None, spd=1.0, mem=0.0, iv=None):
+    return {"branch": b, "ppl_change_pct": s(pc, sd), "fire_step": fire, "abba_update_speedup": None,
+            "update_speedup": s(spd, None), "memory_change_pct": s(mem, None), "updates": s(5000, 0.0),
+            "peak_rss_change_pct": None, "intervention_seconds": None if iv is None else s(iv, None)}
+def write(name, rows, seeds=None):
+    os.makedirs(f"{d}/{name}", exist_ok=True)
+    json.dump({"summary": rows, "seeds": seeds or []}, open(f"{d}/{name}/results.json", "w"))
+base = [row("ordinary", 0.0), row("saf_25", 0.77, mem=-1.96), row("saf_50", 2.49, mem=-3.04)]
+write("tokens", base + [row("prune_25", 0.81), row("random_25", 1.28), row("gate_taylor_25", 0.9)])
+write("time", [row("ordinary", 0.0), row("saf_25", 0.46, iv=54.9), row("saf_50", 2.0, iv=55.0), row("prune_25", 0.11, iv=50.0),
+               row("random_25", 1.2, iv=40.0), row("random_50", 2.1, iv=41.0)])
+for t in (8192, 16384): write(f"context_{t}", base)
+for t, a, b in ((4096, 0.70, 2.40), (8192, 0.58, 2.06), (16384, 0.45, 1.79)):
+    write(f"rope_{t}", [row("ordinary", 0.0), row("saf_25", a, mem=-1.0), row("saf_50", b, mem=-2.0)])
+# the 1B run: one seed, 4 ranks; SAF 25% +0.507 and 1.068x in-run, 50% +2.027 and 1.167x
+write("1b_8k", [row("ordinary", 0.0, None), row("saf_25", 0.507, None, spd=1.068, mem=-1.5),
+                row("saf_50", 2.027, None, spd=1.167, mem=-2.5), row("gate_taylor_25", 0.6, None)],
+      seeds=[{"seed": 1337, "branches": [{"branch": b, "update_ms_ranks": 4} for b in ("ordinary", "saf_25", "saf_50")]}])
+study = [row("ordinary", 0.0, fire=25)]
+for p in ("mean", "sharp_mean", "gaussian", "dirichlet", "structured_random"):
+    study += [row(f"{p}_25", 0.7, fire=50), row(f"{p}_50", 2.6, fire=50)]
+study += [row(f"saf_25_at_{f}", 0.7, fire=f) for f in (25, 75, 100)]
+write("study", study)
+for seed in (1337, 1338):
+    for b in ("ordinary", "saf_25", "prune_25", "gate_taylor_25"):
+        os.makedirs(f"{d}/mqar/seed_{seed}/{b}")
+        json.dump({"accuracy": [{"pairs": 8, "accuracy": 0.5}]}, open(f"{d}/mqar/seed_{seed}/{b}/mqar.json", "w"))
+PY
+PATH="$tmp/bin:$PATH" bash "$tmp/saf2/collect.sh" > "$tmp/saf_collect.log" 2>&1 || { cat "$tmp/saf_collect.log"; bad "saf collect.sh failed"; }
+t2=$tmp/saf2/table2.md
+for want in "| 4096 (RoPE) | 25% | +0.700 ± 0.050 |" "| 16384 (RoPE) | 50% | +1.790 ± 0.050 |" \
+            "| 1B, 8192 (RoPE, 4 ranks) | 25% | +0.507 | n/a (in-run, across ranks) | 1.068x | -1.50 |" \
+            "| 1B, 8192 (RoPE, 4 ranks) | 50% | +2.027 | n/a (in-run, across ranks) | 1.167x | -2.50 |" \
+            "| 8192 | 25% | +0.770 ± 0.050 |"; do
+  grep -qF -- "$want" "$t2" || bad "table2.md lacks: $want"
+done
+grep -qF -- "| SAF (variance, mean) | +0.770 ± 0.050 | +0.460 ± 0.050 | 5000 ± 0 | 54.90 |" "$tmp/saf2/table1.md" \
+  || bad "table1.md: SAF's intervention seconds are not their own column"
+n=$(grep -cE '\| (holds|does not hold|not measurable at this scale) \|$' "$tmp/saf2/REPORT.md" || true)
+[ "$n" = 16 ] || bad "SAF REPORT.md has $n claim rows, expected 16"
+echo "ok: SAF collector: RoPE and 1B rows in Table 2, intervention seconds in Table 1 ($n claim rows)"
+
 # --- bad input -----------------------------------------------------------------------------------
 one_error env SEEDS=0 WIKITEXT2_DIR="$tmp/none" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale cluster --out "$tmp/x1"
 err=$(WIKITEXT2_DIR="$tmp/none" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/x2" 2>&1 || true)

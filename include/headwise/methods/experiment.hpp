@@ -67,6 +67,22 @@ ExperimentSetup load_experiment(const std::string& path, const std::vector<std::
 // The run config of one branch for one seed.
 RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& branch, int64_t seed);
 
+// A branch's clock. The paper's main table matches training time only: the planner hook's
+// wall time (calibration capture, fitting, selection, at every act of the branch's methods) is
+// kept apart from the updates' and reported as its own column, never charged to the budget.
+struct BranchClock {
+  double train_ms = 0.0;         // the updates (Trainer::train_step), what a time budget counts
+  double intervention_ms = 0.0;  // every act of the branch's methods
+  void add_update(double ms) { train_ms += ms; }
+  void add_intervention(double ms) { intervention_ms += ms; }
+  // What a time budget compares (another update starts while it is below the budget).
+  double budgeted_ms() const { return train_ms; }
+};
+
+// An update's time across ranks, as the paper's multi-GPU update speed: the slowest rank's
+// (each rank's time includes the gradient all-reduce); collective, every rank gets the same.
+double slowest_rank_ms(dist::Comm& comm, double ms);
+
 // Runs the protocol. A branch's intervention step F is the first step at which its methods act
 // (first_action_step, in [0, train.steps]; from the first seed's config, and checked for every
 // seed); a branch whose methods never act (the reference) branches at the earliest F of all.
@@ -81,8 +97,11 @@ RunConfig branch_config(const ExperimentSetup& setup, const ExperimentBranch& br
 // "Intervention" column when the acting branches' F differ.
 // Budgets: "tokens" runs every branch to train.steps; "time" gives a branch at F the wall time
 // the reference branch spent on its updates F .. train.steps - 1 (the reference resumes at the
-// earliest F and its per-update wall time is recorded), counting the branch's own calibration
-// and fit; updates past train.steps run at min_lr (the schedule's end). A branch at F =
+// earliest F and its per-update wall time is recorded), counting the branch's updates only: its
+// calibration and fit (BranchClock) are excluded, as in the paper's main table, and reported
+// per branch as "intervention_seconds" (every act of its methods; summary and table column
+// "Intervention time (s)"), beside "train_seconds" (the budgeted time), "wall_seconds" (both)
+// and "budget_seconds" (null under tokens); updates past train.steps run at min_lr (the schedule's end). A branch at F =
 // train.steps makes no update under either budget: its final PPL is the trunk's model after the
 // change, and its speed columns are null ("-" in the table).
 // Two update-speed columns:
