@@ -65,6 +65,34 @@ QkvTargets qkv_targets(const ModelConfig& cfg) {
 // and B [out, r] as stored (no packing, fan_in_fan_out false).
 bool separate_projections(const ModelConfig& cfg) { return cfg.family != "gpt2"; }
 
+// adapter_config.json as PEFT writes it for a LoRA on `modules`; `layers_pattern` is the name of
+// the model's layer list (GPT-2: "h", the Llama family: "layers"), used when only some layers
+// have adapters.
+nlohmann::json peft_config(const LoraConfig& lora, const nlohmann::json& modules, bool fan_in_fan_out,
+                           const char* layers_pattern) {
+  nlohmann::json j = {{"peft_type", "LORA"},
+                      {"task_type", "CAUSAL_LM"},
+                      {"base_model_name_or_path", nullptr},
+                      {"r", lora.rank},
+                      {"lora_alpha", lora.alpha},
+                      {"lora_dropout", lora.dropout},
+                      {"target_modules", modules},
+                      {"fan_in_fan_out", fan_in_fan_out},
+                      {"bias", "none"},
+                      {"use_rslora", false},
+                      {"init_lora_weights", true},
+                      {"modules_to_save", nullptr},
+                      {"rank_pattern", nlohmann::json::object()},
+                      {"alpha_pattern", nlohmann::json::object()},
+                      {"layers_to_transform", nullptr},
+                      {"layers_pattern", nullptr}};
+  if (!lora.layers.empty()) {
+    j["layers_to_transform"] = lora.layers;
+    j["layers_pattern"] = layers_pattern;
+  }
+  return j;
+}
+
 std::string peft_llama_name(int l, LoraTarget t, const char* matrix) {
   static const char* module[kLoraTargets] = {"q_proj", "k_proj", "v_proj", "o_proj"};
   return "base_model.model.model.layers." + std::to_string(l) + ".self_attn." + module[int(t)] + ".lora_" + matrix +
@@ -92,26 +120,7 @@ void save_llama_adapters(const Model<float>& model, const std::string& dir) {
     }
   }
   w.write(dir + "/" + kAdapterWeightsFile);
-  nlohmann::json j = {{"peft_type", "LORA"},
-                      {"task_type", "CAUSAL_LM"},
-                      {"base_model_name_or_path", nullptr},
-                      {"r", lora.rank},
-                      {"lora_alpha", lora.alpha},
-                      {"lora_dropout", lora.dropout},
-                      {"target_modules", modules},
-                      {"fan_in_fan_out", false},
-                      {"bias", "none"},
-                      {"use_rslora", false},
-                      {"init_lora_weights", true},
-                      {"modules_to_save", nullptr},
-                      {"rank_pattern", nlohmann::json::object()},
-                      {"alpha_pattern", nlohmann::json::object()},
-                      {"layers_to_transform", nullptr},
-                      {"layers_pattern", nullptr}};
-  if (!lora.layers.empty()) {
-    j["layers_to_transform"] = lora.layers;
-    j["layers_pattern"] = "layers";
-  }
+  nlohmann::json j = peft_config(lora, modules, /*fan_in_fan_out=*/false, "layers");
   io::write_file_atomic(dir + "/" + kAdapterConfigFile, j.dump(2) + "\n");
 }
 
@@ -181,29 +190,10 @@ void save_adapter_files(const Model<float>& model, const std::string& dir) {
   nlohmann::json modules = nlohmann::json::array();
   if (m > 0) modules.push_back("c_attn");
   if (lora.has(LoraTarget::O)) modules.push_back("c_proj");
-  nlohmann::json j = {{"peft_type", "LORA"},
-                      {"task_type", "CAUSAL_LM"},
-                      {"base_model_name_or_path", nullptr},
-                      {"r", lora.rank},
-                      {"lora_alpha", lora.alpha},
-                      {"lora_dropout", lora.dropout},
-                      {"target_modules", modules},
-                      {"fan_in_fan_out", true},
-                      {"bias", "none"},
-                      {"use_rslora", false},
-                      {"init_lora_weights", true},
-                      {"modules_to_save", nullptr},
-                      {"rank_pattern", nlohmann::json::object()},
-                      {"alpha_pattern", nlohmann::json::object()},
-                      {"layers_to_transform", nullptr},
-                      {"layers_pattern", nullptr}};
+  nlohmann::json j = peft_config(lora, modules, /*fan_in_fan_out=*/true, "h");
   if (m > 1) {  // c_attn's packed adapter: rank m r, alpha m alpha (same scaling)
     j["rank_pattern"]["c_attn"] = m * r;
     j["alpha_pattern"]["c_attn"] = double(m) * lora.alpha;
-  }
-  if (!lora.layers.empty()) {
-    j["layers_to_transform"] = lora.layers;
-    j["layers_pattern"] = "h";
   }
   io::write_file_atomic(dir + "/" + kAdapterConfigFile, j.dump(2) + "\n");
 }
