@@ -62,10 +62,36 @@ void validate_family(const ModelConfig& c) {
   if (c.family == "qwen3") need(!c.has_mlp_bias(), "has no MLP biases (model.mlp_bias must be false)");
 }
 
+void set_hf_model_type(nlohmann::json& j, const ModelConfig& c) {
+  if (c.head_plan.all_softmax()) {
+    j["model_type"] = c.family;
+    j["architectures"] = {class_of(c.family)};
+    return;
+  }
+  j["model_type"] = "headwise";
+  j["architectures"] = {"HeadwiseForCausalLM"};
+  j["headwise_family"] = c.family;
+}
+
+nlohmann::json family_hf_config(const nlohmann::json& j, const std::string& path) {
+  const std::string who = path + ": model_type \"headwise\" needs headwise_family gpt2, llama, qwen2 or qwen3";
+  check(j.contains("headwise_family"), who);
+  const nlohmann::json& f = j["headwise_family"];
+  if (f == "gpt2" || f == "llama" || f == "qwen2" || f == "qwen3") {
+    nlohmann::json out = j;
+    out["model_type"] = f;
+    out.erase("headwise_family");
+    check(j.contains("head_plan"), path + ": model_type \"headwise\" needs a head_plan");
+    return out;
+  }
+  std::string got = who + ", got ";
+  if (f.is_string()) got.append("'").append(text_brief(f.get<std::string>())).append("'");
+  else got.append(json_brief(f));
+  fail(got);
+}
+
 nlohmann::json llama_family_hf_config(const ModelConfig& c) {
-  nlohmann::json j = {{"model_type", c.family},
-                      {"architectures", {class_of(c.family)}},
-                      {"vocab_size", c.vocab_size},
+  nlohmann::json j = {{"vocab_size", c.vocab_size},
                       {"hidden_size", c.n_embd},
                       {"intermediate_size", c.intermediate()},
                       {"num_hidden_layers", c.n_layer},
@@ -99,6 +125,7 @@ nlohmann::json llama_family_hf_config(const ModelConfig& c) {
     j["max_window_layers"] = c.n_layer;
   }
   if (c.lora.enabled()) j["headwise_lora"] = c.lora.to_json();
+  set_hf_model_type(j, c);
   return j;
 }
 
@@ -106,7 +133,7 @@ ModelConfig llama_family_from_hf_config(const nlohmann::json& j, const std::stri
   const nlohmann::json& type = j["model_type"];
   const std::string t = type.is_string() ? type.get<std::string>() : json_brief(type);
   check(t == "llama" || t == "qwen2" || t == "qwen3",
-        path + ": model_type \"" + t + "\" is not supported (gpt2, llama, qwen2 and qwen3 are)");
+        path + ": model_type \"" + t + "\" is not supported (gpt2, llama, qwen2, qwen3 and headwise are)");
   ModelConfig c = ModelConfig::for_family(t);
   auto need_int = [&](const char* key, int64_t max) -> int {
     check(j.contains(key), path + ": config.json needs integer key '" + key + "'");

@@ -226,9 +226,7 @@ constexpr int kGpt2EndOfText = 50256;  // transformers' GPT2Config default for b
 
 nlohmann::json ModelConfig::to_hf_config() const {
   if (family != "gpt2") return llama_family_hf_config(*this);
-  nlohmann::json j = {{"model_type", "gpt2"},
-                      {"architectures", {"GPT2LMHeadModel"}},
-                      {"vocab_size", vocab_size},
+  nlohmann::json j = {{"vocab_size", vocab_size},
                       {"n_positions", block_size},
                       {"n_ctx", block_size},
                       {"n_embd", n_embd},
@@ -256,6 +254,7 @@ nlohmann::json ModelConfig::to_hf_config() const {
   // Without these keys transformers assumes GPT-2's <|endoftext|> (50256), which a smaller
   // vocabulary (the byte tokenizer's 256) does not have: it warns on every load.
   if (vocab_size <= kGpt2EndOfText) j["bos_token_id"] = j["eos_token_id"] = nullptr;
+  set_hf_model_type(j, *this);
   return j;
 }
 
@@ -268,6 +267,7 @@ ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::stri
     check(j.contains(key), path + ": config.json needs integer key '" + key + "'");
     return int_of(key);
   };
+  if (j.contains("model_type") && j["model_type"] == "headwise") return from_hf_config(family_hf_config(j, path), path);
   if (j.contains("model_type") && j["model_type"] != "gpt2") return llama_family_from_hf_config(j, path);
   ModelConfig c;
   c.vocab_size = need_int("vocab_size");

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "cli/cli_util.hpp"
 #include "headwise/data/shards.hpp"
@@ -224,4 +225,40 @@ TEST_CASE("generate --prompt adds the special tokens of the checkpoint's tokeniz
   INFO(g.out);
   REQUIRE(g.code == 0);
   CHECK(test::last_json_line(g.out)["prompt_tokens"] == c["ids"].size());
+}
+
+TEST_CASE("a headwise-type config.json reads as its family's; a bad one is one error line", "[cli][llama][hf]") {
+  // model_type "headwise" (a mixed plan, which transformers must not open as its family's class)
+  // keeps the family in headwise_family; headwise reads it as that family with the plan.
+  const std::string dir = test::cli_temp_dir("headwise_type");
+  const std::string eval = " --data " + tokens(dir, 200, 96) + " --batches 1 --micro-batch 1 --seq-len 8";
+  auto make = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    const std::string ck = dir + "/" + name;
+    std::filesystem::remove_all(ck);
+    std::filesystem::copy(fixture("qwen2"), ck);
+    nlohmann::json j = test::read_json(ck + "/config.json");
+    j["model_type"] = "headwise";
+    j["architectures"] = {"HeadwiseForCausalLM"};
+    j["headwise_family"] = "qwen2";
+    j["head_plan"] = {{"softmax", "sink_window:1:2", "window:3", "softmax"}, {"softmax", "softmax", "softmax", "softmax"}};
+    edit(j);
+    test::write_text(ck + "/config.json", j.dump());
+    return "eval --checkpoint " + ck + eval;
+  };
+  auto ok = test::run_headwise(make("ok", [](nlohmann::json&) {}));
+  INFO(ok.out);
+  CHECK(ok.code == 0);
+  expect_one_error(test::run_headwise(make("unknown", [](nlohmann::json& j) { j["headwise_family"] = "mistral"; })),
+                   "needs headwise_family gpt2, llama, qwen2 or qwen3, got 'mistral'");
+  expect_one_error(test::run_headwise(make("missing", [](nlohmann::json& j) { j.erase("headwise_family"); })),
+                   "needs headwise_family");
+  expect_one_error(test::run_headwise(make("no_plan", [](nlohmann::json& j) { j.erase("head_plan"); })),
+                   "model_type \"headwise\" needs a head_plan");
+  expect_one_error(test::run_headwise(make("layers", [](nlohmann::json& j) { j["head_plan"].push_back(j["head_plan"][0]); })),
+                   "head plan: 3 layers, model has 2");
+  expect_one_error(test::run_headwise(make("heads", [](nlohmann::json& j) { j["head_plan"][1].erase(0); })),
+                   "head plan: layer 1 has 3 heads, model has 4");
+  // A static head whose values the weight files lack.
+  expect_one_error(test::run_headwise(make("values", [](nlohmann::json& j) { j["head_plan"][0][0] = "static"; })),
+                   "h.0.attn.static.0.alpha");
 }

@@ -102,6 +102,13 @@ def main():
         "headwise_pos": "learned", "headwise_bias": True, "linear_eps": 1e-6,
         "head_plan": [["softmax", "linear", "static", "taylorshift"], ["softmax"] * 4],
         "headwise_lora": {"rank": 1, "alpha": 2}}))
+    # A mixed plan's own model type (docs/checkpoints.md): the family in headwise_family.
+    put("config_json", "hf_headwise_config.json", json.dumps({
+        "model_type": "headwise", "architectures": ["HeadwiseForCausalLM"], "headwise_family": "qwen2",
+        "vocab_size": 64, "hidden_size": 32, "intermediate_size": 48, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 16, "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": True, "linear_eps": 1e-6,
+        "head_plan": [["softmax", "sink_window:1:2", "static", "linear"], ["window:3"] * 4]}))
 
     put("token_ids", "ids", b"15496 11 995 0\n")
     put("token_ids", "edges", b" 50303\t0\n\n 007 ")

@@ -141,6 +141,62 @@ TEST_CASE("headwise writes Llama-family checkpoints under the classes' names, in
   for (const auto& file : files) CHECK(!fs::exists(dir + "/ck/" + file));
 }
 
+TEST_CASE("a mixed head plan is written as headwise's own model type and reads back the same model",
+          "[model][hf][llama]") {
+  // transformers would open a Qwen2ForCausalLM config.json and run every head as softmax: a plan
+  // with other kinds is written as model_type "headwise" (the family in headwise_family), which
+  // transformers refuses (tests/scripts/test_pretrained_methods.sh), and headwise reads back.
+  const std::string dir = test::scratch_dir("llama_mixed");
+  for (const char* name : kFamilies) {
+    INFO(name);
+    test::LlamaFixture f(name);
+    const ModelConfig& c = f.model->config();
+    const char* const kinds[] = {"static", "linear", "window:3", "sink_window:1:2", "softmax", "pruned"};
+    attn::HeadPlan plan = attn::HeadPlan::uniform(c.n_layer, c.n_head);
+    HeadExtras extras;
+    int n = 0;
+    for (int l = 0; l < c.n_layer; ++l)
+      for (int h = 0; h < c.n_head; ++h, ++n) {
+        const attn::HeadSpec spec = attn::HeadSpec::parse(kinds[n % 6]);
+        plan.layers[size_t(l)][size_t(h)] = spec;
+        // Values other than the defaults, so that reading them back is seen in the logits.
+        if (spec.kind == attn::HeadKind::Static) {
+          StaticHeadValues s = default_static_values(c.block_size);
+          for (size_t i = 0; i < s.alpha.size(); ++i) s.alpha[i] = 0.01f * float(i % 7), s.rho[i] = -0.1f * float(i);
+          extras.statics[{l, h}] = s;
+        } else if (spec.kind == attn::HeadKind::Linear) {
+          LinearHeadValues v;
+          v.n_groups = 2;
+          v.L = {1.f, 0.f, 0.f, 0.5f, 0.7f, 0.f, 0.2f, -0.3f, 0.9f};
+          for (int d = 0; d < c.head_dim(); ++d) v.groups.push_back(1 + d % 2);
+          extras.linears[{l, h}] = v;
+        }
+      }
+    f.model->install_plan(plan, extras);
+    std::vector<float> want, got;
+    f.model->forward(f.inputs.data(), nullptr, f.B, f.T);
+    f.model->read_logits(want);
+    const std::string ck = dir + "/" + name;
+    save_model_files(*f.model, ck);
+    const nlohmann::json j = test::read_json(ck + "/config.json");
+    CHECK(j["model_type"] == "headwise");
+    CHECK(j["architectures"] == nlohmann::json::array({"HeadwiseForCausalLM"}));
+    CHECK(j["headwise_family"] == name);
+    auto back = load_model(ck, cpu_backend<float>());
+    CHECK(back->config().family == name);
+    CHECK(back->config().head_plan == plan);
+    back->forward(f.inputs.data(), nullptr, f.B, f.T);
+    back->read_logits(got);
+    CHECK(got == want);  // bit for bit
+    // Back to all softmax: the family's own class again.
+    back->install_plan(attn::HeadPlan::uniform(c.n_layer, c.n_head), {});
+    save_model_files(*back, ck);
+    const nlohmann::json plain = test::read_json(ck + "/config.json");
+    CHECK(plain["model_type"] == name);
+    CHECK(!plain.contains("headwise_family"));
+  }
+}
+
 TEST_CASE("bad Llama-family checkpoints are one error naming the culprit", "[model][hf][llama][errors]") {
   namespace fs = std::filesystem;
   const std::string dir = test::scratch_dir("llama_bad");

@@ -22,6 +22,16 @@ void validate_family(const ModelConfig& cfg);
 nlohmann::json llama_family_hf_config(const ModelConfig& cfg);
 ModelConfig llama_family_from_hf_config(const nlohmann::json& j, const std::string& path);
 
+// config.json's model_type and architectures. transformers computes every head as softmax, so
+// only an all-softmax plan is written as the family's class (transformers opens it and computes
+// the same model); any other plan is written as headwise's own type, model_type "headwise" /
+// HeadwiseForCausalLM with the family in headwise_family, which transformers refuses instead of
+// silently running the plan's static, window or linear heads as softmax.
+void set_hf_model_type(nlohmann::json& j, const ModelConfig& cfg);
+// The config.json of a model_type "headwise" checkpoint as its family's (model_type =
+// headwise_family); one error naming the file when headwise_family is not a family headwise has.
+nlohmann::json family_hf_config(const nlohmann::json& j, const std::string& path);
+
 // The end-of-sequence ids generate stops at: eos_token_id (an id or a list) of DIR's
 // generation_config.json, none without that file or key. An id outside [0, vocab) or a
 // malformed file is one error naming the file.
