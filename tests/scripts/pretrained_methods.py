@@ -15,10 +15,23 @@ outliers FIXTURE OUT: FIXTURE with outlier dimensions planted in layer 0's query
   head (q and k channels 0 and 1 scaled by 8, as pretrained models' massive q/k dimensions).
 oal CONVERT_JSON: the held-out RelMSE of OAL's calibrated L on layer 0 head 0 is below that of its
   Taylor initialisation (the report's numbers, on the head with the planted outliers).
+hftype SHARD B T CKPT=LOSS...: checkpoints headwise wrote, as transformers sees them: an all-softmax
+  plan under the family's own model_type opens in AutoModelForCausalLM with headwise's loss LOSS
+  (1e-5 relative, the first batch); any other plan is model_type "headwise", which
+  AutoModelForCausalLM refuses.
+dense SHARD B T CKPT=LOSS...: each converted checkpoint's loss on the shard's first batch (B x T,
+  eval's batch) from a dense float64 forward written here from the definitions, reading the plan
+  and every parameter from CKPT's files (config.json, *.safetensors, adapter files): RMSNorm,
+  RoPE (llama3 scaling), GQA, SwiGLU, Qwen2's q/k/v biases, Qwen3's q/k norm, and each head as a
+  dense T x T causal mixing matrix of its kind: softmax, window:W (keys i-W < j <= i),
+  sink_window:S:W (those and j < S), static (exp(alpha_j + rho_(i-j)) / Z_i, SAF), linear
+  (eps + ||L^T s||^2, s = [1, s_g = sum_{r in g} q_r k_r / sqrt(d)], over its causal row sum,
+  OAL), pruned (no output); against LOSS (`headwise eval`), to 1e-5 relative.
 Prints one JSON line; exits 1 on a mismatch.
 """
 import json
 import math
+import os
 import struct
 import sys
 
@@ -162,6 +175,179 @@ def oal(convert_json):
     return fitted < taylor
 
 
+def first_batch(shard, b, t):
+    toks = torch.tensor(tokens(shard)[:b * t + 1])
+    return toks[:-1].view(b, t), toks[1:].view(b, t)
+
+
+def checkpoint_tensors(ck):
+    from safetensors.torch import load_file
+    files = [f for f in os.listdir(ck) if f.endswith(".safetensors") and f.startswith("model")]
+    out = {}
+    for f in files:
+        out.update(load_file(os.path.join(ck, f)))
+    return out
+
+
+def rms_norm(x, w, eps):
+    return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps) * w
+
+
+def rope_inv_freq(cfg, d):
+    theta = cfg.get("rope_theta", 10000.0)
+    sc = cfg.get("rope_scaling") or cfg.get("rope_parameters")
+    if sc and "rope_theta" in sc:
+        theta = sc["rope_theta"]
+    inv = 1.0 / theta ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    if sc and sc.get("rope_type", sc.get("type")) == "llama3":  # Llama 3's three frequency bands
+        orig, f = sc["original_max_position_embeddings"], sc["factor"]
+        lo, hi = sc["low_freq_factor"], sc["high_freq_factor"]
+        wavelen = 2 * math.pi / inv
+        smooth = (orig / wavelen - lo) / (hi - lo)
+        mid = (1 - smooth) * inv / f + smooth * inv
+        inv = torch.where(wavelen > orig / lo, inv / f, torch.where(wavelen < orig / hi, inv, mid))
+    return inv
+
+
+def rotate(x, inv):  # x [T, heads, d]; rotate-half pairs (r, r + d/2)
+    T, half = x.shape[0], x.shape[-1] // 2
+    ang = torch.arange(T, dtype=torch.float64)[:, None] * inv[None, :]
+    cos, sin = ang.cos()[:, None, :], ang.sin()[:, None, :]
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+def mixing(spec, q, k, extra):
+    """The head's T x T weights from its kind's definition; q, k [T, d] (post-norm, post-RoPE)."""
+    T, d = q.shape
+    i = torch.arange(T)[:, None]
+    j = torch.arange(T)[None, :]
+    causal = j <= i
+    kind, *args = spec.split(":")
+    if kind in ("softmax", "window", "sink_window"):
+        keys = causal
+        if kind == "window":
+            keys = causal & (j > i - int(args[0]))
+        elif kind == "sink_window":
+            keys = causal & ((j < int(args[0])) | (j > i - int(args[1])))
+        logits = (q @ k.T / math.sqrt(d)).masked_fill(~keys, float("-inf"))
+        return torch.softmax(logits, dim=-1)
+    if kind == "static":
+        alpha, rho = extra("static", "alpha"), extra("static", "rho")
+        logits = (alpha[j] + rho[(i - j).clamp(min=0)]).masked_fill(~causal, float("-inf"))
+        return torch.softmax(logits, dim=-1)
+    if kind == "linear":
+        Lm, groups = extra("linear", "L"), extra("linear", "groups").long()
+        G = Lm.shape[0] - 1
+        prod = q[:, None, :] * k[None, :, :] / math.sqrt(d)  # [T, T, d]
+        s = torch.zeros(T, T, G + 1, dtype=torch.float64)
+        s[..., 0] = 1.0
+        for r in range(d):
+            s[..., int(groups[r])] += prod[..., r]
+        kappa = extra("eps") + ((s @ torch.tril(Lm)) ** 2).sum(-1)  # ||L^T s||^2, L lower-triangular
+        kappa = kappa * causal
+        return kappa / kappa.sum(-1, keepdim=True)
+    if kind == "pruned":
+        return torch.zeros(T, T, dtype=torch.float64)
+    raise ValueError(f"no reference for head kind {spec}")
+
+
+def dense_loss(ck, x, y):
+    cfg = json.load(open(os.path.join(ck, "config.json")))
+    W = {n: t.double() for n, t in checkpoint_tensors(ck).items()}
+    family = cfg["headwise_family"] if cfg["model_type"] == "headwise" else cfg["model_type"]
+    assert family in ("llama", "qwen2", "qwen3"), family
+    plan = cfg.get("head_plan")
+    H, G, C = cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["hidden_size"]
+    d = cfg.get("head_dim") or C // H
+    eps = cfg["rms_norm_eps"]
+    inv = rope_inv_freq(cfg, d)
+    # LoRA adapters (PEFT's names and scaling) folded into the projections they target.
+    adapter = os.path.join(ck, "adapter_model.safetensors")
+    if os.path.exists(adapter):
+        from safetensors.torch import load_file
+        acfg = json.load(open(os.path.join(ck, "adapter_config.json")))
+        A = {n: t.double() for n, t in load_file(adapter).items()}
+        for n in [n for n in A if n.endswith("lora_A.weight")]:
+            base = n[len("base_model.model."):-len(".lora_A.weight")]
+            mod = base.rsplit(".", 1)[1]
+            r = acfg.get("rank_pattern", {}).get(mod, acfg["r"])
+            alpha = acfg.get("alpha_pattern", {}).get(mod, acfg["lora_alpha"])
+            W[base + ".weight"] = W[base + ".weight"] + alpha / r * A[n.replace("lora_A", "lora_B")] @ A[n]
+    lin = lambda h, p: h @ W[p + ".weight"].T + (W[p + ".bias"] if p + ".bias" in W else 0)
+    kinds = {}
+    losses = []
+    for b in range(x.shape[0]):
+        T = x.shape[1]
+        h = W["model.embed_tokens.weight"][x[b]]
+        for l in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{l}."
+            a = rms_norm(h, W[p + "input_layernorm.weight"], eps)
+            q = lin(a, p + "self_attn.q_proj").view(T, H, d)
+            k = lin(a, p + "self_attn.k_proj").view(T, G, d)
+            v = lin(a, p + "self_attn.v_proj").view(T, G, d)
+            if p + "self_attn.q_norm.weight" in W:
+                q = rms_norm(q, W[p + "self_attn.q_norm.weight"], eps)
+                k = rms_norm(k, W[p + "self_attn.k_norm.weight"], eps)
+            q, k = rotate(q, inv), rotate(k, inv)
+            out = torch.zeros(T, H, d, dtype=torch.float64)
+            for hh in range(H):
+                spec = plan[l][hh] if plan else "softmax"
+                kinds[spec.split(":")[0]] = kinds.get(spec.split(":")[0], 0) + (b == 0)
+                extra = lambda *key: (cfg["linear_eps"] if key == ("eps",) else
+                                      W[f"h.{l}.attn.{key[0]}.{hh}.{key[1]}"])
+                g = hh // (H // G)
+                out[:, hh] = mixing(spec, q[:, hh], k[:, g], extra) @ v[:, g]
+            h = h + lin(out.reshape(T, H * d), p + "self_attn.o_proj")
+            a = rms_norm(h, W[p + "post_attention_layernorm.weight"], eps)
+            gate = lin(a, p + "mlp.gate_proj")
+            h = h + lin(gate * torch.sigmoid(gate) * lin(a, p + "mlp.up_proj"), p + "mlp.down_proj")
+        head = W["lm_head.weight"] if "lm_head.weight" in W else W["model.embed_tokens.weight"]
+        logits = rms_norm(h, W["model.norm.weight"], eps) @ head.T
+        losses.append(torch.nn.functional.cross_entropy(logits, y[b], reduction="none"))
+    return torch.cat(losses).mean().item(), kinds
+
+
+def dense(shard, b, t, pairs):
+    x, y = first_batch(shard, int(b), int(t))
+    ok = True
+    for pair in pairs:
+        ck, hw = pair.rsplit("=", 1)
+        ref, kinds = dense_loss(ck, x, y)
+        rel = abs(float(hw) - ref) / abs(ref)
+        # A plan of softmax heads only would not test the kinds.
+        mixed = any(k != "softmax" for k in kinds)
+        print(json.dumps({"checkpoint": os.path.basename(ck), "kinds": kinds, "dense_f64_loss": ref,
+                          "headwise_loss": float(hw), "rel_err": rel}))
+        ok = ok and rel < 1e-5 and mixed
+    return ok
+
+
+def hftype(shard, b, t, pairs):
+    x, y = first_batch(shard, int(b), int(t))
+    ok = True
+    for pair in pairs:
+        ck, hw = pair.rsplit("=", 1)
+        cfg = json.load(open(os.path.join(ck, "config.json")))
+        softmax = all(k == "softmax" for layer in cfg.get("head_plan", []) for k in layer)
+        rec = {"checkpoint": os.path.basename(ck), "model_type": cfg["model_type"], "all_softmax": softmax}
+        try:
+            model = load(ck)
+        except Exception as e:  # transformers does not know model_type "headwise"
+            rec["transformers"] = "refused: " + str(e).splitlines()[0][:100]
+            ok = ok and not softmax and cfg["model_type"] == "headwise"
+            print(json.dumps(rec))
+            continue
+        with torch.no_grad():
+            logits = model(x).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
+        rec.update({"transformers": type(model).__name__, "transformers_loss": loss, "headwise_loss": float(hw),
+                    "rel_err": abs(loss - float(hw)) / abs(loss)})
+        ok = ok and softmax and cfg["model_type"] != "headwise" and rec["rel_err"] < 1e-5
+        print(json.dumps(rec))
+    return ok
+
+
 def main():
     torch.set_num_threads(1)
     cmd = sys.argv[1]
@@ -169,6 +355,10 @@ def main():
         ok = aoh(*sys.argv[2:4])
     elif cmd == "saf":
         ok = saf(*sys.argv[2:5])
+    elif cmd == "hftype":
+        ok = hftype(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+    elif cmd == "dense":
+        ok = dense(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
     elif cmd == "outliers":
         ok = outliers(*sys.argv[2:4])
     else:

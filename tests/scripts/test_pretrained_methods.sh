@@ -6,6 +6,12 @@
 #    heads a direct computation of the statistic on transformers' attention probabilities picks;
 #  - OAL: on a head with planted outlier q/k dimensions, the calibrated L's held-out RelMSE is
 #    below its Taylor initialisation's.
+#  - every method's converted checkpoint (SAF static heads, AAH window heads, AoH sink+window
+#    heads, OAL linear heads): `headwise eval`'s loss equals a dense float64 forward of the same
+#    plan written in pretrained_methods.py from the definitions (1e-5 relative);
+#  - checkpoint types: a mixed plan is model_type "headwise", which transformers refuses, and
+#    `headwise merge` writes it back with the same loss bit for bit; an all-softmax conversion
+#    keeps the family's type and opens in transformers with headwise's loss.
 # torch + transformers come from VENV (scripts/python_env.sh); exits 77 (ctest: skipped) when they
 # cannot be installed.
 # Usage: test_pretrained_methods.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
@@ -20,6 +26,8 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 "$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
+field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
+declare -A loss
 fail=0
 for fam in llama qwen2 qwen3; do
   "$HW" heads --checkpoint "$TMP/$fam" --json "$TMP/heads_$fam.json" >/dev/null
@@ -42,6 +50,27 @@ for fam in llama qwen2 qwen3; do
   if "$PY" "$SRC/tests/scripts/pretrained_methods.py" oal "$TMP/oal_$fam/convert.json"; then
     echo "ok: $fam: OAL's L beats its Taylor initialisation on the outlier head"
   else echo "FAIL: $fam: OAL on the outlier head"; fail=1; fi
+  # Window (AAH with a fixed window), sink+window (AoH) and all-softmax (AoH, sparsity 0) plans.
+  "$HW" convert --checkpoint "$TMP/$fam" --out "$TMP/aah_$fam" --method aah \
+    --set method.ablation=fixed_window:5 --set method.warmup_steps=0 >/dev/null
+  "$HW" convert --checkpoint "$TMP/$fam" --out "$TMP/aoh_$fam" --method aoh \
+    --set method.sparsity=0.5 --set method.sink=2 --set method.window=4 >/dev/null
+  "$HW" convert --checkpoint "$TMP/$fam" --out "$TMP/plain_$fam" --method aoh --set method.sparsity=0 \
+    --set method.sink=2 --set method.window=4 >/dev/null
+  "$HW" merge --checkpoint "$TMP/oal_$fam" --out "$TMP/oalm_$fam" >/dev/null
+  pairs=()
+  for ck in saf_${fam}_variance aah_$fam aoh_$fam oal_$fam oalm_$fam plain_$fam; do
+    loss[$ck]=$("$HW" eval --checkpoint "$TMP/$ck" --data "$TMP/tokens.bin" --batches 1 --micro-batch 2 --seq-len 24 | field loss)
+    pairs+=("$TMP/$ck=${loss[$ck]}")
+  done
+  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" dense "$TMP/tokens.bin" 2 24 "${pairs[@]:0:4}"; then
+    echo "ok: $fam: SAF, AAH, AoH and OAL conversions' losses equal a dense float64 forward of their plans"
+  else echo "FAIL: $fam: converted loss against the dense float64 forward"; fail=1; fi
+  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" hftype "$TMP/tokens.bin" 2 24 "${pairs[@]:2}" 2>/dev/null; then
+    echo "ok: $fam: transformers refuses the mixed plans (AoH, OAL, merged OAL), opens the all-softmax one with headwise's loss"
+  else echo "FAIL: $fam: checkpoint model types"; fail=1; fi
+  if [ "${loss[oalm_$fam]}" = "${loss[oal_$fam]}" ]; then echo "ok: $fam: merge wrote the mixed checkpoint back: same loss bit for bit"
+  else echo "FAIL: $fam: merge of the OAL checkpoint: ${loss[oalm_$fam]} vs ${loss[oal_$fam]}"; fail=1; fi
 done
 [ $fail = 0 ] && echo "pretrained_methods: all passed"
 exit $fail
