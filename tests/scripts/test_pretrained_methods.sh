@@ -28,6 +28,8 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 "$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
 field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 declare -A loss
+dense=()
+types=()
 fail=0
 for fam in llama qwen2 qwen3; do
   "$HW" heads --checkpoint "$TMP/$fam" --json "$TMP/heads_$fam.json" >/dev/null
@@ -58,19 +60,20 @@ for fam in llama qwen2 qwen3; do
   "$HW" convert --checkpoint "$TMP/$fam" --out "$TMP/plain_$fam" --method aoh --set method.sparsity=0 \
     --set method.sink=2 --set method.window=4 >/dev/null
   "$HW" merge --checkpoint "$TMP/oal_$fam" --out "$TMP/oalm_$fam" >/dev/null
-  pairs=()
   for ck in saf_${fam}_variance aah_$fam aoh_$fam oal_$fam oalm_$fam plain_$fam; do
     loss[$ck]=$("$HW" eval --checkpoint "$TMP/$ck" --data "$TMP/tokens.bin" --batches 1 --micro-batch 2 --seq-len 24 | field loss)
-    pairs+=("$TMP/$ck=${loss[$ck]}")
   done
-  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" dense "$TMP/tokens.bin" 2 24 "${pairs[@]:0:4}"; then
-    echo "ok: $fam: SAF, AAH, AoH and OAL conversions' losses equal a dense float64 forward of their plans"
-  else echo "FAIL: $fam: converted loss against the dense float64 forward"; fail=1; fi
-  if "$PY" "$SRC/tests/scripts/pretrained_methods.py" hftype "$TMP/tokens.bin" 2 24 "${pairs[@]:2}" 2>/dev/null; then
-    echo "ok: $fam: transformers refuses the mixed plans (AoH, OAL, merged OAL), opens the all-softmax one with headwise's loss"
-  else echo "FAIL: $fam: checkpoint model types"; fail=1; fi
+  for ck in saf_${fam}_variance aah_$fam aoh_$fam oal_$fam; do dense+=("$TMP/$ck=${loss[$ck]}"); done
+  for ck in aoh_$fam oal_$fam oalm_$fam plain_$fam; do types+=("$TMP/$ck=${loss[$ck]}"); done
   if [ "${loss[oalm_$fam]}" = "${loss[oal_$fam]}" ]; then echo "ok: $fam: merge wrote the mixed checkpoint back: same loss bit for bit"
   else echo "FAIL: $fam: merge of the OAL checkpoint: ${loss[oalm_$fam]} vs ${loss[oal_$fam]}"; fail=1; fi
 done
+# One Python process for every family's checkpoints (torch's start-up is most of the time).
+if "$PY" "$SRC/tests/scripts/pretrained_methods.py" dense "$TMP/tokens.bin" 2 24 "${dense[@]}"; then
+  echo "ok: SAF, AAH, AoH and OAL conversions' losses equal a dense float64 forward of their plans"
+else echo "FAIL: converted losses against the dense float64 forward"; fail=1; fi
+if "$PY" "$SRC/tests/scripts/pretrained_methods.py" hftype "$TMP/tokens.bin" 2 24 "${types[@]}" 2>/dev/null; then
+  echo "ok: transformers refuses the mixed plans (AoH, OAL, merged OAL), opens the all-softmax one with headwise's loss"
+else echo "FAIL: checkpoint model types"; fail=1; fi
 [ $fail = 0 ] && echo "pretrained_methods: all passed"
 exit $fail
