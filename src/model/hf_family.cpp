@@ -81,7 +81,6 @@ nlohmann::json family_hf_config(const nlohmann::json& j, const std::string& path
     nlohmann::json out = j;
     out["model_type"] = f;
     out.erase("headwise_family");
-    check(j.contains("head_plan"), path + ": model_type \"headwise\" needs a head_plan");
     return out;
   }
   std::string got = who + ", got ";
