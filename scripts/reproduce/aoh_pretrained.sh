@@ -8,9 +8,10 @@ require_hf_model BASE_MODEL "${BASE_MODEL:-}" "llama qwen2 qwen3" "a Hugging Fac
 # DuoAttention's timing protocol: 3 untimed + 10 timed prefills, 50 untimed + 100 timed decode steps
 # (BENCH_RUNS="PW PR DW DR" shortens it for a trial).
 read -r PW PR DW DR <<< "${BENCH_RUNS:-3 10 50 100}"
-for v in MAX_CONTEXT FIRST_CONTEXT SINK WINDOW PW PR DW DR; do
+for v in MAX_CONTEXT FIRST_CONTEXT SINK WINDOW PR DR; do
   if [ -n "${!v:-}" ] && ! [[ "${!v}" =~ ^[1-9][0-9]*$ ]]; then echo "error: $v='${!v}' must be a positive integer" >&2; exit 1; fi
 done
+[[ "$PW $DW" =~ ^[0-9]+\ [0-9]+$ ]] && [ -n "$DR" ] || { echo "error: BENCH_RUNS='${BENCH_RUNS:-}' must be four counts: prefill warm-ups, prefill runs, decode warm-ups, decode runs" >&2; exit 1; }
 OUTA=$(realpath "$OUT")
 HWA=$(realpath "$HW")
 BASEA=$(realpath "$BASE_MODEL")

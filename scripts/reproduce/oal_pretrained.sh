@@ -143,15 +143,19 @@ for u in "${UNITS[@]}"; do
     qwen_tables) need=$OUT/qwen/tables/tables.json ;;
     *) need=$OUT/${u%%_*}/ppl_${u#*_}.json ;;
   esac
+  [ "$u" = qwen_tables ] || [ ${#TASK_FILES[@]} = 0 ] || [ ! -s "$need" ] || need=$OUT/tasks/$u.json
   [ -s "$need" ] || { echo "error: $need missing: unit $u (OUT/jobs/$u.*) has not finished" >&2; exit 1; }
   ext=sh; [ "$SCALE" = cluster ] && ext=sbatch
   while IFS= read -r line; do COMMANDS+=("$line"); done < <(grep -E '^\[ -s |^blocks=' "$OUT/jobs/$u.$ext")
 done
-TASK_MODELS=()
-for m in "${MODELS[@]}"; do
-  for row in $ROWS; do TASK_MODELS+=("${m}_$row=$OUT/$m/ft_$row/checkpoints/best"); done
-done
-task_columns "${TASK_MODELS[@]}"
+# The task columns: the jobs ran eval-tasks (OUT/tasks/<unit>.json); Table 3 shows their acc_norm.
+if [ ${#TASK_FILES[@]} -gt 0 ]; then
+  EVALS=()
+  for u in "${UNITS[@]}"; do [ "$u" = qwen_tables ] || EVALS+=("$u=$OUT/tasks/$u.json"); done
+  python3 scripts/reproduce/tasks_table.py "$OUT" "Tasks: every task file of TASKS_DIR=$TASKS_DIR (headwise eval-tasks in each Table 3 job)." "${EVALS[@]}"
+else
+  python3 scripts/reproduce/tasks_table.py "$OUT" --not-run "no task files: set TASKS_DIR to a folder of eval-tasks JSONL files (PIQA, HellaSwag, ARC-Easy)"
+fi
 NOTE="the paper's protocol on the CPU backend: $(for m in "${MODELS[@]}"; do printf '%s (layers %s converted) ' "${PAPER_NAME[$m]}" "${LAYERS[$m]}"; done)at T $T; Tables 1-2 on Qwen's layers $TABLE_LAYERS (1,000 random draws, 16 held-out WikiText-2 windows); Table 3 after ${STEPS:-512} LoRA updates of one 4096-token block (rank 8, alpha 16, dropout 0.05), PPL of the best checkpoint on every 4096-token block of the WikiText-103 test split"
 WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
