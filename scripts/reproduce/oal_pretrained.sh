@@ -96,6 +96,7 @@ for m in "${MODELS[@]}"; do
   [ "$m" != qwen ] || UNITS+=(qwen_tables)
   for row in $ROWS; do UNITS+=("${m}_$row"); done
 done
+[ "$SCALE" != cluster ] || require_slurm
 mkdir -p "$OUT/jobs"
 for u in "${UNITS[@]}"; do
   if [ "$SCALE" = cluster ]; then
@@ -112,7 +113,6 @@ for u in "${UNITS[@]}"; do
   fi
 done
 if [ "$SCALE" = cluster ]; then
-  require_slurm
   env_line=""
   for m in "${MODELS[@]}"; do
     env_line+="BASE_${m^^}=$(q "$(base_of "$m")")WT2_${m^^}=$(q "$(wt2_of "$m")")WT103_${m^^}=$(q "$(wt103_of "$m")")WT103_TEST_${m^^}=$(q "$(test_of "$m")")"
