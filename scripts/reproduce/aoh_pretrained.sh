@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # AoH at --scale gpu|cluster on a pretrained model the user passes (sourced by
 # scripts/reproduce/aoh.sh after common.sh; its header says what runs). Cached decoding runs on
 # the CPU backend only (src/infer/decoder.cpp refuses another backend), so the job is a CPU job.

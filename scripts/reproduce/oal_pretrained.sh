@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # OAL at --scale gpu|cluster on the pretrained models the user passes (sourced by
 # scripts/reproduce/oal.sh after common.sh; its header says what runs). Every command runs on the
 # CPU backend: Qwen2/Llama (RMSNorm, SwiGLU), LoRA adapters, the linear head and the baseline heads
@@ -145,7 +146,7 @@ for u in "${UNITS[@]}"; do
   esac
   [ "$u" = qwen_tables ] || [ ${#TASK_FILES[@]} = 0 ] || [ ! -s "$need" ] || need=$OUT/tasks/$u.json
   [ -s "$need" ] || { echo "error: $need missing: unit $u (OUT/jobs/$u.*) has not finished" >&2; exit 1; }
-  ext=sh; [ "$SCALE" = cluster ] && ext=sbatch
+  ext="sh"; [ "$SCALE" = cluster ] && ext="sbatch"
   while IFS= read -r line; do COMMANDS+=("$line"); done < <(grep -E '^\[ -s |^blocks=' "$OUT/jobs/$u.$ext")
 done
 # The task columns: the jobs ran eval-tasks (OUT/tasks/<unit>.json); Table 3 shows their acc_norm.

@@ -53,7 +53,7 @@ for m in qwen llama; do
   M=${m^^}
   oal_env+=("WT2_$M=$tmp/data/wt2_$m" "WT103_$M=$tmp/data/wt103_$m" "WT103_TEST_$M=$tmp/data/test_$m")
 done
-oal() { env "${oal_env[@]}" "$@" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/oal.sh" --scale cluster --out "$tmp/oal"; }
+oal() { env "${oal_env[@]}" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/oal.sh" --scale cluster --out "$tmp/oal"; }
 
 # --- OAL: the jobs --------------------------------------------------------------------------------
 oal > /dev/null
