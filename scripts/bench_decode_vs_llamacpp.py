@@ -150,18 +150,30 @@ def main():
     hf = gguf_ready_copy(ckpt, a.out, a.tokenizer)
     hw_ckpt = id_view(ckpt, a.out)
     from safetensors import safe_open
-    n_mat = 0  # parameters read per decode token: every matrix (the LM head = wte), not wpe / norms
+    # Parameters read per decode token: every matrix and the LM head (wte/embed_tokens when tied;
+    # an untied embedding is read one row a token), not the position table or the norms.
+    n_mat = 0
     n_all = 0
-    with safe_open(os.path.join(ckpt, "model.safetensors"), "pt") as f:
-        for k in f.keys():
-            shp = f.get_slice(k).get_shape()
-            n = 1
-            for s in shp:
-                n *= s
-            n_all += n
-            if len(shp) == 2 and "wpe" not in k:
-                n_mat += n
-    L, C = cfg["n_layer"], cfg["n_embd"]
+    shapes = {}
+    for fn in sorted(os.listdir(ckpt)):
+        if fn.endswith(".safetensors"):
+            with safe_open(os.path.join(ckpt, fn), "pt") as f:
+                for k in f.keys():
+                    shapes[k] = f.get_slice(k).get_shape()
+    untied = any(k.endswith("lm_head.weight") for k in shapes) and cfg.get("tie_word_embeddings", True) is False
+    for k, shp in shapes.items():
+        n = 1
+        for d in shp:
+            n *= d
+        n_all += n
+        embedding = "wpe" in k or (untied and ("embed_tokens" in k or k.endswith("wte.weight")))
+        if len(shp) == 2 and not embedding:
+            n_mat += n
+    # GPT-2's keys or the Llama family's; K and V of the KV heads (GQA) per layer and position.
+    L = cfg.get("n_layer", cfg.get("num_hidden_layers"))
+    heads = cfg.get("n_head", cfg.get("num_attention_heads"))
+    C = cfg.get("n_embd", cfg.get("hidden_size"))
+    kv_width = cfg.get("num_key_value_heads", heads) * (cfg.get("head_dim") or C // heads)
     help_text = subprocess.run([a.headwise, "generate", "--help"], capture_output=True, text=True).stdout
     has_weights = "--weights" in help_text
     pairs = {"fp32": ("fp32", "f32", 4, 4), "bf16": ("bf16", "f16", 2, 2)}
@@ -211,7 +223,7 @@ def main():
                 pre = statistics.median(m[0] for m in meas[who])
                 dec = statistics.median(m[1] for m in meas[who])
                 rss = statistics.median(m[2] for m in meas[who])
-                bytes_tok = n_mat * wb + L * 2 * C * kvb * ctx_mean
+                bytes_tok = n_mat * wb + L * 2 * kv_width * kvb * ctx_mean
                 rows.append({"impl": name, "threads": threads, "prefill_tok_s": a.prompt / pre * 1e3,
                              "decode_tok_s": 1e3 / dec, "peak_rss_mb": rss / 1e6,
                              "decode_gb_s": bytes_tok / dec / 1e6, "read_bw_gb_s": bw,

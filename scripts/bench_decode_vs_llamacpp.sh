@@ -44,6 +44,10 @@ if [ ! -x "$GREEDY" ] || [ ! -x "$BLD/bin/llama-bench" ]; then
   g++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" scripts/llama_greedy.cpp -o "$GREEDY" \
     -Wl,--start-group $libs -Wl,--end-group -fopenmp -lpthread -ldl || skip "cannot link llama_greedy"
 fi
+# The converter imports sentencepiece for Llama-family models before it falls back to
+# tokenizer.json (Qwen2Model.set_vocab), whatever the checkpoint has.
+"$PY" -c "import sentencepiece" 2>/dev/null || "$PY" -m pip install --quiet sentencepiece \
+  || skip "cannot install sentencepiece (llama.cpp's converter needs it for Llama-family models)"
 exec "$PY" scripts/bench_decode_vs_llamacpp.py --headwise "$HW" --greedy "$GREEDY" --llama-src "$SRC" \
   --ckpt "$CKPT" --out "$OUT" --tokenizer tests/fixtures/tokenizers/gpt2_style.json \
   --threads "${THREADS:-1,2}" --precisions "${PRECISIONS:-fp32,bf16}" --prompt "${PROMPT:-512}" \

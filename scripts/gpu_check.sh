@@ -170,6 +170,16 @@ resolve_libs() {
       missing+=("$lib")
     fi
   done
+  # cuBLASLt is opened on first use (dlopen; src/kernels/cuda/cublaslt_on_demand.cpp), so ldd does
+  # not list it: the binary looks beside libcudart and on the loader's path; add its folder when
+  # it is elsewhere (the pip wheels keep it apart from the runtime).
+  if ! ldconfig -p 2>/dev/null | grep -q 'libcublasLt\.so\.'; then
+    for d in "${dirs[@]}"; do
+      if compgen -G "$d/libcublasLt.so.*" >/dev/null; then
+        export LD_LIBRARY_PATH="$d:$LD_LIBRARY_PATH"; resolved+=("libcublasLt (dlopen) from $d"); break
+      fi
+    done
+  fi
   if [ ${#missing[@]} -gt 0 ]; then
     record libraries FAILED "$((SECONDS - START))" "not found: ${missing[*]} (looked in ${dirs[*]})"
   else

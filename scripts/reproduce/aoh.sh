@@ -7,16 +7,25 @@
 #   S in {0.25, 0.5, 0.75}, 3 random seeds), then a RoPE corpus model at context 8192 (300
 #   updates at T 128) timed by `headwise bench-infer` at CONTEXTS (default 1024 2048 4096 8192)
 #   with 50% streaming KV heads (sink 64, window 256). About 25 minutes on 2 cores.
-# gpu, cluster: not available: cached decoding (the part AoH speeds up) runs on the CPU backend
-#   only, so there is nothing to time on a GPU yet.
+# gpu, cluster: a pretrained model the user passes, BASE_MODEL=DIR (a Hugging Face Llama / Qwen2 /
+#   Qwen3 directory: config.json, *.safetensors, tokenizer.json): `headwise heads` scores its heads
+#   (OUT/heads.json), `headwise convert --method aoh` makes the paper's 50% plan (sink 64, window
+#   256: DuoAttention's streaming heads; OUT/aoh50), and `headwise bench-infer --plan-from OUT/aoh50`
+#   times prefill and decode (bf16 weights; 3 + 10 prefills, 50 + 100 decode steps, DuoAttention's
+#   protocol) and counts KV bytes at 1024, 2048, ... up to the longest context that fits the node
+#   (scripts/reproduce/aoh_contexts.py: from the model's shape and the node's memory, at most
+#   max_position_embeddings and MAX_CONTEXT; printed, and kept in OUT/contexts.txt). Cached decoding
+#   runs on the CPU backend only (the decoder has no CUDA path), so the job asks for a whole CPU node
+#   (--exclusive) and no GPU. cluster: OUT/jobs/aoh.sbatch and OUT/collect.sh; gpu: the same here.
+#   No quality-retention rows at these scales (they need a corpus and MQAR models: --scale cpu).
 # --smoke: the same steps on 2 x 4 x 32 models trained 4 updates, timed at 256 and 512 (for CI;
 #   numbers meaningless).
 # Writes OUT/retention.{md,csv}, latency.{md,csv}, fig_latency_vs_context.png and OUT/REPORT.md.
 PAPER=aoh
 source "$(dirname "$0")/common.sh" "$@"
 if [ "$SCALE" != cpu ]; then
-  echo "error: --scale $SCALE: AoH's gains are in cached decoding, which runs on the CPU backend only (no GPU decode kernels yet); use --scale cpu" >&2
-  exit 1
+  source scripts/reproduce/aoh_pretrained.sh
+  exit 0
 fi
 CONTEXTS=${CONTEXTS:-1024 2048 4096 8192}
 NOTE="retention: 4 x 4 x 128 byte-level corpus model at context 128 and an MQAR model (length 64); latency: the same shape with RoPE at block 8192, contexts ${CONTEXTS// /, }"

@@ -2,7 +2,9 @@
 """AoH report: retention vs sparsity, latency/KV vs context (+ plot), the claims.
 
 Usage: aoh_report.py OUT SCALE NOTE WALL_S MACHINE CONTEXT... (reads OUT/eval/table.json and
-OUT/bench_<context>.json, bench-infer's JSON line).
+OUT/bench_<context>.json, bench-infer's JSON line). Without OUT/eval/table.json (--scale gpu|cluster:
+a pretrained model, no corpus) the retention rows and claims say "not run"; when every bench line
+has kv_cache_bytes, the latency table also shows the KV cache in MiB.
 """
 import csv
 import json
@@ -13,14 +15,20 @@ import sys
 
 OUT, SCALE, NOTE, WALL, MACHINE = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
 CONTEXTS = [int(c) for c in sys.argv[6:]]
-table = json.load(open(os.path.join(OUT, "eval", "table.json")))
+table_path = os.path.join(OUT, "eval", "table.json")
+table = json.load(open(table_path)) if os.path.exists(table_path) else None
 bench = {c: json.load(open(os.path.join(OUT, f"bench_{c}.json"))) for c in CONTEXTS}
 
 ret_rows = [[r["S"], r["selection"], r["ppl_retention"], r.get("sd", {}).get("ppl_retention", 0.0),
-             r["mqar_retention"], r.get("sd", {}).get("mqar_retention", 0.0)] for r in table["rows"]]
+             r["mqar_retention"], r.get("sd", {}).get("mqar_retention", 0.0)] for r in table["rows"]] if table else \
+    [[0.5, "not run at this scale (a pretrained model without a corpus: --scale cpu has the retention rows)", "", "", "", ""]]
 lat_rows = [[c, bench[c]["plan"]["prefill_ms"], bench[c]["all_softmax"]["prefill_ms"], bench[c]["prefill_ratio"],
              bench[c]["plan"]["decode_ms_per_token"], bench[c]["all_softmax"]["decode_ms_per_token"],
              bench[c]["decode_ratio"], bench[c]["kv_bytes_ratio"]] for c in CONTEXTS]
+KV_MIB = all("kv_cache_bytes" in bench[c]["plan"] and "kv_cache_bytes" in bench[c]["all_softmax"] for c in CONTEXTS)
+if KV_MIB:
+    for r, c in zip(lat_rows, CONTEXTS):
+        r += [bench[c]["plan"]["kv_cache_bytes"] / 2**20, bench[c]["all_softmax"]["kv_cache_bytes"] / 2**20]
 
 fig_csv = os.path.join(OUT, "fig_latency_vs_context.csv")
 with open(fig_csv, "w", newline="") as f:
@@ -49,7 +57,9 @@ fig.tight_layout(); fig.savefig(sys.argv[2], dpi=120)
 except (subprocess.CalledProcessError, FileNotFoundError):
     print("aoh_report: no figure: Debian's python3-matplotlib is missing (scripts/setup.sh installs it)", file=sys.stderr)
 
-half = {r["selection"].split(" ")[0]: r for r in table["rows"] if abs(r["S"] - 0.5) < 1e-9}
+NOT_RUN = float("nan")
+half = {r["selection"].split(" ")[0]: r for r in table["rows"] if abs(r["S"] - 0.5) < 1e-9} if table else \
+    {k: {"ppl_retention": NOT_RUN, "mqar_retention": NOT_RUN} for k in ("AoH", "random")}
 spec_r, rand_r = half["AoH"], half["random"]
 sd = rand_r.get("sd", {}).get("ppl_retention", 0.0)
 gap = spec_r["ppl_retention"] - rand_r["ppl_retention"]
@@ -67,7 +77,7 @@ longest = lat_rows[-1]
 claims = [
     {"claim": "AoH at 50% sparsity keeps at least 96.5% of full-attention quality (PPL retention)",
      "paper": "96.5% on average", "ours": f"{spec_r['ppl_retention']:.2f}%",
-     "verdict": "holds" if spec_r["ppl_retention"] >= 96.5 else "does not hold"},
+     "verdict": "not measurable at this scale" if table is None else "holds" if spec_r["ppl_retention"] >= 96.5 else "does not hold"},
     {"claim": "the spectrum's choice of streaming heads beats a random choice (PPL retention at 50%)",
      "paper": "implied by the method", "ours": f"{spec_r['ppl_retention']:.2f} vs {rand_r['ppl_retention']:.2f} +- {sd:.2f}",
      "verdict": beats_random(gap, sd)},
@@ -82,6 +92,9 @@ claims = [
     {"claim": "the KV cache shrinks by about half (50% of KV heads streaming)", "paper": "-50% at 256K",
      "ours": f"{100 * (longest[7] - 1):+.1f}% at {longest[0]}", "verdict": "holds" if longest[7] <= 0.55 else "does not hold"},
 ]
+if table is None:  # retention not run at this scale: say so in each of its claims
+    for c in claims[:3]:
+        c["ours"] = "not run (a pretrained model without a corpus)"
 spec = {
     "paper": "aoh", "title": "AoH (Autonomy-of-Heads, arXiv 2608.06849)", "scale": SCALE, "scale_note": NOTE,
     "wall_s": WALL, "machine": MACHINE, "commands": open(os.path.join(OUT, "commands.txt")).read().split("\n")[:-1],
@@ -91,7 +104,8 @@ spec = {
          "reference": {"columns": ["S", "quality retention %"], "rows": [[0.5, 96.5]]}},
         {"name": "latency", "paper_ref": "prefill / decode latency and KV memory vs context",
          "columns": ["context", "prefill ms AoH", "prefill ms softmax", "prefill ratio", "decode ms AoH",
-                     "decode ms softmax", "decode ratio", "KV ratio"], "rows": lat_rows,
+                     "decode ms softmax", "decode ratio", "KV ratio"] + (["KV MiB AoH", "KV MiB softmax"] if KV_MIB else []),
+         "rows": lat_rows,
          "reference": {"columns": ["context", "prefill change", "decode change", "KV change"],
                        "rows": [["up to 256K", "-41.4%", "-66.0%", "-50%"]]}}],
     "figures": figures, "claims": claims,

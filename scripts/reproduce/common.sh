@@ -107,11 +107,11 @@ if [ ! -e "$checked" ]; then
 fi
 STEP
 }
-# require_shards DIR WHAT HOW: DIR/train_*.bin and DIR/val_*.bin must exist; otherwise one error
-# line naming the missing files and the command that makes them.
+# require_shards DIR WHAT HOW [SPLITS]: DIR/<split>_*.bin must exist for each of SPLITS (default
+# "train val"); otherwise one error line naming the missing files and the command that makes them.
 require_shards() {
   local dir=$1 what=$2 how=$3 missing=() s
-  for s in train val; do compgen -G "$dir/${s}_*.bin" > /dev/null || missing+=("$dir/${s}_*.bin"); done
+  for s in ${4:-train val}; do compgen -G "$dir/${s}_*.bin" > /dev/null || missing+=("$dir/${s}_*.bin"); done
   [ ${#missing[@]} = 0 ] && return 0
   echo "error: $what: missing ${missing[*]}; make them with: $how" >&2
   exit 1
@@ -122,4 +122,20 @@ require_slurm() {
     echo "error: --scale cluster writes sbatch jobs: no '${SBATCH:-sbatch}' on PATH (load Slurm's module, or use --scale gpu)" >&2
     exit 1
   }
+}
+# require_hf_model VAR DIR TYPES WHAT [no-tokenizer]: DIR must be a Hugging Face model directory whose
+# config.json has a model_type among TYPES (space-separated), with *.safetensors and (unless
+# no-tokenizer) tokenizer.json; otherwise one error line naming VAR, DIR and what it must hold.
+require_hf_model() {
+  local var=$1 dir=$2 types=$3 what=$4 mt="" tok=" and tokenizer.json"
+  [ "${5:-}" != no-tokenizer ] || tok=""
+  if [ -z "$dir" ]; then
+    echo "error: $var is not set: it must name $what" >&2; exit 1
+  fi
+  [ -s "$dir/config.json" ] && mt=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("model_type", ""))' \
+    "$dir/config.json" 2>/dev/null || true)
+  if [ -z "$mt" ] || [[ " $types " != *" $mt "* ]] || ! compgen -G "$dir/*.safetensors" > /dev/null || { [ -n "$tok" ] && [ ! -s "$dir/tokenizer.json" ]; }; then
+    echo "error: $var=$dir is not $what: it needs config.json with model_type ${types// / or } (found '${mt:-none}'), *.safetensors$tok" >&2
+    exit 1
+  fi
 }

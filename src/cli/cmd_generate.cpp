@@ -19,6 +19,7 @@
 #include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/data/tokenizer.hpp"
 #include "headwise/infer/generate.hpp"
+#include "headwise/infer/load_for_decoding.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
@@ -66,8 +67,9 @@ void add_generate_command(CLI::App& app) {
     check(a->max_new >= 1, "--max-new must be >= 1, got " + std::to_string(a->max_new));
     a->sampling.validate();
     const infer::WeightPrecision weights = infer::parse_weight_precision(a->weights);
-    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
-    if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
+    // (16-bit weights: rounded while loading, the fp32 matrices discarded; adapters merged.)
+    infer::DecodingModel loaded = infer::load_for_decoding(a->checkpoint, weights);
+    const auto& model = loaded.model;
     const ModelConfig& cfg = model->config();
     std::optional<data::BpeTokenizer> tok;
     const std::string tok_path = (std::filesystem::path(a->checkpoint) / "tokenizer.json").string();
@@ -109,7 +111,7 @@ void add_generate_command(CLI::App& app) {
     // thread: 27.4 s in chunks of 64, 22.0 s in chunks of 512), for a few MB of scratch.
     constexpr int64_t kPrefillChunk = 512;
     infer::Decoder dec(*model, std::max<int64_t>(int64_t(prompt.size()) + a->max_new - 1, 1), kPrefillChunk, 512,
-                       weights);
+                       weights, std::move(loaded.half));
     infer::Sampler sampler(a->sampling, cfg.vocab_size);
     infer::GenerateTimes times;
     const std::vector<int32_t> eos = a->ignore_eos ? std::vector<int32_t>{} : eos_token_ids(a->checkpoint, cfg.vocab_size);

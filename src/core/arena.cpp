@@ -1,5 +1,8 @@
 #include "headwise/core/arena.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -49,9 +52,11 @@ void Arena::allocate() {
   for (auto& t : tensors_) total = checked_add(total, round_up(t->nbytes(), align), what.c_str());
   total = std::max(total, align);
   if (device_ == Device::CPU) {
-    base_ = std::aligned_alloc(align, total);
-    check(base_ != nullptr, "arena '" + role_ + "': out of memory allocating " + std::to_string(total) + " bytes");
-    std::memset(base_, 0, total);
+    // Anonymous pages read as zero and take no memory until written: a tensor nobody fills (a
+    // matrix loaded straight into 16 bits, say) costs nothing, and discard() can give pages back.
+    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    check(p != MAP_FAILED, "arena '" + role_ + "': out of memory allocating " + std::to_string(total) + " bytes");
+    base_ = p;
   } else {
     base_ = device::alloc(total, "arena '" + role_ + "'");
     device::zero(base_, total);
@@ -73,7 +78,7 @@ void Arena::allocate() {
 void Arena::reset() {
   if (base_) {
     if (device_ == Device::CPU)
-      std::free(base_);
+      munmap(base_, bytes_);
     else
       device::free(base_);
     g_live[size_t(device_)].fetch_sub(bytes_);
@@ -105,6 +110,25 @@ int64_t Arena::numel() const {
   int64_t n = 0;
   for (auto& t : tensors_) n += t->numel();
   return n;
+}
+
+void Arena::discard(const Tensor& t) {
+  check(device_ == Device::CPU && base_ != nullptr && t.data >= base_ &&
+            static_cast<const char*>(t.data) + t.nbytes() <= static_cast<const char*>(base_) + bytes_,
+        "arena '" + role_ + "': discard of '" + t.name + "', which is not a tensor of this allocated CPU arena");
+  char* a = static_cast<char*>(t.data);
+  char* e = a + t.nbytes();
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  char* pa = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(a) + page - 1) / page * page);
+  char* pe = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(e) / page * page);
+  if (pa >= pe) {  // within one or two pages shared with neighbours: just zero
+    std::memset(a, 0, size_t(e - a));
+    return;
+  }
+  std::memset(a, 0, size_t(pa - a));  // the partial pages at both ends stay (neighbours use them)
+  std::memset(pe, 0, size_t(e - pe));
+  // Whole pages of a private anonymous mapping: dropped, and read as zeros again.
+  check(madvise(pa, size_t(pe - pa), MADV_DONTNEED) == 0, "arena '" + role_ + "': madvise failed for '" + t.name + "'");
 }
 
 void Arena::zero() {

@@ -51,11 +51,6 @@ struct LayerW {
   const float *q_norm = nullptr, *k_norm = nullptr;
 };
 
-// 16-bit copies of a layer's attn_w, proj_w, fc_w, fcp_w ([out, in]).
-struct LayerH {
-  cpu::HalfMatrix attn, proj, fc, fcp;
-};
-
 struct StaticW {
   const float *alpha = nullptr, *rho = nullptr, *log_z = nullptr;
 };
@@ -102,6 +97,34 @@ const char* weight_precision_name(WeightPrecision p) {
   return p == WeightPrecision::FP32 ? "fp32" : p == WeightPrecision::BF16 ? "bf16" : "fp16";
 }
 
+bool HalfWeights::take(const Model<float>& model, WeightPrecision p, const std::string& name, const float* values) {
+  check(p != WeightPrecision::FP32, "internal: HalfWeights::take with fp32");
+  const ModelConfig& cfg = model.config();
+  const cpu::HalfType t = p == WeightPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16;
+  const int64_t C = cfg.n_embd;
+  if (name == (cfg.tie_word_embeddings ? "wte.weight" : "lm_head.weight")) {
+    head = cpu::HalfMatrix::from_f32(values, C, cfg.vocab_size, /*w_out_in=*/true, t);
+    return true;
+  }
+  const std::string h = "h.";
+  if (name.rfind(h, 0) != 0) return false;
+  layers.resize(size_t(cfg.n_layer));
+  for (int l = 0; l < cfg.n_layer; ++l) {
+    const std::string p0 = h + std::to_string(l) + ".";
+    if (name.rfind(p0, 0) != 0) continue;
+    const auto& lay = model.layouts()[size_t(l)];
+    HalfLayer& H = layers[size_t(l)];
+    const std::string rest = name.substr(p0.size());
+    if (rest == "attn.c_attn.weight") H.attn = cpu::HalfMatrix::from_f32(values, C, lay.qkv_width(), false, t);
+    else if (rest == "attn.c_proj.weight") H.proj = cpu::HalfMatrix::from_f32(values, lay.out_width(), C, false, t);
+    else if (rest == "mlp.c_fc.weight") H.fc = cpu::HalfMatrix::from_f32(values, C, cfg.fc_width(), false, t);
+    else if (rest == "mlp.c_proj.weight") H.fcp = cpu::HalfMatrix::from_f32(values, cfg.intermediate(), C, false, t);
+    else return false;
+    return true;
+  }
+  return false;
+}
+
 struct Decoder::Impl {
   int L = 0, H = 0, KV = 0, D = 0, C = 0, V = 0;
   int64_t chunk = 0, max_cols = 0, Fw = 0, mlp = 0, fc = 0;  // MLP width, first MLP matrix's columns
@@ -111,7 +134,7 @@ struct Decoder::Impl {
   const float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
   const float* head = nullptr;  // the LM head: wte, or an untied lm_head
   bool half = false;            // matrices read as 16-bit copies (layers_h, head_h)
-  std::vector<LayerH> layers_h;
+  std::vector<HalfLayer> layers_h;
   cpu::HalfMatrix head_h;
   std::vector<float> panel;     // a prefill's widened weight panel (cpu::matmul_half), sized once
   std::vector<LayerW> layers;
@@ -135,7 +158,7 @@ struct Decoder::Impl {
 };
 
 Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols,
-                 WeightPrecision weights)
+                 WeightPrecision weights, HalfWeights half)
     : model_(model),
       cache_(model.config().head_plan, model.config().n_head, model.config().kv_heads(), model.config().head_dim(),
              std::max<int64_t>(max_context, 1)) {
@@ -232,19 +255,32 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
     for (int g = 0; g < m.KV; ++g) max_slots = std::max(max_slots, cache_.policy(l, g).slots);
   }
   if (weights != WeightPrecision::FP32) {
-    const cpu::HalfType t = weights == WeightPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16;
     m.half = true;
+    if (half.empty()) {  // round the model's own
+      const std::string head = cfg.tie_word_embeddings ? "wte.weight" : "lm_head.weight";
+      half.take(model, weights, head, find_f32(P, head, true));
+      for (int l = 0; l < m.L; ++l)
+        for (const char* w : {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight"}) {
+          const std::string n = "h." + std::to_string(l) + "." + w;
+          check(half.take(model, weights, n, find_f32(P, n, true)), "internal: decoder matrix " + n);
+        }
+    }
+    const cpu::HalfType t = weights == WeightPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16;
+    check(int(half.layers.size()) == m.L && half.head.O == m.V && half.head.I == m.C && half.head.type == t,
+          "decoder: the 16-bit matrices given do not match the model or the precision");
     int64_t widest = m.C;
     for (int l = 0; l < m.L; ++l) {
-      const LayerW& W = m.layers[size_t(l)];
+      const HalfLayer& W = half.layers[size_t(l)];
       const auto& lay = model.layouts()[size_t(l)];
-      m.layers_h.push_back({cpu::HalfMatrix::from_f32(W.attn_w, m.C, lay.qkv_width(), false, t),
-                            cpu::HalfMatrix::from_f32(W.proj_w, lay.out_width(), m.C, false, t),
-                            cpu::HalfMatrix::from_f32(W.fc_w, m.C, m.fc, false, t),
-                            cpu::HalfMatrix::from_f32(W.fcp_w, m.mlp, m.C, false, t)});
+      for (const auto* M : {&W.attn, &W.proj, &W.fc, &W.fcp})
+        check(!M->w.empty() && M->type == t, "decoder: layer " + std::to_string(l) + " lacks a 16-bit matrix");
+      check(W.attn.I == m.C && W.attn.O == lay.qkv_width() && W.proj.I == lay.out_width() && W.proj.O == m.C &&
+                W.fc.I == m.C && W.fc.O == m.fc && W.fcp.I == m.mlp && W.fcp.O == m.C,
+            "decoder: layer " + std::to_string(l) + "'s 16-bit matrices do not match the model's shapes");
       widest = std::max({widest, lay.out_width(), m.mlp});
     }
-    m.head_h = cpu::HalfMatrix::from_f32(m.head, m.C, m.V, true, t);
+    m.layers_h = std::move(half.layers);
+    m.head_h = std::move(half.head);
     m.panel.resize(size_t(cpu::kPanelRows * widest));
   }
   // A parameter the decoder does not read (an adapter, say) would change the training forward but
@@ -297,7 +333,7 @@ size_t Decoder::scratch_bytes() const {
 size_t Decoder::half_weight_bytes() const {
   const Impl& m = *impl_;
   size_t n = m.head_h.w.size();
-  for (const LayerH& W : m.layers_h) n += W.attn.w.size() + W.proj.w.size() + W.fc.w.size() + W.fcp.w.size();
+  for (const HalfLayer& W : m.layers_h) n += W.attn.w.size() + W.proj.w.size() + W.fc.w.size() + W.fcp.w.size();
   return n * sizeof(uint16_t);
 }
 
@@ -385,7 +421,7 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     const LayerW& W = m.layers[size_t(l)];
     const auto& lay = model_.layouts()[size_t(l)];
     const int64_t ldx = lay.qkv_width();
-    const LayerH* H = m.half ? &m.layers_h[size_t(l)] : nullptr;
+    const HalfLayer* H = m.half ? &m.layers_h[size_t(l)] : nullptr;
     linear(m.qkv.data(), m.ln.data(), W.attn_w, H ? &H->attn : nullptr, W.attn_b, n, C, ldx, false);
     if (W.q_norm) {  // q/k norm (Qwen3) in place, before RoPE
       const int64_t nq = int64_t(lay.n_q) * m.D;

@@ -277,11 +277,23 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<f
   return model;
 }
 
-void load_weights(Model<float>& model, const io::SafetensorsSet& st) {
+void load_weights(Model<float>& model, const io::SafetensorsSet& st, const LoadedTensorHook& on_loaded) {
   const TensorNames names(st);
   const auto& by_canonical = names.all();  // canonical name -> name in the file
   std::set<std::string> used;
   std::vector<float> piece;
+  // A tied checkpoint's lm_head.weight must equal wte: checked as soon as wte is in (before a
+  // hook may discard it).
+  auto check_tied_head = [&] {
+    const auto it = by_canonical.find("lm_head.weight");
+    if (it == by_canonical.end() || used.count("lm_head.weight")) return;
+    used.insert("lm_head.weight");
+    const Tensor& wte = model.params().get("wte.weight");
+    std::vector<float> lm(size_t(wte.numel()));
+    st.read_f32(it->second, wte.shape, lm.data());
+    check(lm == read_device(model.ops(), wte.f32(), wte.numel()),
+          st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
+  };
   for (const auto& s : model.specs()) {
     if (s.adapter) continue;  // adapters come from adapter_model.safetensors (load_adapter_files)
     Tensor& t = s.role == ParamRole::Param ? model.params().get(s.name) : model.buffers().get(s.name);
@@ -298,33 +310,27 @@ void load_weights(Model<float>& model, const io::SafetensorsSet& st) {
       write_device(model.ops(), t.i32(), ints);
       continue;
     }
-    // One file tensor of the same layout, on the CPU: straight into the model's memory (no
-    // staging copies of a 150K x 896 embedding).
     if (model.ops().device() == Device::CPU && pieces.size() == 1 && !pieces[0].transpose &&
         s.map == StorageMap::Same && pieces[0].shape == s.shape) {
+      // One file tensor of the same layout, on the CPU: straight into the model's memory (no
+      // staging copies of a 150K x 896 embedding).
       st.read_f32(names.get(pieces[0].name), s.shape, t.as<float>());
-      continue;
+    } else {
+      std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
+      for (const auto& p : pieces) {
+        int64_t n = 1;
+        for (int64_t d : p.shape) n = checked_mul(n, d, "tensor size");
+        piece.resize(size_t(n));
+        st.read_f32(names.get(p.name), p.shape, piece.data());  // F32, BF16, F16 or F64 in the file
+        hf_join(s, p, piece.data(), stored.data());
+      }
+      compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
+      write_device(model.ops(), t.as<float>(), compact);
     }
-    std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
-    for (const auto& p : pieces) {
-      int64_t n = 1;
-      for (int64_t d : p.shape) n = checked_mul(n, d, "tensor size");
-      piece.resize(size_t(n));
-      st.read_f32(names.get(p.name), p.shape, piece.data());  // F32, BF16, F16 or F64 in the file
-      hf_join(s, p, piece.data(), stored.data());
-    }
-    compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
-    write_device(model.ops(), t.as<float>(), compact);
+    if (s.name == "wte.weight" && model.config().tie_word_embeddings) check_tied_head();
+    if (on_loaded && s.role == ParamRole::Param) on_loaded(s.name, t);
   }
   model.refresh_static_normalisers();  // log Z follows the alpha/rho just read
-  if (auto it = by_canonical.find("lm_head.weight"); it != by_canonical.end() && !used.count("lm_head.weight")) {
-    used.insert("lm_head.weight");
-    const Tensor& wte = model.params().get("wte.weight");
-    std::vector<float> lm(size_t(wte.numel()));
-    st.read_f32(it->second, wte.shape, lm.data());
-    check(lm == read_device(model.ops(), wte.f32(), wte.numel()),
-          st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
-  }
   for (const auto& [canon, name] : by_canonical)
     check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + text_brief(name, 96) + "' for this model config");
 }

@@ -160,3 +160,43 @@ TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greed
                                       "/prompt.txt --max-new 2 --weights int8"),
                    "'int8' is not a weight precision");
 }
+
+// The issue-41 memory goal: generate's peak RSS (the kernel's count, printed in its summary) at
+// most 1.2x the bytes it must hold: the weights in the chosen precision (matrices at 2 or 4
+// bytes, everything else fp32), the KV cache and the logits, computed here from the config. A
+// 470 MB (fp32) model, so that the process's own ~30 MB (code, OpenBLAS's buffers, the loader's
+// staging) fit within the 20%.
+TEST_CASE("generate: peak memory within 1.2x of weights + KV cache, fp32 and 16-bit", "[cli][infer][memory]") {
+  const std::string dir = test::cli_temp_dir("generate_memory");
+  ModelConfig mc;
+  mc.n_layer = 8;
+  mc.n_head = 16;
+  mc.n_embd = 1024;
+  mc.block_size = 256;
+  mc.vocab_size = 16384;
+  mc.validate();
+  const std::string ckpt = dir + "/m";
+  {
+    Model<float> m(mc, cpu_backend<float>());
+    m.init_weights(3);
+    save_model_files(m, ckpt);
+  }
+  const int64_t L = mc.n_layer, C = mc.n_embd, V = mc.vocab_size, P = mc.block_size;
+  const int64_t matrices = L * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + V * C;  // wte is the LM head
+  const int64_t others = P * C + L * (4 * C + 3 * C + C + 4 * C + C) + 2 * C;        // wpe, norms, biases
+  test::write_text(dir + "/prompt.txt", "5 17 300 4000 16383 2 9 77");
+  const int64_t ctx = 8 + 12 - 1;
+  const int64_t kv = L * 2 * ctx * C * 4, logits = V * 4;
+  for (const char* w : {"fp32", "bf16", "fp16"}) {
+    const auto r = test::run_headwise("generate --checkpoint " + ckpt + " --prompt-tokens " + dir +
+                                      "/prompt.txt --max-new 12 --temperature 0 --ignore-eos --weights " + w);
+    INFO(r.out);
+    REQUIRE(r.code == 0);
+    const auto summary = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+    const int64_t bytes = matrices * (std::string(w) == "fp32" ? 4 : 2) + others * 4 + kv + logits;
+    const double peak = summary.at("peak_rss_bytes").get<double>();
+    INFO(w << ": peak RSS " << peak / 1e6 << " MB, weights + KV " << double(bytes) / 1e6 << " MB, ratio "
+           << peak / double(bytes));
+    CHECK(peak <= 1.2 * double(bytes));
+  }
+}

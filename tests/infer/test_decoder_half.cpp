@@ -14,14 +14,18 @@
 // tolerance, the decoder's argmax is the reference's.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "headwise/infer/decoder.hpp"
+#include "headwise/infer/load_for_decoding.hpp"
+#include "headwise/model/checkpoint.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/kernels/gemv.hpp"
 #include "infer/infer_fixture.hpp"
 #include "model/model_test_util.hpp"
+#include "support/temp_dir.hpp"
 
 using namespace hw;
 using namespace hw::test;
@@ -142,4 +146,62 @@ TEST_CASE("decode: --weights takes fp32, bf16 or fp16 and names anything else", 
   CHECK(infer::parse_weight_precision("fp16") == infer::WeightPrecision::FP16);
   CHECK(infer::parse_weight_precision("fp32") == infer::WeightPrecision::FP32);
   CHECK_THROWS_WITH(infer::parse_weight_precision("int8"), Catch::Contains("'int8'"));
+}
+
+TEST_CASE("load_for_decoding: matrices rounded while loading decode bit for bit as rounding the loaded model, "
+          "and their fp32 copies are gone",
+          "[infer][half]") {
+  const char* plan = R"([["softmax","window:3","sink_window:2:5","softmax"],["window:6","softmax","sink_window:1:3","softmax"]])";
+  for (const char* pos : {"learned", "rope"}) {
+    const InferCase c{"half_load", 2, pos, plan};
+    ModelConfig cfg = infer_config(c);
+    if (std::string(pos) == "rope") {  // Qwen2 (RMSNorm, SwiGLU, q/k/v biases), untied LM head
+      const ModelConfig shape = cfg;
+      cfg = ModelConfig::for_family("qwen2");
+      cfg.n_layer = shape.n_layer;
+      cfg.n_head = shape.n_head;
+      cfg.n_kv_head = shape.n_kv_head;
+      cfg.n_embd = shape.n_embd;
+      cfg.vocab_size = shape.vocab_size;
+      cfg.block_size = shape.block_size;
+      cfg.head_plan = shape.head_plan;
+      cfg.tie_word_embeddings = false;
+      cfg.validate();
+    }
+    auto model = infer_model(cfg);
+    TempDir dir;
+    save_model_files(*model, dir.path().string());
+    const auto tokens = random_tokens(30, cfg.vocab_size, 7);
+    for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16}) {
+      INFO(pos << " " << infer::weight_precision_name(w));
+      auto full = load_model(dir.path().string(), cpu_backend<float>(), false);
+      const std::vector<float> want = decode_logits(*full, tokens, 11, w);  // rounds the loaded fp32 model
+      infer::DecodingModel d = infer::load_for_decoding(dir.path().string(), w);
+      REQUIRE(!d.half.empty());
+      // The decoder's matrices read as zeros in the model now; everything else is the checkpoint's.
+      int discarded = 0;
+      for (const auto& t : d.model->params().tensors()) {
+        const Tensor& f = full->params().get(t->name);
+        const bool zero = std::all_of(t->f32(), t->f32() + t->numel(), [](float v) { return v == 0.f; });
+        const bool same = std::equal(t->f32(), t->f32() + t->numel(), f.f32());
+        const bool matrix = t->name.find(".c_attn.weight") != std::string::npos ||
+                            t->name.find(".c_proj.weight") != std::string::npos ||
+                            t->name.find(".c_fc.weight") != std::string::npos ||
+                            t->name == (cfg.tie_word_embeddings ? "wte.weight" : "lm_head.weight");
+        INFO(t->name);
+        CHECK((matrix ? zero : same));
+        discarded += matrix;
+      }
+      CHECK(discarded == 4 * cfg.n_layer + 1);
+      const int64_t T = int64_t(tokens.size()), V = cfg.vocab_size;
+      infer::Decoder dec(*d.model, T, 5, 512, w, std::move(d.half));
+      std::vector<float> got(size_t(T * V));
+      dec.prefill(tokens.data(), 11, got.data());
+      for (int64_t t = 11; t < T; ++t) {
+        const float* lg = dec.step(tokens[size_t(t)]);
+        std::copy(lg, lg + V, got.data() + t * V);
+      }
+      CHECK(got == want);
+    }
+  }
 }

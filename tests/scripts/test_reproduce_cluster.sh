@@ -5,7 +5,9 @@
 # step, running the 1B configs (WikiText-2, bf16, dropout 0.1, Table 5 at 3,000 updates with the
 # fixed window 1024) with the seed's settings; the collector merges the seeds' tables (mean and
 # spread) into the report with every table and claim row. Bad input: missing WikiText-2 shards,
-# no sbatch, bad SEEDS: one `error:` line each.
+# no sbatch, bad SEEDS: one `error:` line each. The paper's dropout 0.1 (the default) is refused
+# when the jobs would be written (the CUDA backend has no dropout op): one error line naming the
+# CUDA backend and DROPOUT=0, and no job; with DROPOUT=0 the jobs set both dropout rates to 0.
 # Usage: test_reproduce_cluster.sh HEADWISE_BIN
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +22,7 @@ printf '#!/bin/sh\necho "stand-in sbatch" >&2\nexit 1\n' > "$tmp/bin/sbatch"
 chmod +x "$tmp/bin/sbatch"
 : > "$tmp/wt2/train_000000.bin"
 : > "$tmp/wt2/val_000000.bin"
-aah() { PATH="$tmp/bin:$PATH" HEADWISE_BIN=$hw bash "$root/scripts/reproduce/aah.sh" "$@"; }
+aah() { DROPOUT=${DROPOUT-0} PATH="$tmp/bin:$PATH" HEADWISE_BIN=$hw bash "$root/scripts/reproduce/aah.sh" "$@"; }
 # one_error CMD...: exits non-zero with exactly one line on stderr, an `error:` line (printed).
 one_error() {
   local err rc=0
@@ -47,6 +49,7 @@ for j in regimes_s0 regimes_s1 ablations_s0 ablations_s1; do
   grep -qF "data.train=$tmp/wt2/train_\\*.bin" "$f" || bad "$j: not the WikiText-2 shards (quoted)"
   bash -n "$f" || bad "$j: not valid bash"
 done
+grep -q -- '--set model.resid_pdrop=0 --set model.embd_pdrop=0 ' "$out/jobs/regimes_s0.sbatch" || bad "DROPOUT=0: the job keeps the config's dropout"
 grep -q 'configs/experiment_aah_1b_4k.json' "$out/jobs/regimes_s0.sbatch" || bad "regimes job: not the 1B config"
 grep -q 'configs/experiment_aah_ablations_1b_4k.json' "$out/jobs/ablations_s1.sbatch" || bad "ablations job: not the 1B Table 5 config"
 [ -x "$out/collect.sh" ] || bad "no collect.sh"
@@ -193,11 +196,22 @@ n=$(grep -cE '\| (holds|does not hold|not measurable at this scale) \|$' "$tmp/s
 [ "$n" = 16 ] || bad "SAF REPORT.md has $n claim rows, expected 16"
 echo "ok: SAF collector: RoPE and 1B rows in Table 2, intervention seconds in Table 1 ($n claim rows)"
 
+# --- AAH: the paper's dropout stops the script before any job is written (CUDA has no dropout op) ---
+for d in "" 0.1; do
+  err=$(DROPOUT=$d SEEDS=0 WIKITEXT2_DIR=$tmp/wt2 aah --scale cluster --out "$tmp/drop$d" 2>&1 >/dev/null) && bad "DROPOUT='$d': jobs written"
+  [ "$(printf '%s\n' "$err" | wc -l)" = 1 ] && [[ "$err" == "error: AAH at --scale cluster: the paper's dropout 0.1 "*"the CUDA backend lacks"*"DROPOUT=0 runs without it, deviating from the paper's protocol" ]] \
+    || bad "DROPOUT='$d': not the one dropout error line: $err"
+  [ ! -e "$tmp/drop$d/jobs" ] || bad "DROPOUT='$d': a jobs folder was written"
+done
+one_error env DROPOUT=0.1 WIKITEXT2_DIR="$tmp/wt2" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/drop_gpu"
+one_error env DROPOUT=x WIKITEXT2_DIR="$tmp/wt2" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/drop_x"
+echo "ok: AAH's paper dropout is refused when the jobs are written (DROPOUT=0 writes them)"
+
 # --- bad input -----------------------------------------------------------------------------------
 one_error env SEEDS=0 WIKITEXT2_DIR="$tmp/none" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale cluster --out "$tmp/x1"
 err=$(WIKITEXT2_DIR="$tmp/none" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/x2" 2>&1 || true)
 [[ "$err" == *"missing $tmp/none/train_*.bin $tmp/none/val_*.bin"*"scripts/data/prepare_corpus.sh"* ]] \
   || bad "missing shards: the error names the files and the command: $err"
-one_error env SEEDS="0 x" WIKITEXT2_DIR="$tmp/wt2" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/x3"
-one_error env WIKITEXT2_DIR="$tmp/wt2" SBATCH=hw-no-such-sbatch HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale cluster --out "$tmp/x4"
+one_error env DROPOUT=0 SEEDS="0 x" WIKITEXT2_DIR="$tmp/wt2" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale gpu --out "$tmp/x3"
+one_error env DROPOUT=0 WIKITEXT2_DIR="$tmp/wt2" SBATCH=hw-no-such-sbatch HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/aah.sh" --scale cluster --out "$tmp/x4"
 exit $fail

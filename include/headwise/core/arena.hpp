@@ -21,8 +21,11 @@ class Arena {
   // Declare a tensor; only valid before allocate(). Names are unique within the arena.
   Tensor* declare(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::F32);
   // Allocate every declared tensor in one block (64-byte aligned slices on the host, 256 on a
-  // GPU) and zero it.
+  // GPU) and zero it. Host memory is mapped on demand: a page costs memory once written.
   void allocate();
+  // Host arenas: tensor t (of this arena) reads as zeros again and its whole pages go back to
+  // the system until written (a matrix that lives on elsewhere, e.g. the decoder's 16-bit copy).
+  void discard(const Tensor& t);
   // Drop all tensors and memory (used when a head plan changes the layout between steps).
   void reset();
 

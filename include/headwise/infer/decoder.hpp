@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "headwise/infer/kv_cache.hpp"
+#include "headwise/kernels/gemv.hpp"
 #include "headwise/model/gpt.hpp"
 
 namespace hw::infer {
@@ -30,15 +31,31 @@ enum class WeightPrecision { FP32, BF16, FP16 };
 WeightPrecision parse_weight_precision(const std::string& s);
 const char* weight_precision_name(WeightPrecision p);
 
+// The matrices a decode step reads, in 16 bits ([out, in], rounded once from fp32): per layer
+// QKV, output, MLP in and out; the LM head (wte when tied).
+struct HalfLayer {
+  cpu::HalfMatrix attn, proj, fc, fcp;
+};
+struct HalfWeights {
+  std::vector<HalfLayer> layers;
+  cpu::HalfMatrix head;
+  bool empty() const { return layers.empty(); }
+  // If `name` is one of those matrices of `model` (its parameter name), round `values` (its fp32
+  // values in the model's layout) into its slot and return true.
+  bool take(const Model<float>& model, WeightPrecision p, const std::string& name, const float* values);
+};
+
 class Decoder {
  public:
   // max_context: positions the cache holds (<= the model's block_size); chunk: rows per prefill
   // pass (>= 1); split_cols: a decode step's softmax-family heads run as parts of this many
   // keys (>= 1) spread over the threads and merged by log-sum-exp, so that long (full) and short
   // (streaming) heads load the threads evenly.
-  // weights: the precision the matrices are read in (fp32: the model's own, no copy).
+  // weights: the precision the matrices are read in (fp32: the model's own, no copy); half: their
+  // 16-bit copies made while loading (load_for_decoding.hpp; the model's fp32 matrices may then
+  // be discarded), or empty: rounded from the model here.
   Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512,
-          WeightPrecision weights = WeightPrecision::FP32);
+          WeightPrecision weights = WeightPrecision::FP32, HalfWeights half = {});
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;

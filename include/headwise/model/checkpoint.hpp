@@ -5,6 +5,7 @@
 // model opens in transformers' GPT2LMHeadModel.from_pretrained. Tensors are staged between the
 // model's device and the files through host buffers (model.ops()), so a GPU model saves and
 // loads the same files as a CPU one.
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -32,8 +33,12 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<f
 // an existing model of the same shape and plan. Accepts HF's variants: a "transformer." prefix,
 // attn.bias / attn.masked_bias / rotary_emb.inv_freq buffers (ignored), a tied lm_head.weight
 // (must equal wte). Unknown or missing tensors are errors naming them. Adapters are not read
-// here (they are not in model.safetensors): they keep their values.
-void load_weights(Model<float>& model, const io::SafetensorsSet& st);
+// here (they are not in model.safetensors): they keep their values. on_loaded, when given, sees
+// each float parameter (model name, tensor) right after it is written, in the model's order: a
+// reader that keeps it elsewhere (the decoder's 16-bit copies) may discard it there, so the
+// model never sits in memory twice.
+using LoadedTensorHook = std::function<void(const std::string& name, Tensor& t)>;
+void load_weights(Model<float>& model, const io::SafetensorsSet& st, const LoadedTensorHook& on_loaded = {});
 
 // Optimizer moments as DIR/optimizer.safetensors ("m.<name>", "v.<name>" in stored shapes).
 // m and v live in the model backend's memory, like the parameters.

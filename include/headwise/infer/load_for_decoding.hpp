@@ -1,0 +1,23 @@
+#pragma once
+// A checkpoint loaded for cached decoding (generate): on the CPU backend, without gradients,
+// LoRA adapters merged. With 16-bit weights each decoder matrix is rounded as it is read and its
+// fp32 tensor discarded at once (Arena::discard), so the fp32 model and its 16-bit copy never
+// sit in memory together: peak memory is the 16-bit weights plus one fp32 matrix. (A checkpoint
+// with adapters is merged in fp32 first, so it holds both for a moment.) The model's discarded
+// matrices read as zeros afterwards: use it only through the Decoder built from `half`.
+#include <memory>
+#include <string>
+
+#include "headwise/infer/decoder.hpp"
+#include "headwise/model/gpt.hpp"
+
+namespace hw::infer {
+
+struct DecodingModel {
+  std::unique_ptr<Model<float>> model;
+  HalfWeights half;  // empty for fp32 (and for a model with adapters: the Decoder rounds)
+};
+
+DecodingModel load_for_decoding(const std::string& dir, WeightPrecision weights);
+
+}  // namespace hw::infer

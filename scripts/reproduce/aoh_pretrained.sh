@@ -1,0 +1,77 @@
+# shellcheck shell=bash
+# AoH at --scale gpu|cluster on a pretrained model the user passes (sourced by
+# scripts/reproduce/aoh.sh after common.sh; its header says what runs). Cached decoding runs on
+# the CPU backend only (src/infer/decoder.cpp refuses another backend), so the job is a CPU job.
+# The paper's 50% with DuoAttention's streaming heads (sink 64, window 256); SINK / WINDOW override
+# them only for a trial on a model whose context is shorter than 320 (the tests' tiny Llama).
+SPARSITY=0.5 SINK=${SINK:-64} WINDOW=${WINDOW:-256}
+require_hf_model BASE_MODEL "${BASE_MODEL:-}" "llama qwen2 qwen3" "a Hugging Face Llama, Qwen2 or Qwen3 model directory" no-tokenizer
+# DuoAttention's timing protocol: 3 untimed + 10 timed prefills, 50 untimed + 100 timed decode steps
+# (BENCH_RUNS="PW PR DW DR" shortens it for a trial).
+read -r PW PR DW DR <<< "${BENCH_RUNS:-3 10 50 100}"
+for v in MAX_CONTEXT FIRST_CONTEXT SINK WINDOW PR DR; do
+  if [ -n "${!v:-}" ] && ! [[ "${!v}" =~ ^[1-9][0-9]*$ ]]; then echo "error: $v='${!v}' must be a positive integer" >&2; exit 1; fi
+done
+[[ "$PW $DW" =~ ^[0-9]+\ [0-9]+$ ]] && [ -n "$DR" ] || { echo "error: BENCH_RUNS='${BENCH_RUNS:-}' must be four counts: prefill warm-ups, prefill runs, decode warm-ups, decode runs" >&2; exit 1; }
+OUTA=$(realpath "$OUT")
+HWA=$(realpath "$HW")
+BASEA=$(realpath "$BASE_MODEL")
+q() { printf '%q ' "$@"; }
+job_body() {
+  echo "# Node memory: Slurm's allocation when it names one, else MemTotal; the contexts follow from it."
+  echo 'mem=$(( ${SLURM_MEM_PER_NODE:-0} * 1048576 ))'
+  echo '[ "$mem" -gt 0 ] || mem=$(( $(awk '"'"'/MemTotal/ {print $2}'"'"' /proc/meminfo) * 1024 ))'
+  echo 'threads=${OMP_NUM_THREADS:-$(nproc)}'
+  echo "contexts=\$(python3 scripts/reproduce/aoh_contexts.py $(q "$BASEA/config.json")\"\$mem\" \"\$threads\" '${MAX_CONTEXT:-}' ${FIRST_CONTEXT:-1024})"
+  echo "echo \"\$contexts\" > $(q "$OUTA/contexts.txt")"
+  echo "[ -s $(q "$OUTA/heads.json") ] || $(q "$HWA" heads --checkpoint "$BASEA" --sparsity $SPARSITY --sink $SINK --window $WINDOW --json "$OUTA/heads.json")> /dev/null"
+  echo "[ -s $(q "$OUTA/aoh50/config.json") ] || $(q "$HWA" convert --checkpoint "$BASEA" --out "$OUTA/aoh50" --method aoh \
+    --set method.sparsity=$SPARSITY --set method.sink=$SINK --set method.window=$WINDOW)"
+  echo 'for c in $contexts; do'
+  local o
+  o=$(printf %q "$OUTA")
+  echo "  [ -s $o/bench_\$c.json ] || { $(q "$HWA" bench-infer --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
+--context \"\$c\" --weights bf16 --prefill-warmup $PW --prefill-runs $PR --decode-warmup $DW --decode-runs $DR | tail -n 1 \
+> $o/bench_\$c.json.part && mv $o/bench_\$c.json.part $o/bench_\$c.json; }"
+  echo 'done'
+}
+mkdir -p "$OUT/jobs"
+if [ "$SCALE" = cluster ]; then
+  require_slurm
+  {
+    printf '%s\n' '#!/usr/bin/env bash' '#SBATCH --job-name=aoh-latency' '#SBATCH --nodes=1' '#SBATCH --ntasks=1' '#SBATCH --exclusive' \
+      "#SBATCH --cpus-per-task=${AOH_CPUS:-32}" '#SBATCH --time=48:00:00' "#SBATCH --output=$OUTA/jobs/%x-%j.out" \
+      '# CPU backend only, no GPU: cached decoding (prefill, decode, the KV cache) has no CUDA path yet; a whole' \
+      '# node (--exclusive) so the timings see no neighbours and the contexts can use its memory.' \
+      'set -euo pipefail' "cd \"$(pwd)\"" 'export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}'
+    job_body
+  } > "$OUT/jobs/aoh.sbatch"
+  cat > "$OUT/collect.sh" <<COLLECT
+#!/usr/bin/env bash
+# Builds OUT/REPORT.md from the finished job's outputs.
+set -euo pipefail
+cd "$(pwd)"
+COLLECT_ONLY=1 BASE_MODEL=$(q "$BASEA")SINK=$SINK WINDOW=$WINDOW BENCH_RUNS="$PW $PR $DW $DR" HEADWISE_BIN=$(q "$HWA")bash scripts/reproduce/aoh.sh --scale cluster --out $(q "$OUTA")
+COLLECT
+  chmod +x "$OUT/collect.sh"
+  if [ -z "${COLLECT_ONLY:-}" ]; then
+    echo "reproduce[aoh]: wrote $OUT/jobs/aoh.sbatch (a CPU job); submit it with sbatch, then run $OUT/collect.sh"
+    exit 0
+  fi
+  JOB=$OUT/jobs/aoh.sbatch
+else
+  { printf '%s\n' '#!/usr/bin/env bash' 'set -euo pipefail' "cd \"$(pwd)\""; job_body; } > "$OUT/jobs/aoh.sh"
+  JOB=$OUT/jobs/aoh.sh
+  run bash "$JOB" 2>&1 | tee "$OUT/jobs/aoh.log" >&2 || { echo "error: the AoH job failed; its log: $OUT/jobs/aoh.log" >&2; exit 1; }
+fi
+[ -s "$OUT/contexts.txt" ] || { echo "error: $OUT/contexts.txt missing: the AoH job has not run" >&2; exit 1; }
+read -r -a CONTEXT_LIST < "$OUT/contexts.txt"
+for c in "${CONTEXT_LIST[@]}"; do
+  [ -s "$OUT/bench_$c.json" ] || { echo "error: $OUT/bench_$c.json missing: the AoH job has not finished context $c" >&2; exit 1; }
+done
+while IFS= read -r line; do COMMANDS+=("$line"); done < <(grep -E '^\[ -s |^contexts=|^  \[ -s ' "$JOB")
+NOTE="$(basename "$BASEA") ($BASEA), AoH at sparsity $SPARSITY (streaming KV heads: sink $SINK, window $WINDOW), bench-infer on the CPU backend with bf16 weights ($PW + $PR prefills, $DW + $DR decode steps) at contexts ${CONTEXT_LIST[*]} (the longest that fits the node: scripts/reproduce/aoh_contexts.py); no retention rows at this scale"
+WALL=$(( $(date +%s) - START_S ))
+printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
+python3 scripts/reproduce/aoh_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" "${CONTEXT_LIST[@]}"
+echo "reproduce[aoh]: $OUT/REPORT.md"
