@@ -1,7 +1,7 @@
 // Calibration streams windows layer by layer (WindowStream): the memory a capture holds does not
 // grow with the number of layers (forward-only activations: one layer's tensors shared by all
 // layers; the windows' layer inputs: 2 x B*T x n_embd per batch), and what it reads equals an
-// ordinary forward's QKV bit for bit, on GPT-2 and on a Qwen2-style (GQA, RoPE, SwiGLU) model.
+// ordinary forward's QKV bit for bit, on GPT-2 and on a Qwen3-style (GQA, RoPE, SwiGLU, q/k norm) model.
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -19,7 +19,7 @@ namespace {
 constexpr int kT = 24;
 
 std::unique_ptr<Model<float>> model_of(int n_layer, bool qwen) {
-  ModelConfig mc;
+  ModelConfig mc = ModelConfig::for_family(qwen ? "qwen3" : "gpt2");  // qwen3: GQA, RoPE, SwiGLU, q/k norm
   mc.n_layer = n_layer;
   mc.n_head = 4;
   mc.n_embd = 32;
@@ -27,10 +27,8 @@ std::unique_ptr<Model<float>> model_of(int n_layer, bool qwen) {
   mc.vocab_size = 48;
   mc.init_std = 0.25;
   if (qwen) {
-    mc.family = "qwen2";
     mc.n_kv_head = 2;
     mc.intermediate_size = 48;
-    mc.validate();
   }
   auto m = std::make_unique<Model<float>>(mc, cpu_backend<float>());
   m->init_weights(5);
@@ -44,7 +42,7 @@ void fill(int64_t i, int32_t* x, int32_t* y) {
 }
 
 std::vector<int32_t> batch_tokens(int64_t first, int64_t B) {
-  std::vector<int32_t> x(size_t(B * kT)), y(size_t(kT));
+  std::vector<int32_t> x(static_cast<size_t>(B * kT)), y(static_cast<size_t>(kT));
   for (int64_t r = 0; r < B; ++r) fill(first + r, x.data() + r * kT, y.data());
   return x;
 }
@@ -53,7 +51,7 @@ std::vector<int32_t> batch_tokens(int64_t first, int64_t B) {
 
 TEST_CASE("a window stream reads every layer's QKV bit for bit as the ordinary forward does", "[calib][stream]") {
   for (const bool qwen : {false, true}) {
-    INFO((qwen ? "qwen2" : "gpt2"));
+    INFO((qwen ? "qwen3" : "gpt2"));
     auto ref = model_of(3, qwen), m = model_of(3, qwen);
     const int64_t B = 2;
     std::vector<std::vector<int32_t>> batches = {batch_tokens(0, B), batch_tokens(2, B), batch_tokens(4, B)};
@@ -97,9 +95,9 @@ TEST_CASE("calibration memory does not grow with the number of layers", "[calib]
     auto m = model_of(L, true);
     {
       saf::CaptureStream stream(*m, fill, opt, comm);
-      for (int l0 = 0; l0 < L; l0 += 2) {
-        const auto acc = stream.capture(l0 + 2);
-        CHECK(acc.size() == 8);  // one group's heads, not the model's
+      for (int l0 = 0; l0 < L; ++l0) {
+        const auto acc = stream.capture(l0 + 1);
+        CHECK(acc.size() == 4);  // one layer's heads, not the model's
         if (l0 == 0) {
           saf_acts.push_back(m->activation_bytes());
           saf_held.push_back(stream.held_bytes());
