@@ -89,8 +89,35 @@ void add_convert_command(CLI::App& app) {
     save_model_files(*model, tmp);
     io::write_file_atomic(tmp + "/convert.json", record.dump(2) + "\n");
     io::replace_dir_atomic(tmp, a->out);
-    // The method's own stages (calibration, selection, fits) are in its report and log line.
-    std::printf("time: load %.2f s, method %.2f s, write %.2f s\n", load_seconds, method_seconds, since(t0));
+    const double write_seconds = since(t0);
+    std::printf("time: load %.2f s, method %.2f s, write %.2f s\n", load_seconds, method_seconds, write_seconds);
+    // Per stage on stderr: the method's own stages (report "stages": calibration, selection, fit
+    // ...) when it names them, else its whole time.
+    std::string stages;
+    double named = 0.0;
+    if (change && change->report.is_object() && change->report.contains("stages"))
+      for (const auto& st : change->report["stages"]) {
+        const double sec = st.value("seconds", 0.0);
+        named += sec;
+        char buf[160];
+        const int64_t windows = st.value("windows", int64_t(-1));
+        if (windows >= 0)
+          std::snprintf(buf, sizeof buf, ", %s %.1f s (%lld windows)", st.value("stage", "?").c_str(), sec,
+                        static_cast<long long>(windows));
+        else
+          std::snprintf(buf, sizeof buf, ", %s %.1f s", st.value("stage", "?").c_str(), sec);
+        stages += buf;
+      }
+    if (stages.empty()) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ", method %.1f s", method_seconds);
+      stages = buf;
+    } else if (method_seconds - named > 0.05) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, ", other %.1f s", method_seconds - named);
+      stages += buf;
+    }
+    std::fprintf(stderr, "convert: load %.1f s%s, write %.1f s\n", load_seconds, stages.c_str(), write_seconds);
 
     nlohmann::json summary = {{"out", a->out},
                               {"method", a->method},

@@ -338,7 +338,28 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
         *resid3, *qk_raw, *qk_rstd;
   };
   std::vector<LayerTensors> lt;
-  for (int l = 0; l < cfg_.n_layer; ++l) {
+  if (forward_only_) {  // every layer writes one set of tensors, as wide as the widest layer's
+    int64_t qkv_w = 0, out_w = 0, rows = 0, heads = 0;
+    for (int l = 0; l < cfg_.n_layer; ++l) {
+      const auto& lay = layouts_[size_t(l)];
+      qkv_w = std::max(qkv_w, lay.qkv_width());
+      out_w = std::max(out_w, lay.out_width());
+      rows = std::max(rows, attn::row_stats_size(lay, dims));
+      heads = std::max<int64_t>(heads, lay.n_q + lay.n_k);
+    }
+    const std::string p = "shared.";
+    LayerTensors one{decl(p + "ln1", {N, C}), stat(p + "ln1_mean", {N}), stat(p + "ln1_rstd", {N}),
+                     decl(p + "qkv", {N, qkv_w}), decl(p + "atty", {N, out_w}), stat(p + "row_stats", {rows}),
+                     decl(p + "resid2", {N, C}), decl(p + "ln2", {N, C}), stat(p + "ln2_mean", {N}),
+                     stat(p + "ln2_rstd", {N}), decl(p + "fch", {N, FW}), decl(p + "fch_gelu", {N, I_mlp}),
+                     decl(p + "resid3", {N, C}), nullptr, nullptr};
+    if (cfg_.qk_norm) {
+      one.qk_raw = decl(p + "qk_raw", {N, heads * cfg_.head_dim()});
+      one.qk_rstd = stat(p + "qk_rstd", {N * heads});
+    }
+    lt.assign(size_t(cfg_.n_layer), one);
+  }
+  for (int l = 0; l < cfg_.n_layer && !forward_only_; ++l) {
     const auto& lay = layouts_[size_t(l)];
     const std::string p = "h." + std::to_string(l) + ".";
     lt.push_back({decl(p + "ln1", {N, C}), stat(p + "ln1_mean", {N}), stat(p + "ln1_rstd", {N}),
@@ -352,6 +373,9 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
       lt.back().qk_raw = decl(p + "qk_raw", {N, heads * cfg_.head_dim()});
       lt.back().qk_rstd = stat(p + "qk_rstd", {N * heads});
     }
+  }
+  for (int l = 0; l < cfg_.n_layer; ++l) {
+    const auto& lay = layouts_[size_t(l)];
     max_qkv = std::max(max_qkv, lay.qkv_width());
     max_out = std::max(max_out, lay.out_width());
     max_ws = std::max(max_ws, o.attention_workspace_size(cfg_.head_plan.layers[size_t(l)], lay, dims));
@@ -363,12 +387,16 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   // Packed rows are at most half of the batch (upload_targets packs only then).
   Tensor* target_rows = decl("target_rows", {std::max<int64_t>(N / 2, 1), C});
   Tensor* losses = stat("losses", {N});
-  Tensor* dresid = decl("grad.resid", {N, C});
-  Tensor* dln = decl("grad.ln", {N, C});
-  Tensor* dfch = decl("grad.fch", {N, FW});
-  Tensor* dfch_gelu = decl("grad.fch_gelu", {N, I_mlp});
-  Tensor* dqkv = decl("grad.qkv", {N, max_qkv});
-  Tensor* datty = decl("grad.atty", {N, max_out});
+  // Backward's scratch (none in forward-only mode: forward_backward refuses it).
+  auto grad = [&](const std::string& name, std::vector<int64_t> shape) {
+    return forward_only_ ? nullptr : decl(name, std::move(shape));
+  };
+  Tensor* dresid = grad("grad.resid", {N, C});
+  Tensor* dln = grad("grad.ln", {N, C});
+  Tensor* dfch = grad("grad.fch", {N, FW});
+  Tensor* dfch_gelu = grad("grad.fch_gelu", {N, I_mlp});
+  Tensor* dqkv = grad("grad.qkv", {N, max_qkv});
+  Tensor* datty = grad("grad.atty", {N, max_out});
   Tensor* ws = stat("attention.workspace", {max_ws});
   // LoRA: each adapter's u per layer, and scratch as wide as the widest input and output.
   const LoraConfig& lora = cfg_.lora;
@@ -411,14 +439,14 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   I.sparse_target_rows.reserve(size_t(N));
   I.packed_targets.reserve(size_t(N));
   S.losses = losses->as<F>();
-  S.dresid = dresid->as<A>();
-  S.dln = dln->as<A>();
-  S.dfch = dfch->as<A>();
-  S.dfch_gelu = dfch_gelu->as<A>();
-  S.dqkv = dqkv->as<A>();
-  S.datty = datty->as<A>();
-  S.workspace = ws->as<F>();
   auto ptr = [](Tensor* t) { return t ? t->template as<A>() : nullptr; };
+  S.dresid = ptr(dresid);
+  S.dln = ptr(dln);
+  S.dfch = ptr(dfch);
+  S.dfch_gelu = ptr(dfch_gelu);
+  S.dqkv = ptr(dqkv);
+  S.datty = ptr(datty);
+  S.workspace = ws->as<F>();
   for (int l = 0; l < cfg_.n_layer; ++l)
     for (int t = 0; t < kLoraTargets; ++t) S.layers[size_t(l)].lora_u[size_t(t)] = ptr(lora_u[size_t(l)][size_t(t)]);
   S.lora_x = ptr(lora_x);
@@ -432,12 +460,73 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
 
 template <class F>
 void Model<F>::forward_layers(const int32_t* inputs, int64_t B, int64_t T) {
-  with_step_ops([&](const auto& o) { forward_layers_as(o, inputs, B, T); });
+  with_step_ops([&](const auto& o) {
+    forward_start_as(o, inputs, B, T);
+    for (int l = 0; l < cfg_.n_layer; ++l) forward_layer_as(o, l);
+    ops_.range_pop();
+  });
 }
 
 template <class F>
+void Model<F>::set_forward_only(bool on) {
+  if (on != forward_only_) drop_activations();  // the next reserve_activations re-declares
+  forward_only_ = on;
+}
+
+template <class F>
+void Model<F>::forward_start(const int32_t* inputs, int64_t B, int64_t T) {
+  with_step_ops([&](const auto& o) {
+    forward_start_as(o, inputs, B, T);
+    ops_.range_pop();
+  });
+}
+
+template <class F>
+void Model<F>::forward_layer(int l) {
+  check(l >= 0 && l < cfg_.n_layer, "forward_layer: no layer " + std::to_string(l));
+  check(B_ > 0, "forward_layer: no forward_start before it");
+  with_step_ops([&](const auto& o) { forward_layer_as(o, l); });
+}
+
+// Layer l's input: the residual stream (the embeddings, or layer l-1's resid3) and its
+// normalised form (layer l's ln1), each B*T x n_embd in the step's activation type.
+template <class F>
+size_t Model<F>::layer_input_bytes() const {
+  const size_t elem = precision_ == Precision::Bf16 ? sizeof(bf16) : sizeof(F);
+  return 2 * size_t(B_ * T_ * cfg_.n_embd) * elem;
+}
+
+template <class F>
+void Model<F>::save_layer_input(int l, std::vector<unsigned char>& host) const {
+  check(l >= 0 && l < cfg_.n_layer && B_ > 0, "save_layer_input: no layer " + std::to_string(l) + " input yet");
+  host.resize(layer_input_bytes());
+  const size_t half = host.size() / 2;
+  auto save = [&](const auto& S) {
+    ops_.copy_to_host(host.data(), l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3, half);
+    ops_.copy_to_host(host.data() + half, S.layers[size_t(l)].ln1, half);
+  };
+  if (precision_ == Precision::Bf16) save(impl_->half);
+  else save(impl_->full);
+}
+
+template <class F>
+void Model<F>::load_layer_input(int l, const std::vector<unsigned char>& host) {
+  check(l >= 0 && l < cfg_.n_layer && B_ > 0, "load_layer_input: no layer " + std::to_string(l) + " (or no forward_start)");
+  check(host.size() == layer_input_bytes(), "load_layer_input: " + std::to_string(host.size()) +
+                                                " bytes for a layer input of " + std::to_string(layer_input_bytes()));
+  const size_t half = host.size() / 2;
+  auto load = [&](auto& S) {
+    ops_.copy_to_device(l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3, host.data(), half);
+    ops_.copy_to_device(S.layers[size_t(l)].ln1, host.data() + half, half);
+  };
+  if (precision_ == Precision::Bf16) load(impl_->half);
+  else load(impl_->full);
+}
+
+// Embeddings and layer 0's ln1 (or ln_f's output without layers); leaves the "forward" range open.
+template <class F>
 template <class A>
-void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T) {
+void Model<F>::forward_start_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T) {
   // The bf16 copy is re-rounded on every forward, not tracked against the writers of the
   // parameters (optimizer, checkpoints, plan changes, planners): one elementwise pass over the
   // weights, small next to the step, and never stale.
@@ -447,8 +536,7 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
   auto& S = I.template acts<A>();
   const Weights<A>& cw = I.template compute_weights<A>();  // GEMM and embedding weights
   const Weights<F>& fw = I.w;                             // LayerNorm weights (always F)
-  const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim(), I_mlp = cfg_.intermediate(), FW = cfg_.fc_width();
-  const double eps = cfg_.layer_norm_epsilon;
+  const int64_t N = B * T, C = cfg_.n_embd;
   for (int64_t i = 0; i < N; ++i)
     if (inputs[i] < 0 || inputs[i] >= cfg_.vocab_size)
       fail("input token " + std::to_string(inputs[i]) + " at position " + std::to_string(i) +
@@ -457,7 +545,7 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
   logits_whole_ = false;
   ops_.range_push("forward");
   o.encoder_forward(S.encoded, I.tokens, cw.wte, cw.wpe, B, T, C);
-  const double p_embd = dropping(cfg_.embd_pdrop), p_resid = dropping(cfg_.resid_pdrop);
+  const double p_embd = dropping(cfg_.embd_pdrop);
   if (p_embd > 0) o.dropout(S.encoded, S.encoded, N * C, p_embd, dropout_site_seed(-1, 0));
   // Layer 0's ln_1 reads the embeddings; every later LayerNorm (the next layer's ln_1, or ln_f)
   // reads a residual sum and is fused with it.
@@ -466,9 +554,25 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
                  fw.layers[0].ln1_b, N);
   else
     norm_forward(o, S.lnf, S.lnf_mean, S.lnf_rstd, S.encoded, fw.lnf_w, fw.lnf_b, N);
+}
+
+// Layer l of the forward: reads its input residual (the embeddings, or layer l-1's resid3) and
+// its normalised input (ln1, which the step before it wrote), writes the next layer's ln1 (or
+// ln_f's output after the last layer).
+template <class F>
+template <class A>
+void Model<F>::forward_layer_as(const ComputeOps<A, F>& o, int l) {
+  auto& I = *impl_;
+  auto& S = I.template acts<A>();
+  const Weights<A>& cw = I.template compute_weights<A>();
+  const Weights<F>& fw = I.w;
+  const int64_t B = B_, T = T_;
+  const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim(), I_mlp = cfg_.intermediate(), FW = cfg_.fc_width();
+  const double eps = cfg_.layer_norm_epsilon;
+  const double p_resid = dropping(cfg_.resid_pdrop);
   const attn::AttnDims dims{B, T};
-  const A* in = S.encoded;
-  for (int l = 0; l < cfg_.n_layer; ++l) {
+  const A* in = l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3;
+  {
     ops_.range_push(fwd_names_[size_t(l)].c_str());
     const auto& W = cw.layers[size_t(l)];
     const auto& Wf = fw.layers[size_t(l)];
@@ -510,10 +614,8 @@ void Model<F>::forward_layers_as(const ComputeOps<A, F>& o, const int32_t* input
     } else {
       residual_norm_forward(o, Ac.resid3, S.lnf, S.lnf_mean, S.lnf_rstd, Ac.resid3, Ac.resid2, fw.lnf_w, fw.lnf_b, N);
     }
-    in = Ac.resid3;
     ops_.range_pop();
   }
-  ops_.range_pop();
 }
 
 template <class F>
@@ -624,6 +726,7 @@ double Model<F>::forward_backward(const int32_t* inputs, const int32_t* targets,
                                   double loss_scale) {
   check(targets != nullptr, "forward_backward needs targets");
   check(trainable_, "forward_backward: this model was built for inference only (no gradients)");
+  check(!forward_only_, "forward_backward: the model's activations are forward-only (set_forward_only)");
   struct DropoutOn {  // dropout (LoRA's, the model's) in this forward and its backward only (also on a throw)
     bool& flag;
     explicit DropoutOn(bool& f) : flag(f) { flag = true; }

@@ -49,16 +49,21 @@ TEST_CASE("SAF calibration on a guarded backend equals the CPU model's, touching
   opt.batch = 2;
   opt.needs.kl = true;
   opt.needs.logit_variance = true;
-  // Calibration's activation shape, allocated before arming (arenas must not move while armed);
-  // some gradient contents the Gate-Taylor pass must restore.
+  // Each pass's activation shape is allocated before arming (arenas must not move while armed):
+  // calibration's forward-only one (its stream keeps the mode it finds), then the Gate-Taylor
+  // pass's training one; some gradient contents the Gate-Taylor pass must restore.
+  guarded.set_forward_only(true);
   guarded.reserve_activations(opt.batch, opt.seq_len);
   Rng rng(1);
   std::vector<float> g0(size_t(guarded.grads().bytes() / sizeof(float)));
   for (auto& v : g0) v = float(rng.normal());
   guard.copy_to_device(guarded.grads().base(), g0.data(), guarded.grads().bytes());
   std::memcpy(plain.grads().base(), g0.data(), plain.grads().bytes());
-  for (const Arena* a : {&guarded.params(), &guarded.grads(), &guarded.buffers(), &guarded.activations()})
-    guard.watch(*a);
+  auto watch_all = [&] {
+    for (const Arena* a : {&guarded.params(), &guarded.grads(), &guarded.buffers(), &guarded.activations()})
+      guard.watch(*a);
+  };
+  watch_all();
   REQUIRE(guard.guarded_bytes() > 200 * 1024);
 
   dist::LocalComm comm;
@@ -67,6 +72,13 @@ TEST_CASE("SAF calibration on a guarded backend equals the CPU model's, touching
   {
     test::Armed armed(guard);
     stats_g = saf::capture_layers(guarded, source(), opt, 0, 2, comm);
+  }
+  guard.unwatch_all();
+  guarded.set_forward_only(false);
+  guarded.reserve_activations(opt.batch, opt.seq_len);
+  watch_all();
+  {
+    test::Armed armed(guard);
     gate_g = saf::gate_taylor_scores(guarded, source(), opt, comm);
   }
   stats_p = saf::capture_layers(plain, source(), opt, 0, 2, comm);

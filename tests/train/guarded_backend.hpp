@@ -38,6 +38,11 @@ class GuardedBackend final : public Backend<float> {
     const auto hi = (uintptr_t(a.base()) + a.bytes()) / page * page;
     if (hi > lo) pages_.emplace_back(reinterpret_cast<void*>(lo), size_t(hi - lo));
   }
+  // Forget every watched block (disarmed only: a caller's arenas are about to move).
+  void unwatch_all() {
+    disarm();
+    pages_.clear();
+  }
   size_t guarded_bytes() const {
     size_t n = 0;
     for (const auto& p : pages_) n += p.second;

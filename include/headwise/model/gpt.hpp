@@ -85,6 +85,14 @@ class Model {
   void set_recompute_gelu(bool on);
   bool recompute_gelu() const { return recompute_gelu_; }
 
+  // Forward-only activations (calibration): every layer writes the same one layer's tensors
+  // (sized for the widest layer) and no backward scratch exists, so the activation arena does
+  // not grow with n_layer; forward_backward then throws, and read_layer_qkv / read_layer_attn_out
+  // see the layer that ran last. The numbers are those of the ordinary forward, bit for bit.
+  // Takes effect at the next reserve_activations / step.
+  void set_forward_only(bool on);
+  bool forward_only() const { return forward_only_; }
+
   // Mixed precision (see Precision). Bf16 needs a float model and a backend with bf16_ops();
   // throws hw::Error naming the backend otherwise. Takes effect at the next step.
   void set_precision(Precision p);
@@ -95,6 +103,18 @@ class Model {
   // with read_logits). inputs and targets are host arrays of B*T tokens; each is copied to the
   // backend once per call.
   double forward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T);
+  // The layer stack one layer at a time (forward() without the classifier is forward_start,
+  // then forward_layer(l) for l = 0 .. n_layer-1): calibration streams windows layer by layer,
+  // keeping each window's layer input (save_layer_input: the residual stream and its normalised
+  // form, 2 x B*T x n_embd in the step's activation type) between layers instead of every
+  // layer's activations. forward_layer(l) reads the input of layer l that forward_start,
+  // forward_layer(l - 1) or load_layer_input(l, ...) left, and read_layer_qkv(l) is valid right
+  // after it. load_layer_input needs the activations of the same B x T (a forward_start first).
+  void forward_start(const int32_t* inputs, int64_t B, int64_t T);
+  void forward_layer(int l);
+  size_t layer_input_bytes() const;
+  void save_layer_input(int l, std::vector<unsigned char>& host) const;
+  void load_layer_input(int l, const std::vector<unsigned char>& host);
   // forward, then accumulate into grads() the gradient of loss_scale * (mean loss of this
   // micro-batch). Returns the mean loss.
   double forward_backward(const int32_t* inputs, const int32_t* targets, int64_t B, int64_t T, double loss_scale);
@@ -192,7 +212,9 @@ class Model {
   decltype(auto) with_step_ops(Fn&& fn);
   void forward_layers(const int32_t* inputs, int64_t B, int64_t T);
   template <class A>
-  void forward_layers_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T);
+  void forward_start_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T);
+  template <class A>
+  void forward_layer_as(const ComputeOps<A, F>& o, int l);
   // Uploads targets (packed, with the rows that have one, when at most half of the rows do) and
   // returns how many are not ignored (at least one).
   int64_t upload_targets(const int32_t* targets, int64_t N);
@@ -269,6 +291,7 @@ class Model {
   int64_t B_ = 0, T_ = 0;
   int64_t chunk_rows_ = 0;     // classifier rows per chunk; 0 = all
   bool recompute_gelu_ = false;
+  bool forward_only_ = false;
   Precision precision_ = Precision::Full;
   int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
   attn::HeadPlan acts_plan_;   // the plan the activation arena (attention workspace) was sized for

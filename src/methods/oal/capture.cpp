@@ -4,6 +4,7 @@
 #include <string>
 
 #include "headwise/core/error.hpp"
+#include "headwise/methods/window_stream.hpp"
 #include "headwise/model/device_copy.hpp"
 
 namespace hw::oal {
@@ -42,6 +43,42 @@ CapturedQkv capture_qkv(Model<float>& model, const SequenceSource& source, const
     }
   }
   return c;
+}
+
+void stream_qkv(Model<float>& model, const SequenceSource& source, const std::vector<int64_t>& indices, int T,
+                int batch, const std::vector<int>& layers, const std::function<void(const CapturedQkv&)>& each) {
+  const ModelConfig& mc = model.config();
+  check(T >= 1 && T <= mc.block_size, "OAL capture: sequence length " + std::to_string(T) +
+                                          " is outside [1, model.block_size = " + std::to_string(mc.block_size) + "]");
+  check(batch >= 1 && !indices.empty(), "OAL capture: no sequences");
+  for (size_t s = 0; s < layers.size(); ++s)
+    check(layers[s] >= 0 && layers[s] < mc.n_layer && (s == 0 || layers[s] > layers[s - 1]),
+          "OAL capture: layer " + std::to_string(layers[s]) + " is outside the model or out of order");
+  const int64_t B = std::min<int64_t>(batch, int64_t(indices.size()));
+  std::vector<std::vector<int32_t>> batches;
+  std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
+  for (size_t start = 0; start < indices.size(); start += size_t(B)) {
+    const int64_t real = std::min<int64_t>(B, int64_t(indices.size() - start));
+    for (int64_t r = 0; r < B; ++r)  // a short last batch repeats its first row (not kept)
+      source(indices[start + size_t(r < real ? r : 0)], in.data() + r * T, tg.data() + r * T);
+    batches.push_back(in);
+  }
+  WindowStream stream(model, B, T, std::move(batches));
+  for (int l : layers) {
+    CapturedQkv c;
+    c.T = T;
+    c.layers = {l};
+    c.qkv.assign(1, std::vector<std::vector<float>>(indices.size()));
+    stream.advance(l, {});
+    stream.advance(l + 1, [&](int, size_t b, const std::vector<float>& qkv) {
+      const int64_t W = model.layouts()[size_t(l)].qkv_width();
+      const size_t start = b * size_t(B);
+      const int64_t real = std::min<int64_t>(B, int64_t(indices.size() - start));
+      for (int64_t r = 0; r < real; ++r)
+        c.qkv[0][start + size_t(r)].assign(qkv.begin() + r * T * W, qkv.begin() + (r + 1) * T * W);
+    });
+    each(c);
+  }
 }
 
 HeadRows head_rows(const Model<float>& model, const CapturedQkv& c, int slot, int seq, int h) {

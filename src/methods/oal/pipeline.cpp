@@ -70,10 +70,11 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
   auto t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> prompts(size_t(cfg.stats_prompts));
   std::iota(prompts.begin(), prompts.end(), 0);
-  {
-    const CapturedQkv stats = capture_qkv(model, src.stats, prompts, int(src.stats_T), batch, out.layers);
-    out.contributions = contributions(model, stats);
-  }
+  // Layer by layer: one layer's QKV of the prompts at a time (capture.hpp, stream_qkv).
+  stream_qkv(model, src.stats, prompts, int(src.stats_T), batch, out.layers, [&](const CapturedQkv& c) {
+    std::vector<HeadContribution> part = contributions(model, c);
+    for (auto& hc : part) out.contributions.push_back(std::move(hc));
+  });
   out.heads.resize(out.contributions.size());
   ParallelErrors errors;
 #pragma omp parallel for schedule(dynamic)
@@ -90,18 +91,23 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
   t0 = std::chrono::steady_clock::now();
   std::vector<int64_t> seqs(size_t(cfg.fit_seqs + cfg.val_seqs));
   std::iota(seqs.begin(), seqs.end(), 0);
-  const CapturedQkv cap = capture_qkv(model, src.calib, seqs, int(src.calib_T), batch, out.layers);
-  ParallelErrors fit_errors;
+  // Each layer's heads are fitted while its QKV is the one held (each fit reads its own head only).
+  stream_qkv(model, src.calib, seqs, int(src.calib_T), batch, out.layers, [&](const CapturedQkv& cap) {
+    std::vector<size_t> mine;
+    for (size_t i = 0; i < out.heads.size(); ++i)
+      if (out.heads[i].layer == cap.layers[0]) mine.push_back(i);
+    ParallelErrors fit_errors;
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t i = 0; i < int64_t(out.heads.size()); ++i)
-    fit_errors.run([&] {
-      HeadResult& r = out.heads[size_t(i)];
-      const HeadSamples s = head_samples(model, cap, cap.slot_of(r.layer), r.head, int(cfg.fit_seqs));
-      const uint64_t hs = calibration_seed(seed, r.layer * H + r.head);
-      r.calibration = calibrate_global(s, co, hs);
-      calibrate_grouped(r.calibration, s, r.grouping.n_groups, r.grouping.groups, co, hs);
-    });
-  fit_errors.rethrow();
+    for (int64_t j = 0; j < int64_t(mine.size()); ++j)
+      fit_errors.run([&] {
+        HeadResult& r = out.heads[mine[size_t(j)]];
+        const HeadSamples s = head_samples(model, cap, 0, r.head, int(cfg.fit_seqs));
+        const uint64_t hs = calibration_seed(seed, r.layer * H + r.head);
+        r.calibration = calibrate_global(s, co, hs);
+        calibrate_grouped(r.calibration, s, r.grouping.n_groups, r.grouping.groups, co, hs);
+      });
+    fit_errors.rethrow();
+  });
   out.calib_seconds = seconds_since(t0);
   return out;
 }

@@ -105,6 +105,11 @@ std::optional<PlanChange> OalPlanner::act(PlannerContext& ctx) {
   change.report["calib_seq_len"] = src.calib_T;
   change.report["mean_val_mse"] = {{"taylor", sum_taylor / n}, {"global", sum_global / n}, {"oal", sum_kernel / n}};
   change.report["adapters"] = change.adapters ? change.adapters->to_json() : nlohmann::json(nullptr);
+  // Where the time went, in order (convert prints these): the prompts' contribution statistics
+  // and groupings, then L's fits on the fit and validation sequences (their forwards included).
+  change.report["stages"] = nlohmann::json::array(
+      {{{"stage", "statistics"}, {"seconds", res.stats_seconds}, {"windows", cfg_.stats_prompts}},
+       {{"stage", "fit"}, {"seconds", res.calib_seconds}, {"windows", cfg_.fit_seqs + cfg_.val_seqs}}});
   spdlog::info("OAL ({} grouping): {} heads of layers {} linear; validation MSE taylor {:.4g}, global {:.4g}, oal {:.4g}; "
                "stats {:.2f} s, calibration {:.2f} s",
                cfg_.grouping, res.heads.size(), nlohmann::json(layers).dump(), sum_taylor / n, sum_global / n,

@@ -83,6 +83,89 @@ int layers_per_group(int n_layer, int n_head, int T, const StatsNeeds& needs, do
   return int(std::clamp(fit, 1.0, double(std::max(n_layer, 1))));
 }
 
+CaptureStream::CaptureStream(Model<float>& model, const CalibSource& source, const CaptureOptions& opt,
+                             dist::Comm& comm)
+    : model_(model), opt_(opt), comm_(comm) {
+  check_options(model, opt);
+  check(opt.path != CapturePath::Backend || model.ops().device() == Device::CPU,
+        "SAF calibration: method.capture = \"backend\" needs the attention-probabilities op "
+        "(attn::softmax_probabilities), which the CUDA backend lacks; set method.capture = \"reference\"");
+  const int64_t T = opt.seq_len, B = opt.batch;
+  const std::vector<int64_t> mine = rank_indices(opt.n_seqs, comm.rank(), comm.world());
+  std::vector<std::vector<int32_t>> batches;
+  std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
+  for (size_t start = 0; start < mine.size(); start += size_t(B)) {
+    const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
+    fill_batch(source, mine, start, real, B, T, in, tg);
+    batches.push_back(in);
+    real_.push_back(real);
+  }
+  stream_ = std::make_unique<WindowStream>(model, B, T, std::move(batches));
+}
+
+CaptureStream::~CaptureStream() = default;
+
+int CaptureStream::layer() const { return stream_->layer(); }
+size_t CaptureStream::held_bytes() const { return stream_->held_bytes(); }
+
+void CaptureStream::skip_to(int l0) {
+  check(l0 >= layer() && l0 <= model_.config().n_layer, "SAF calibration: cannot skip to layer " + std::to_string(l0));
+  stream_->advance(l0, {});
+}
+
+std::vector<HeadStatsAccumulator> CaptureStream::capture(int l1, CaptureTimes* times) {
+  const auto& cfg = model_.config();
+  const int l0 = layer();
+  check(l0 < l1 && l1 <= cfg.n_layer, "SAF calibration: bad layer range [" + std::to_string(l0) + ", " +
+                                          std::to_string(l1) + ")");
+  const int H = cfg.n_head, hd = cfg.head_dim();
+  const int T = int(opt_.seq_len);
+  // Only softmax heads are measured (SAF replaces nothing else): the others' accumulators stay
+  // empty, and a static head need not have Q/K columns at all.
+  auto measured = [&](int l, int h) { return cfg.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax; };
+  std::vector<HeadStatsAccumulator> acc;
+  acc.reserve(size_t((l1 - l0) * H));
+  for (int i = 0; i < (l1 - l0) * H; ++i) acc.emplace_back(T, opt_.needs);
+  const bool logits_needed = acc.front().needs().logit_mean;
+  const bool backend = opt_.path == CapturePath::Backend;
+  // The reference path's float64 buffers, or the backend path's fp32 ones: one head's T x T at a time.
+  const size_t TT = size_t(T) * size_t(T);
+  std::vector<double> probs(backend ? 0 : TT), logits(!backend && logits_needed ? TT : 0);
+  std::vector<float> probs_f(backend ? TT : 0), logits_f(backend && logits_needed ? TT : 0);
+  double* lg = logits_needed && !backend ? logits.data() : nullptr;
+  float* lgf = logits_needed && backend ? logits_f.data() : nullptr;
+  // Each batch passes layer l, and every head of l takes its samples (batches in order, rows in
+  // order within a batch: the order a whole forward per batch gave).
+  auto visit = [&](int l, size_t batch, const std::vector<float>& qkv) {
+    const auto& lay = model_.layouts()[size_t(l)];
+    const int64_t W = lay.qkv_width(), real = real_[batch];
+    for (int h = 0; h < H; ++h)
+      for (int64_t b = 0; b < real && measured(l, h); ++b) {
+        const float* rows = qkv.data() + b * T * W;
+        const float* q = rows + lay.q_col(h);
+        const float* k = rows + lay.k_col(lay.kv_head_of(h));
+        auto& a = acc[size_t((l - l0) * H + h)];
+        if (backend) {
+          attn::softmax_probabilities<float>(q, k, W, T, hd, lgf, probs_f.data());
+          a.add_sample(probs_f.data(), lgf);
+        } else {
+          causal_attention(q, W, k, W, T, hd, lg, probs.data());
+          a.add_sample(probs.data(), lg);
+        }
+      }
+  };
+  const double fwd0 = stream_->forward_seconds();
+  const auto t0 = std::chrono::steady_clock::now();
+  stream_->advance(l1, visit);
+  if (times) {
+    const double fwd = stream_->forward_seconds() - fwd0;
+    times->forward_seconds += fwd;
+    times->host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - fwd;
+  }
+  for (auto& a : acc) reduce_across_ranks(a, comm_);
+  return acc;
+}
+
 std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const CalibSource& source,
                                                  const CaptureOptions& opt, int l0, int l1, dist::Comm& comm,
                                                  CaptureTimes* times) {
@@ -90,63 +173,11 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
   check_options(model, opt);
   check(0 <= l0 && l0 < l1 && l1 <= cfg.n_layer, "SAF calibration: bad layer range [" + std::to_string(l0) + ", " +
                                                       std::to_string(l1) + ")");
-  const int H = cfg.n_head, hd = cfg.head_dim();
-  const int T = int(opt.seq_len);
-  const int64_t B = opt.batch;
-  // Only softmax heads are measured (SAF replaces nothing else): the others' accumulators stay
-  // empty, and a static head need not have Q/K columns at all.
-  auto measured = [&](int l, int h) { return cfg.head_plan.layers[size_t(l)][size_t(h)].kind == attn::HeadKind::Softmax; };
-  std::vector<HeadStatsAccumulator> acc;
-  acc.reserve(size_t((l1 - l0) * H));
-  for (int i = 0; i < (l1 - l0) * H; ++i) acc.emplace_back(T, opt.needs);
-  const bool logits_needed = acc.front().needs().logit_mean;
-  const bool backend = opt.path == CapturePath::Backend;
-  check(!backend || model.ops().device() == Device::CPU,
-        "SAF calibration: method.capture = \"backend\" needs the attention-probabilities op "
-        "(attn::softmax_probabilities), which the CUDA backend lacks; set method.capture = \"reference\"");
-
-  const std::vector<int64_t> mine = rank_indices(opt.n_seqs, comm.rank(), comm.world());
-  std::vector<int32_t> in(size_t(B * T)), tg(size_t(B * T));
-  // The reference path's float64 buffers, or the backend path's fp32 ones.
-  const size_t TT = size_t(T) * size_t(T);
-  std::vector<double> probs(backend ? 0 : TT), logits(!backend && logits_needed ? TT : 0);
-  std::vector<float> probs_f(backend ? TT : 0), logits_f(backend && logits_needed ? TT : 0);
-  double* lg = logits_needed && !backend ? logits.data() : nullptr;
-  float* lgf = logits_needed && backend ? logits_f.data() : nullptr;
-  std::vector<float> qkv;  // one layer's QKV activations, read back from the model's device
-  for (size_t start = 0; start < mine.size(); start += size_t(B)) {
-    const int64_t real = std::min<int64_t>(B, int64_t(mine.size() - start));
-    fill_batch(source, mine, start, real, B, T, in, tg);
-    const auto t0 = std::chrono::steady_clock::now();
-    model.forward(in.data(), nullptr, B, T);
-    const auto t1 = std::chrono::steady_clock::now();
-    for (int l = l0; l < l1; ++l) {
-      const auto& lay = model.layouts()[size_t(l)];
-      const int64_t W = lay.qkv_width();
-      model.read_layer_qkv(l, qkv);
-      for (int h = 0; h < H; ++h)
-        for (int64_t b = 0; b < real && measured(l, h); ++b) {
-          const float* rows = qkv.data() + b * T * W;
-          const float* q = rows + lay.q_col(h);
-          const float* k = rows + lay.k_col(lay.kv_head_of(h));
-          auto& a = acc[size_t((l - l0) * H + h)];
-          if (backend) {
-            attn::softmax_probabilities<float>(q, k, W, T, hd, lgf, probs_f.data());
-            a.add_sample(probs_f.data(), lgf);
-          } else {
-            causal_attention(q, W, k, W, T, hd, lg, probs.data());
-            a.add_sample(probs.data(), lg);
-          }
-        }
-    }
-    if (times) {
-      const auto t2 = std::chrono::steady_clock::now();
-      times->forward_seconds += std::chrono::duration<double>(t1 - t0).count();
-      times->host_seconds += std::chrono::duration<double>(t2 - t1).count();
-    }
-  }
-  for (auto& a : acc) reduce_across_ranks(a, comm);
-  return acc;
+  CaptureStream stream(model, source, opt, comm);
+  const auto t0 = std::chrono::steady_clock::now();
+  stream.skip_to(l0);
+  if (times) times->forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return stream.capture(l1, times);
 }
 
 void reduce_across_ranks(HeadStatsAccumulator& acc, dist::Comm& comm) {

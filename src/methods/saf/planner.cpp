@@ -132,11 +132,15 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   const int group = saf::layers_per_group(L, H, T, opt.needs, m.memory_budget_mb);
   int replays = 0;
   saf::CaptureTimes capture_times;
+  size_t stream_bytes = 0;
   if (need_stats) {
     std::vector<double> dense(fitted ? size_t(T) * size_t(T) : 0);
+    // One forward per batch in all: the batches stop at each group's end and go on from there.
+    saf::CaptureStream stream(model, source, opt, ctx.comm);
     for (int l0 = 0; l0 < L; l0 += group) {
       const int l1 = std::min(L, l0 + group);
-      const auto acc = saf::capture_layers(model, source, opt, l0, l1, ctx.comm, &capture_times);
+      stream_bytes = std::max(stream_bytes, stream.held_bytes());
+      const auto acc = stream.capture(l1, &capture_times);
       ++replays;
       for (int l = l0; l < l1; ++l)
         for (int h = 0; h < H; ++h) {
@@ -157,6 +161,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   const double capture_seconds = seconds_since(t_capture);
 
   // 2. Selection through the KL-gated compact fit (fits cached: the random control reuses them).
+  const auto t_select = Clock::now();
   double fit_seconds = 0.0;
   std::map<int, saf::CompactFit> fits;
   saf::FitOptions fo;
@@ -207,7 +212,11 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
       if (need_stats && opt.needs.kl) scores.emplace("kl", summary[size_t(l * H + h)].kl);
     }
 
+  const double select_seconds = seconds_since(t_select) - fit_seconds;
+
   // 3. The new plan and the static heads' values.
+  const auto t_values = Clock::now();
+  const double fit_before_values = fit_seconds;
   PlanChange change;
   change.plan = mc.head_plan;
   saf::mark_in_plan(change.plan, sel, freeze ? attn::HeadKind::Static : attn::HeadKind::Pruned);
@@ -231,6 +240,9 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
       }
       change.extras.statics[{l, h}] = to_static(std::move(alpha), std::move(rho), std::move(log_z), mc.block_size);
     }
+
+  // Fits first met here (ungated selectors) count as fit time; the rest is the values' own.
+  const double values_seconds = seconds_since(t_values) - (fit_seconds - fit_before_values);
 
   // 4. Every rank must install the same change.
   std::vector<float> blob;
@@ -264,6 +276,12 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   change.report["capture_forward_seconds"] = capture_times.forward_seconds;
   change.report["capture_host_seconds"] = capture_times.host_seconds;
   change.report["capture"] = m.capture;
+  change.report["calibration_stream_bytes"] = stream_bytes;
+  // Where the time went, in order (convert prints these).
+  change.report["stages"] = nlohmann::json::array(
+      {{{"stage", "calibration"}, {"seconds", capture_seconds}, {"windows", need_stats || selector == saf::Selector::GateTaylor ? m.calib_seqs : 0}},
+       {{"stage", "selection"}, {"seconds", select_seconds}},
+       {{"stage", "fit"}, {"seconds", fit_seconds + values_seconds}}});
   if (!variance_selection.is_null()) change.report["variance_selection"] = variance_selection;
   if (sel.shortfall() > 0)
     spdlog::warn("SAF: only {} of {} heads passed the KL gate (max_kl {})", sel.heads.size(), sel.requested, m.max_kl);

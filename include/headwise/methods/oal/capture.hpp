@@ -29,6 +29,12 @@ struct CapturedQkv {
 CapturedQkv capture_qkv(Model<float>& model, const SequenceSource& source, const std::vector<int64_t>& indices, int T,
                         int batch, const std::vector<int>& layers);
 
+// capture_qkv's streaming form (WindowStream): the sequences run through the model layer by
+// layer and `each` gets every one of `layers` (ascending) captured alone, in turn, so that one
+// layer's QKV is held at a time; the same numbers as capture_qkv's slot of that layer.
+void stream_qkv(Model<float>& model, const SequenceSource& source, const std::vector<int64_t>& indices, int T,
+                int batch, const std::vector<int>& layers, const std::function<void(const CapturedQkv&)>& each);
+
 // Query head h of captured layer slot `slot`, sequence `seq` (V of its KV head).
 HeadRows head_rows(const Model<float>& model, const CapturedQkv& c, int slot, int seq, int h);
 

@@ -6,11 +6,13 @@
 // gradient arena saved and restored).
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/saf/select.hpp"
+#include "headwise/methods/window_stream.hpp"
 #include "headwise/methods/saf/stats.hpp"
 #include "headwise/model/gpt.hpp"
 
@@ -54,9 +56,36 @@ struct CaptureTimes {
   double forward_seconds = 0.0, host_seconds = 0.0;
 };
 
+// This rank's calibration batches streamed through the model layer by layer (WindowStream):
+// capture(l1) takes the statistics of layers [layer(), l1) and leaves the batches at layer l1,
+// so that groups of layers are captured one after the other with one forward per batch in all.
+// Memory: the batches' layer inputs (held_bytes), one layer's activations, one head's T x T and
+// the group's accumulators. The model's activations are forward-only while this lives.
+class CaptureStream {
+ public:
+  CaptureStream(Model<float>& model, const CalibSource& source, const CaptureOptions& opt, dist::Comm& comm);
+  ~CaptureStream();
+  CaptureStream(const CaptureStream&) = delete;
+  CaptureStream& operator=(const CaptureStream&) = delete;
+  int layer() const;
+  size_t held_bytes() const;
+  void skip_to(int l0);  // run the batches to layer l0 without measuring
+  // Statistics of every head of layers [layer(), l1), index (l - layer()) * n_head + h, combined
+  // over ranks (reduce_across_ranks). Only softmax heads are measured.
+  std::vector<HeadStatsAccumulator> capture(int l1, CaptureTimes* times = nullptr);
+
+ private:
+  Model<float>& model_;
+  CaptureOptions opt_;
+  dist::Comm& comm_;
+  std::vector<int64_t> real_;  // per batch: rows that are calibration sequences (the rest pad)
+  std::unique_ptr<WindowStream> stream_;
+};
+
 // Statistics of every head of layers [l0, l1), index (l - l0) * n_head + h, over this rank's
 // calibration sequences, then combined over ranks (reduce_across_ranks). Only softmax heads are
-// measured; the accumulators of other kinds stay empty. Overwrites activations only.
+// measured; the accumulators of other kinds stay empty. Overwrites activations only (one
+// CaptureStream: layers before l0 run unmeasured).
 std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const CalibSource& source,
                                                  const CaptureOptions& opt, int l0, int l1, dist::Comm& comm,
                                                  CaptureTimes* times = nullptr);
