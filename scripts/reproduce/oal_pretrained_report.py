@@ -11,7 +11,6 @@ one for task accuracies (TASK_PTS).
 """
 import json
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -129,10 +128,7 @@ def main():
             "scale_note": NOTE, "wall_s": WALL, "machine": MACHINE + base.load_average(),
             "commands": open(os.path.join(OUT, "commands.txt")).read().split("\n")[:-1],
             "tables": tables, "figures": figures, "claims": claims, "rule": rule}
-    spec_path = os.path.join(OUT, "report_spec.json")
-    json.dump(spec, open(spec_path, "w"), indent=1)
-    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "report.py"), spec_path, OUT],
-                   check=True)
+    base.write_report(spec, OUT)
 
 
 if __name__ == "__main__":

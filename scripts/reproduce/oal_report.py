@@ -318,6 +318,14 @@ def load_average():
         return ""
 
 
+def write_report(spec, out):
+    """report_spec.json into OUT, then report.py's tables, claims and markdown from it."""
+    spec_path = os.path.join(out, "report_spec.json")
+    json.dump(spec, open(spec_path, "w"), indent=1)
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "report.py"), spec_path, out],
+                   check=True)
+
+
 def main():
     OUT, SCALE, NOTE, WALL, MACHINE = sys.argv[1], sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5]
     smoke = len(sys.argv) > 6 and sys.argv[6] == "1"
@@ -369,10 +377,7 @@ def main():
         "claims": table1_claims(t1) + table2_claims(tables["table2"]) + fig2_claims(tables["fig2"]) + table3_claims(t3) +
                   fig3_claims(curve),
         "rule": RULE}
-    spec_path = os.path.join(OUT, "report_spec.json")
-    json.dump(spec, open(spec_path, "w"), indent=1)
-    subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "report.py"), spec_path, OUT],
-                   check=True)
+    write_report(spec, OUT)
 
 
 if __name__ == "__main__":
