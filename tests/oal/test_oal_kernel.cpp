@@ -9,6 +9,7 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/oal/kernel.hpp"
+#include "headwise/methods/oal/kernel_moments.hpp"
 #include "headwise/model/gpt.hpp"
 
 using namespace hw;
@@ -165,5 +166,58 @@ TEST_CASE("oal kernel loss gradient matches central finite differences", "[oal][
         k.L[e] = orig;
         CHECK(grad[e] == Approx((up - dn) / (2 * step)).margin(1e-8).epsilon(1e-5));
       }
+  }
+}
+
+namespace {
+
+// q, k and v of one head inside interleaved rows [q | k | v | pad], as captured activations are
+// laid out: strides wider than d, and T across three query blocks of the moments (32 rows each).
+struct StridedHead {
+  int T = 70, d = 8;
+  int64_t stride = 3 * 8 + 5;
+  std::vector<float> rows_data;
+  oal::HeadRows rows;
+  explicit StridedHead(uint64_t seed) {
+    Rng rng(seed);
+    rows_data.resize(size_t(T) * size_t(stride));
+    for (auto& x : rows_data) x = float(1.3 * rng.normal());
+    rows = {rows_data.data(), rows_data.data() + d, rows_data.data() + 2 * d, stride, stride, stride, T, d};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("oal kernel moments give kernel_loss's value and gradient at any positions", "[oal][kernel]") {
+  const StridedHead h(31);
+  for (int G : {1, 3, 5}) {
+    const oal::GroupedKernel k = random_kernel(G, h.d, 40 + uint64_t(G));
+    const oal::KernelMoments m = oal::kernel_moments(h.rows, k.groups, G);
+    const std::vector<int> pos = {0, 1, 31, 32, 33, 50, 63, 64, 69, 69};
+    std::vector<double> targets(pos.size() * size_t(h.d));
+    for (size_t p = 0; p < pos.size(); ++p) oal::softmax_output(h.rows, pos[p], targets.data() + p * size_t(h.d));
+    std::vector<double> g_direct(k.L.size(), 0.0), g_moments(k.L.size(), 0.0);
+    const double direct = oal::kernel_loss(h.rows, k, pos.data(), int(pos.size()), targets.data(), g_direct.data());
+    const double moments = oal::moments_loss(m, k, pos.data(), int(pos.size()), targets.data(), g_moments.data());
+    INFO("G = " << G);
+    CHECK(moments == Approx(direct).epsilon(1e-10));
+    for (size_t e = 0; e < k.L.size(); ++e) CHECK(g_moments[e] == Approx(g_direct[e]).margin(1e-14).epsilon(1e-9));
+  }
+  // Moments of another grouping are refused, not silently used.
+  const oal::GroupedKernel k3 = random_kernel(3, h.d, 43);
+  const oal::KernelMoments m1 = oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1);
+  const int p0 = 5;
+  std::vector<double> t(size_t(h.d));
+  CHECK_THROWS_WITH(oal::moments_loss(m1, k3, &p0, 1, t.data(), nullptr),
+                    Catch::Contains("not the one the moments were computed for"));
+}
+
+TEST_CASE("oal softmax_outputs equals softmax_output at every position", "[oal][kernel]") {
+  const StridedHead h(32);
+  std::vector<double> all(size_t(h.T) * size_t(h.d)), one(size_t(h.d));
+  oal::softmax_outputs(h.rows, all.data());
+  for (int i = 0; i < h.T; ++i) {
+    oal::softmax_output(h.rows, i, one.data());
+    for (int r = 0; r < h.d; ++r) CHECK(all[size_t(i) * size_t(h.d) + size_t(r)] == Approx(one[size_t(r)]).margin(1e-13).epsilon(1e-11));
   }
 }

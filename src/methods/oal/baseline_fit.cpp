@@ -101,7 +101,7 @@ BaselineFit fit_baseline(const HeadSamples& s, const BaselineHead& start, const 
   BaselineHead cur = start;
   const AdamFit fit = adam_fit(
       s, get_params(start), opt, seed,
-      [&](const HeadRows& h, const std::vector<double>& theta, const int* pos, int n, const double* targets,
+      [&](int, const HeadRows& h, const std::vector<double>& theta, const int* pos, int n, const double* targets,
           double* grad) {
         set_params(cur, theta);
         baseline_loss(h, cur, pos, n, targets, grad);

@@ -7,16 +7,20 @@
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
+#include "headwise/methods/oal/kernel_moments.hpp"
 
 namespace hw::oal {
 
 void HeadSamples::prepare_targets() {
-  val_targets.assign(val.size(), {});
-  for (size_t v = 0; v < val.size(); ++v) {
-    const HeadRows& h = val[v];
-    val_targets[v].resize(size_t(h.T) * size_t(h.d));
-    for (int i = 0; i < h.T; ++i) softmax_output(h, i, val_targets[v].data() + size_t(i) * size_t(h.d));
-  }
+  auto all = [](const std::vector<HeadRows>& seqs, std::vector<std::vector<double>>& targets) {
+    targets.assign(seqs.size(), {});
+    for (size_t q = 0; q < seqs.size(); ++q) {
+      targets[q].resize(size_t(seqs[q].T) * size_t(seqs[q].d));
+      softmax_outputs(seqs[q], targets[q].data());
+    }
+  };
+  all(fit, fit_targets);
+  all(val, val_targets);
 }
 
 double validation_mse(const HeadSamples& s, const GroupedKernel& k) {
@@ -28,6 +32,29 @@ double validation_mse(const HeadSamples& s, const GroupedKernel& k) {
     std::vector<int> pos(size_t(h.T));
     std::iota(pos.begin(), pos.end(), 0);
     sum += kernel_loss(h, k, pos.data(), h.T, s.val_targets[v].data(), nullptr) * double(h.T) * double(h.d);
+    n += int64_t(h.T) * h.d;
+  }
+  return sum / double(n);
+}
+
+SampleMoments sample_moments(const HeadSamples& s, const std::vector<int32_t>& groups, int G) {
+  SampleMoments m;
+  for (const HeadRows& h : s.fit) m.fit.push_back(kernel_moments(h, groups, G));
+  for (const HeadRows& h : s.val) m.val.push_back(kernel_moments(h, groups, G));
+  return m;
+}
+
+double validation_mse(const HeadSamples& s, const SampleMoments& m, const GroupedKernel& k) {
+  check(s.val_targets.size() == s.val.size() && m.val.size() == s.val.size() && !s.val.empty(),
+        "OAL calibration: no validation targets or moments");
+  double sum = 0.0;
+  int64_t n = 0;
+  std::vector<int> pos;
+  for (size_t v = 0; v < s.val.size(); ++v) {
+    const HeadRows& h = s.val[v];
+    pos.resize(size_t(h.T));
+    std::iota(pos.begin(), pos.end(), 0);
+    sum += moments_loss(m.val[v], k, pos.data(), h.T, s.val_targets[v].data(), nullptr) * double(h.T) * double(h.d);
     n += int64_t(h.T) * h.d;
   }
   return sum / double(n);
@@ -45,7 +72,7 @@ AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOpt
   res.best = theta;
   const size_t P = theta.size();
   if (P == 0) return res;
-  check(!s.fit.empty(), "OAL calibration: no fit sequences");
+  check(!s.fit.empty() && s.fit_targets.size() == s.fit.size(), "OAL calibration: no fit sequences or targets");
   std::vector<double> m(P, 0.0), v(P, 0.0), grad(P);
   const double b1 = 0.9, b2 = 0.999, adam_eps = 1e-8;
   Rng rng(seed);
@@ -53,7 +80,8 @@ AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOpt
   std::vector<double> targets;
   int since_best = 0;
   for (int u = 1; u <= opt.max_updates; ++u) {
-    const HeadRows& h = s.fit[size_t(rng.below(uint64_t(s.fit.size())))];
+    const int seq = int(rng.below(uint64_t(s.fit.size())));
+    const HeadRows& h = s.fit[size_t(seq)];
     // `positions` distinct causal query positions (all of them when the sequence is shorter).
     pos.resize(size_t(h.T));
     std::iota(pos.begin(), pos.end(), 0);
@@ -61,9 +89,11 @@ AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOpt
     for (int i = 0; i < n; ++i) std::swap(pos[size_t(i)], pos[size_t(i) + size_t(rng.below(uint64_t(h.T - i)))]);
     pos.resize(static_cast<size_t>(n));
     targets.resize(size_t(n) * size_t(h.d));
-    for (int i = 0; i < n; ++i) softmax_output(h, pos[size_t(i)], targets.data() + size_t(i) * size_t(h.d));
+    const double* all = s.fit_targets[size_t(seq)].data();  // softmax_output at every position
+    for (int i = 0; i < n; ++i)
+      std::copy_n(all + size_t(pos[size_t(i)]) * size_t(h.d), h.d, targets.data() + size_t(i) * size_t(h.d));
     std::fill(grad.begin(), grad.end(), 0.0);
-    loss(h, theta, pos.data(), n, targets.data(), grad.data());
+    loss(seq, h, theta, pos.data(), n, targets.data(), grad.data());
     double norm = 0.0;
     for (double g : grad) norm += g * g;
     norm = std::sqrt(norm);
@@ -92,20 +122,28 @@ AdamFit adam_fit(const HeadSamples& s, std::vector<double> theta, const CalibOpt
 }
 
 FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed) {
+  const SampleMoments mom = sample_moments(s, init.groups, init.G);
+  return fit_kernel(s, mom, std::move(init), opt, seed);
+}
+
+FitResult fit_kernel(const HeadSamples& s, const SampleMoments& mom, GroupedKernel init, const CalibOptions& opt,
+                     uint64_t seed) {
   const int G1 = init.G + 1;
+  check(mom.fit.size() == s.fit.size(), "OAL calibration: moments of every fit sequence needed");
   init.eps = opt.eps;
   for (int a = 0; a < G1; ++a)  // the upper triangle is not a parameter (kernel_loss leaves its gradient 0)
     for (int b = a + 1; b < G1; ++b) init.L[size_t(a * G1 + b)] = 0.0;
   GroupedKernel cur = init;
   const AdamFit fit = adam_fit(
       s, init.L, opt, seed,
-      [&](const HeadRows& h, const std::vector<double>& L, const int* pos, int n, const double* targets, double* grad) {
+      [&](int seq, const HeadRows&, const std::vector<double>& L, const int* pos, int n, const double* targets,
+          double* grad) {
         cur.L = L;
-        kernel_loss(h, cur, pos, n, targets, grad);
+        moments_loss(mom.fit[size_t(seq)], cur, pos, n, targets, grad);
       },
       [&](const std::vector<double>& L) {
         cur.L = L;
-        return validation_mse(s, cur);
+        return validation_mse(s, mom, cur);
       });
   FitResult res;
   res.kernel = init;
@@ -161,12 +199,14 @@ HeadCalibration calibrate_global(const HeadSamples& s, const CalibOptions& opt, 
   HeadCalibration out;
   const std::vector<int32_t> ones(size_t(d), 1);
   const GroupedKernel taylor = make_kernel(1, taylor_L(1), ones, opt.eps);
-  out.taylor_val_mse = validation_mse(s, taylor);
+  const SampleMoments mom = sample_moments(s, ones, 1);  // shared by the three candidates
+  out.taylor_val_mse = validation_mse(s, mom, taylor);
   Rng noise(candidate_seed(seed, 100));
-  keep_best(out, fit_kernel(s, taylor, opt, candidate_seed(seed, 0)), "global:taylor", true);
+  keep_best(out, fit_kernel(s, mom, taylor, opt, candidate_seed(seed, 0)), "global:taylor", true);
   for (int c = 1; c <= 2; ++c)
-    keep_best(out, fit_kernel(s, make_kernel(1, perturbed(taylor_L(1), 1, opt.perturb_std, noise), ones, opt.eps), opt,
-                              candidate_seed(seed, c)),
+    keep_best(out,
+              fit_kernel(s, mom, make_kernel(1, perturbed(taylor_L(1), 1, opt.perturb_std, noise), ones, opt.eps), opt,
+                         candidate_seed(seed, c)),
               "global:perturbed_taylor_" + std::to_string(c), true);
   out.kernel = out.global;
   out.chosen = "global";
@@ -185,11 +225,12 @@ void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, int G, const st
   c.kernel = FitResult{};
   Rng noise(candidate_seed(seed, 200));
   const std::vector<double> embedded = embed_global(c.global.kernel.L, G);
-  keep_best(c, fit_kernel(s, make_kernel(G, embedded, groups, opt.eps), opt, candidate_seed(seed, 10)),
+  const SampleMoments mom = sample_moments(s, groups, G);  // shared by the three candidates
+  keep_best(c, fit_kernel(s, mom, make_kernel(G, embedded, groups, opt.eps), opt, candidate_seed(seed, 10)),
             "embedded_global", false);
-  keep_best(c, fit_kernel(s, make_kernel(G, taylor_L(G), groups, opt.eps), opt, candidate_seed(seed, 11)), "taylor",
-            false);
-  keep_best(c, fit_kernel(s, make_kernel(G, perturbed(embedded, G, opt.perturb_std, noise), groups, opt.eps), opt,
+  keep_best(c, fit_kernel(s, mom, make_kernel(G, taylor_L(G), groups, opt.eps), opt, candidate_seed(seed, 11)),
+            "taylor", false);
+  keep_best(c, fit_kernel(s, mom, make_kernel(G, perturbed(embedded, G, opt.perturb_std, noise), groups, opt.eps), opt,
                           candidate_seed(seed, 12)),
             "perturbed_global", false);
 }

@@ -7,6 +7,8 @@
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/parallel_errors.hpp"
+#include "kernels/cpu/cblas.hpp"
+#include "spdlog/spdlog.h"
 
 namespace hw::oal {
 
@@ -71,9 +73,12 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
   std::vector<int64_t> prompts(size_t(cfg.stats_prompts));
   std::iota(prompts.begin(), prompts.end(), 0);
   // Layer by layer: one layer's QKV of the prompts at a time (capture.hpp, stream_qkv).
+  const size_t n_layers = out.layers.size();
+  size_t done = 0;
   stream_qkv(model, src.stats, prompts, int(src.stats_T), batch, out.layers, [&](const CapturedQkv& c) {
     std::vector<HeadContribution> part = contributions(model, c);
     for (auto& hc : part) out.contributions.push_back(std::move(hc));
+    spdlog::info("OAL statistics: layer {} ({}/{}), {:.1f} s", c.layers[0], ++done, n_layers, seconds_since(t0));
   });
   out.heads.resize(out.contributions.size());
   ParallelErrors errors;
@@ -89,6 +94,7 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
   out.stats_seconds = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
+  done = 0;
   std::vector<int64_t> seqs(size_t(cfg.fit_seqs + cfg.val_seqs));
   std::iota(seqs.begin(), seqs.end(), 0);
   // Each layer's heads are fitted while its QKV is the one held (each fit reads its own head only).
@@ -97,6 +103,7 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
     for (size_t i = 0; i < out.heads.size(); ++i)
       if (out.heads[i].layer == cap.layers[0]) mine.push_back(i);
     ParallelErrors fit_errors;
+    const blas::SingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
 #pragma omp parallel for schedule(dynamic)
     for (int64_t j = 0; j < int64_t(mine.size()); ++j)
       fit_errors.run([&] {
@@ -107,6 +114,8 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
         calibrate_grouped(r.calibration, s, r.grouping.n_groups, r.grouping.groups, co, hs);
       });
     fit_errors.rethrow();
+    spdlog::info("OAL fit: layer {} ({}/{}), {} heads, {:.1f} s", cap.layers[0], ++done, n_layers, mine.size(),
+                 seconds_since(t0));
   });
   out.calib_seconds = seconds_since(t0);
   return out;

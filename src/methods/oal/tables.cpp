@@ -19,6 +19,7 @@
 #include "headwise/methods/oal/baseline_fit.hpp"
 #include "headwise/methods/oal/baselines.hpp"
 #include "headwise/methods/oal/metrics.hpp"
+#include "kernels/cpu/cblas.hpp"
 
 namespace hw::oal {
 
@@ -32,6 +33,7 @@ double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock:
 template <class Fn>
 void parallel_for(int64_t n, Fn&& body) {
   ParallelErrors errors;
+  const blas::SingleThreaded blas_on_calling_thread;  // heads are the parallel dimension
 #pragma omp parallel for schedule(dynamic)
   for (int64_t i = 0; i < n; ++i) errors.run([&] { body(i); });
   errors.rethrow();

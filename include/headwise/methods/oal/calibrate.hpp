@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "headwise/methods/oal/kernel.hpp"
+#include "headwise/methods/oal/kernel_moments.hpp"
 
 namespace hw::oal {
 
@@ -33,15 +34,25 @@ struct CalibOptions {
 };
 
 // A head's calibration data: fit and validation sequences, and the softmax outputs of every
-// validation position (filled by prepare_targets).
+// position of each (filled by prepare_targets).
 struct HeadSamples {
   std::vector<HeadRows> fit, val;
+  std::vector<std::vector<double>> fit_targets;  // [fit seq][T * d]
   std::vector<std::vector<double>> val_targets;  // [val seq][T * d]
   void prepare_targets();
 };
 
 // Mean over validation sequences, positions and channels of the squared error.
 double validation_mse(const HeadSamples& s, const GroupedKernel& k);
+
+// The kernel moments (kernel_moments.hpp) of every fit and validation sequence for one grouping:
+// what a fit of that grouping evaluates its loss from.
+struct SampleMoments {
+  std::vector<KernelMoments> fit, val;
+};
+SampleMoments sample_moments(const HeadSamples& s, const std::vector<int32_t>& groups, int G);
+// validation_mse from the moments (the same number up to rounding).
+double validation_mse(const HeadSamples& s, const SampleMoments& m, const GroupedKernel& k);
 
 struct FitResult {
   GroupedKernel kernel;  // the best by validation MSE (the initialisation if nothing beat it)
@@ -52,12 +63,15 @@ struct FitResult {
 };
 
 FitResult fit_kernel(const HeadSamples& s, GroupedKernel init, const CalibOptions& opt, uint64_t seed);
+// The same with the moments of init's grouping computed once by the caller.
+FitResult fit_kernel(const HeadSamples& s, const SampleMoments& m, GroupedKernel init, const CalibOptions& opt,
+                     uint64_t seed);
 
 // The protocol above for any parameter vector theta (L, or a baseline's learnable values):
 // loss adds d MSE / d theta at the drawn positions of one fit sequence into grad; validate gives
 // the validation MSE of a theta. fit_kernel and fit_baseline (baseline_fit.hpp) are this fit.
-using FitLoss = std::function<void(const HeadRows& h, const std::vector<double>& theta, const int* positions,
-                                   int n, const double* targets, double* grad)>;
+using FitLoss = std::function<void(int seq, const HeadRows& h, const std::vector<double>& theta,
+                                   const int* positions, int n, const double* targets, double* grad)>;
 using FitValidation = std::function<double(const std::vector<double>& theta)>;
 struct AdamFit {
   std::vector<double> best;  // the best theta by validation MSE (the start if nothing beat it)
