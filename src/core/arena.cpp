@@ -10,6 +10,7 @@
 #include "headwise/core/checked_math.hpp"
 #include "headwise/core/device_memory.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/host_pages.hpp"
 
 namespace hw {
 
@@ -54,8 +55,9 @@ void Arena::allocate() {
   if (device_ == Device::CPU) {
     // Anonymous pages read as zero and take no memory until written: a tensor nobody fills (a
     // matrix loaded straight into 16 bits, say) costs nothing, and discard() can give pages back.
-    void* p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    check(p != MAP_FAILED, "arena '" + role_ + "': out of memory allocating " + std::to_string(total) + " bytes");
+    // (Large arenas on 2 MiB pages where the kernel allows: host_pages.hpp.)
+    void* p = map_host_pages(total);
+    check(p != nullptr, "arena '" + role_ + "': out of memory allocating " + std::to_string(total) + " bytes");
     base_ = p;
   } else {
     base_ = device::alloc(total, "arena '" + role_ + "'");
@@ -78,7 +80,7 @@ void Arena::allocate() {
 void Arena::reset() {
   if (base_) {
     if (device_ == Device::CPU)
-      munmap(base_, bytes_);
+      unmap_host_pages(base_, bytes_);
     else
       device::free(base_);
     g_live[size_t(device_)].fetch_sub(bytes_);

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/host_pages.hpp"
 
 namespace hw::infer {
 
@@ -56,6 +57,8 @@ KvCache::KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head
   for (const auto& layer : policies_)
     for (const auto& p : layer)
       total += size_t(p.slots) * size_t(D_) * (size_t(p.has_k) + size_t(p.has_v)) + (p.linear_state ? size_t(lin) : 0);
+  values_.reserve(total);
+  advise_huge_pages(values_.data(), total * sizeof(float));  // read once per decode step
   values_.assign(total, 0.f);
   float* at = values_.data();
   for (const auto& layer : policies_)

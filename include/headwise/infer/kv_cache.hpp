@@ -91,7 +91,7 @@ class KvCache {
   int n_kv_head_ = 0, D_ = 0;
   int64_t max_context_ = 0, length_ = 0;
   std::vector<std::vector<KvHeadPolicy>> policies_;
-  std::vector<float> values_;  // every store, allocated once
+  std::vector<float> values_;  // every store, allocated once (on 2 MiB pages where the kernel allows)
   std::vector<float*> k_, v_, lin_;
 };
 

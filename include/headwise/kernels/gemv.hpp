@@ -22,7 +22,7 @@ float f16_to_float(uint16_t h);
 struct HalfMatrix {
   HalfType type = HalfType::BF16;
   int64_t O = 0, I = 0;
-  std::vector<uint16_t> w;
+  std::vector<uint16_t> w;  // streamed once per token: on 2 MiB pages where the kernel allows
   // From fp32 W in [I,O] (w_out_in false) or [O,I] layout, rounded once.
   static HalfMatrix from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t);
 };

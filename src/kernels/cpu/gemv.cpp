@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/host_pages.hpp"
 #include "headwise/kernels/cpu.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -84,6 +85,8 @@ HalfMatrix HalfMatrix::from_f32(const float* w, int64_t I, int64_t O, bool w_out
   m.type = t;
   m.O = O;
   m.I = I;
+  m.w.reserve(size_t(O * I));
+  advise_huge_pages(m.w.data(), size_t(O * I) * sizeof(uint16_t));  // before the first write
   m.w.resize(size_t(O * I));
   uint16_t* d = m.w.data();
 #pragma omp parallel for schedule(static)
@@ -173,18 +176,25 @@ void rows_f16_plain(float* out, const float* x, const uint16_t* w, const float* 
 }
 
 #if defined(HW_HAVE_X86)
-// The 16 lanes' sum in a fixed order (GCC 12's _mm512_reduce_add_ps trips -Wmaybe-uninitialized).
-__attribute__((target("avx512f"))) inline float lanes_sum(__m512 v) {
-  alignas(64) float l[16];
-  _mm512_store_ps(l, v);
-  float s = 0.f;
-  for (int k = 0; k < 16; ++k) s += l[k];
-  return s;
+// The sums of four rows' 16-lane accumulators as one vector [row 0..3], each in the same fixed
+// order: the halves added, then pairs by hadd. A store and 16 scalar adds per row cost ~15% of a
+// GPT-2-shaped decode's GEMV time at I = 768 (24 dot-product steps per row).
+__attribute__((target("avx512f,avx512dq"))) inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+  // (The zero-masking extracts: GCC 12's plain ones trip -Wmaybe-uninitialized on their undefined source.)
+  auto halves = [](__m512 a) {
+    return _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, a, 0), _mm512_maskz_extractf32x8_ps(0xff, a, 1));
+  };
+  const __m256 h01 = _mm256_hadd_ps(halves(a0), halves(a1)), h23 = _mm256_hadd_ps(halves(a2), halves(a3));
+  const __m256 h = _mm256_hadd_ps(h01, h23);  // [r0 r1 r2 r3 | r0' r1' r2' r3']
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
 }
+
+// One row's sum in sum4's order.
+__attribute__((target("avx512f,avx512dq"))) inline float sum1(__m512 a) { return _mm_cvtss_f32(sum4(a, a, a, a)); }
 
 // AVX512_BF16: x rounded to bf16 (xb, zero-padded to a multiple of 32), 32 products per
 // instruction per row, four rows per pass over xb.
-__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) void rows_bf16_dot(
+__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq"))) void rows_bf16_dot(
     float* out, const uint16_t* xb, const uint16_t* w, const float* bias, int64_t I, int64_t lo, int64_t hi) {
   const int64_t full = I / 32 * 32;
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
@@ -218,10 +228,9 @@ __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) void rows_bf16_d
       a2 = _mm512_dpbf16_ps(a2, tail_load(w2 + i), xv);
       a3 = _mm512_dpbf16_ps(a3, tail_load(w3 + i), xv);
     }
-    out[o] = (bias ? bias[o] : 0.f) + lanes_sum(a0);
-    out[o + 1] = (bias ? bias[o + 1] : 0.f) + lanes_sum(a1);
-    out[o + 2] = (bias ? bias[o + 2] : 0.f) + lanes_sum(a2);
-    out[o + 3] = (bias ? bias[o + 3] : 0.f) + lanes_sum(a3);
+    __m128 sums = sum4(a0, a1, a2, a3);
+    if (bias) sums = _mm_add_ps(_mm_loadu_ps(bias + o), sums);
+    _mm_storeu_ps(out + o, sums);
   }
   for (; o < hi; ++o) {
     const uint16_t* w0 = w + o * I;
@@ -229,14 +238,14 @@ __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl"))) void rows_bf16_d
     int64_t i = 0;
     for (; i < full; i += 32) a0 = _mm512_dpbf16_ps(a0, row_load(w0 + i), (__m512bh)_mm512_loadu_si512(xb + i));
     if (i < I) a0 = _mm512_dpbf16_ps(a0, tail_load(w0 + i), (__m512bh)_mm512_loadu_si512(xb + i));
-    out[o] = (bias ? bias[o] : 0.f) + lanes_sum(a0);
+    out[o] = (bias ? bias[o] : 0.f) + sum1(a0);
   }
 }
 #endif
 
 bool cpu_has_avx512bf16() {
 #if defined(HW_HAVE_X86)
-  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
+  return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
 #else
   return false;
 #endif
