@@ -126,3 +126,37 @@ TEST_CASE("matmul split over threads matches a triple loop for every operand lay
   }
   omp_set_num_threads(keep);
 }
+
+TEST_CASE("matmul of one float row (a decode step) matches a double loop at 1-3 threads, both splits") {
+  hw::Rng rng(9);
+  struct Shape {
+    int64_t I, O;
+  };
+  const int keep = omp_get_max_threads();
+  // W [I, O] with O <= 16384 splits W's rows over the threads (I not a multiple of the 32-row
+  // alignment: the last block is ragged); O > 16384 splits the columns; [O, I] splits the rows of out.
+  for (const Shape sh : {Shape{1000, 2100}, Shape{110, 20000}, Shape{2053, 1040}}) {
+    const int64_t I = sh.I, O = sh.O;
+    const Vec xd = randn(rng, I), wd = randn(rng, I * O), bd = randn(rng, O);
+    const std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end());
+    for (bool w_out_in : {false, true})
+      for (bool with_bias : {false, true}) {
+        Vec ref(static_cast<size_t>(O));
+        for (int64_t o = 0; o < O; ++o) {
+          double s = with_bias ? double(b[size_t(o)]) : 0.0;
+          for (int64_t i = 0; i < I; ++i) s += double(x[size_t(i)]) * double(w_out_in ? w[size_t(o * I + i)] : w[size_t(i * O + o)]);
+          ref[size_t(o)] = s;
+        }
+        for (int threads : {1, 2, 3}) {
+          omp_set_num_threads(threads);
+          std::vector<float> out(static_cast<size_t>(O), 7.f);
+          hw::cpu::matmul_forward(out.data(), x.data(), w.data(), with_bias ? b.data() : nullptr, 1, I, O, w_out_in);
+          double worst = 0;
+          for (int64_t o = 0; o < O; ++o) worst = std::max(worst, std::abs(double(out[size_t(o)]) - ref[size_t(o)]));
+          INFO("I=" << I << " O=" << O << " w_out_in=" << w_out_in << " bias=" << with_bias << " threads=" << threads);
+          CHECK(worst < 2e-3);  // fp32 sums of ~1000-2000 unit-variance products: ~1e-4 typical
+        }
+      }
+  }
+  omp_set_num_threads(keep);
+}
