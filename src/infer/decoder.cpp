@@ -102,8 +102,27 @@ bool HalfWeights::take(const Model<float>& model, WeightPrecision p, const std::
   const ModelConfig& cfg = model.config();
   const cpu::HalfType t = p == WeightPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16;
   const int64_t C = cfg.n_embd;
+  if (!pool) {  // the head, then per layer QKV, output, MLP in, MLP out
+    auto place = [this, at = int64_t(0)](int64_t n) mutable {
+      offsets.push_back(at);
+      at += (n + 31) / 32 * 32;
+      return at;
+    };
+    int64_t total = place(C * cfg.vocab_size);
+    for (int l = 0; l < cfg.n_layer; ++l) {
+      const auto& lay = model.layouts()[size_t(l)];
+      place(C * lay.qkv_width());
+      place(lay.out_width() * C);
+      place(C * cfg.fc_width());
+      total = place(cfg.intermediate() * C);
+    }
+    pool = cpu::make_half_storage(total);
+  }
+  auto into = [&](int slot, const float* v, int64_t I, int64_t O, bool w_out_in) {
+    return cpu::HalfMatrix::from_f32(v, I, O, w_out_in, t, pool, pool.get() + offsets[size_t(slot)]);
+  };
   if (name == (cfg.tie_word_embeddings ? "wte.weight" : "lm_head.weight")) {
-    head = cpu::HalfMatrix::from_f32(values, C, cfg.vocab_size, /*w_out_in=*/true, t);
+    head = into(0, values, C, cfg.vocab_size, /*w_out_in=*/true);
     return true;
   }
   const std::string h = "h.";
@@ -115,10 +134,11 @@ bool HalfWeights::take(const Model<float>& model, WeightPrecision p, const std::
     const auto& lay = model.layouts()[size_t(l)];
     HalfLayer& H = layers[size_t(l)];
     const std::string rest = name.substr(p0.size());
-    if (rest == "attn.c_attn.weight") H.attn = cpu::HalfMatrix::from_f32(values, C, lay.qkv_width(), false, t);
-    else if (rest == "attn.c_proj.weight") H.proj = cpu::HalfMatrix::from_f32(values, lay.out_width(), C, false, t);
-    else if (rest == "mlp.c_fc.weight") H.fc = cpu::HalfMatrix::from_f32(values, C, cfg.fc_width(), false, t);
-    else if (rest == "mlp.c_proj.weight") H.fcp = cpu::HalfMatrix::from_f32(values, cfg.intermediate(), C, false, t);
+    const int slot = 1 + 4 * l;
+    if (rest == "attn.c_attn.weight") H.attn = into(slot, values, C, lay.qkv_width(), false);
+    else if (rest == "attn.c_proj.weight") H.proj = into(slot + 1, values, lay.out_width(), C, false);
+    else if (rest == "mlp.c_fc.weight") H.fc = into(slot + 2, values, C, cfg.fc_width(), false);
+    else if (rest == "mlp.c_proj.weight") H.fcp = into(slot + 3, values, cfg.intermediate(), C, false);
     else return false;
     return true;
   }
@@ -273,7 +293,7 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
       const HalfLayer& W = half.layers[size_t(l)];
       const auto& lay = model.layouts()[size_t(l)];
       for (const auto* M : {&W.attn, &W.proj, &W.fc, &W.fcp})
-        check(!M->w.empty() && M->type == t, "decoder: layer " + std::to_string(l) + " lacks a 16-bit matrix");
+        check(!M->empty() && M->type == t, "decoder: layer " + std::to_string(l) + " lacks a 16-bit matrix");
       check(W.attn.I == m.C && W.attn.O == lay.qkv_width() && W.proj.I == lay.out_width() && W.proj.O == m.C &&
                 W.fc.I == m.C && W.fc.O == m.fc && W.fcp.I == m.mlp && W.fcp.O == m.C,
             "decoder: layer " + std::to_string(l) + "'s 16-bit matrices do not match the model's shapes");
@@ -332,8 +352,8 @@ size_t Decoder::scratch_bytes() const {
 
 size_t Decoder::half_weight_bytes() const {
   const Impl& m = *impl_;
-  size_t n = m.head_h.w.size();
-  for (const HalfLayer& W : m.layers_h) n += W.attn.w.size() + W.proj.w.size() + W.fc.w.size() + W.fcp.w.size();
+  size_t n = size_t(m.head_h.size());
+  for (const HalfLayer& W : m.layers_h) n += size_t(W.attn.size() + W.proj.size() + W.fc.size() + W.fcp.size());
   return n * sizeof(uint16_t);
 }
 
@@ -374,7 +394,7 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     m.pos[size_t(r)] = c0 + r;
     float* y = m.x.data() + r * C;
     if (m.half && m.head == m.wte) {  // tied: the embedding is the LM head's 16-bit row
-      const uint16_t* e = m.head_h.w.data() + int64_t(tokens[r]) * C;
+      const uint16_t* e = m.head_h.w + int64_t(tokens[r]) * C;
       if (m.head_h.type == cpu::HalfType::BF16)
         for (int64_t c = 0; c < C; ++c) y[c] = cpu::bf16_to_float(e[c]);
       else

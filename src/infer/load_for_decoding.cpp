@@ -1,5 +1,7 @@
 #include "headwise/infer/load_for_decoding.hpp"
 
+#include <malloc.h>
+
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::infer {
@@ -17,6 +19,9 @@ DecodingModel load_for_decoding(const std::string& dir, WeightPrecision weights)
   Model<float>& model = *d.model;
   load_weights(model, st, [&](const std::string& name, Tensor& t) {
     if (d.half.take(model, weights, name, t.f32())) model.params().discard(t);
+    // The loader's staging vectors (re-laid tensors) stay in malloc's heap once freed, and the
+    // 16-bit matrices live in their own mapping, so nothing would reuse them: hand them back.
+    malloc_trim(0);
   });
   return d;
 }

@@ -71,7 +71,7 @@ TEST_CASE("gemv: 16-bit weights, both kernels, equal a naive double loop on the 
         const auto w = randn(s.I * s.O, 11 + uint64_t(s.O)), x = randn(s.I, 13), b = randn(s.O, 17);
         const HalfMatrix m = HalfMatrix::from_f32(w.data(), s.I, s.O, /*w_out_in=*/false, t);
         auto wide = [&](int64_t i, int64_t o) {
-          const uint16_t h = m.w[size_t(o * s.I + i)];
+          const uint16_t h = m.w[o * s.I + i];
           return double(t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h));
         };
         force_plain_half_kernel(plain);
@@ -115,7 +115,7 @@ TEST_CASE("gemv: the prefill product with 16-bit weights (panels of rows) equals
                                                                                    got.begin() + (r + 1) * s.O);
         std::vector<double> ref, scale;
         naive(xr, [&](int64_t i, int64_t o) {
-          const uint16_t h = m.w[size_t(o * s.I + i)];
+          const uint16_t h = m.w[o * s.I + i];
           return double(t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h));
         }, b.data(), s.I, s.O, ref, scale);
         worst = std::max(worst, worst_scaled(row, ref, scale));

@@ -39,6 +39,10 @@ struct HalfLayer {
 struct HalfWeights {
   std::vector<HalfLayer> layers;
   cpu::HalfMatrix head;
+  // One storage for all of them (huge pages for every matrix), laid out at the first take: the
+  // head, then each layer's four, at 64-byte boundaries (offsets in values).
+  cpu::HalfStorage pool;
+  std::vector<int64_t> offsets;
   bool empty() const { return layers.empty(); }
   // If `name` is one of those matrices of `model` (its parameter name), round `values` (its fp32
   // values in the model's layout) into its slot and return true.

@@ -5,6 +5,7 @@
 // so every output is one contiguous dot product, widened to fp32 in registers. Every output's sum runs in an order fixed by I alone,
 // so results do not depend on the thread count.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -18,13 +19,26 @@ float bf16_to_float(uint16_t h);
 uint16_t float_to_f16(float f);
 float f16_to_float(uint16_t h);
 
-// A [O, I] matrix of 16-bit weights, owned.
+// Host storage for 16-bit matrices: one mapping (core/host_pages.hpp: 2 MiB aligned, huge pages
+// where the kernel allows), shared by the matrices placed in it and freed with the last of them.
+using HalfStorage = std::shared_ptr<uint16_t>;
+HalfStorage make_half_storage(int64_t values);
+
+// A [O, I] matrix of 16-bit weights: its values at `w` inside `storage` (its own, or a pool that
+// a model's matrices share, so that all of them sit on huge pages: matrices of their own left a
+// third of a GPT-2 124M model's bytes on 4 KiB pages).
 struct HalfMatrix {
   HalfType type = HalfType::BF16;
   int64_t O = 0, I = 0;
-  std::vector<uint16_t> w;  // streamed once per token: on 2 MiB pages where the kernel allows
-  // From fp32 W in [I,O] (w_out_in false) or [O,I] layout, rounded once.
+  HalfStorage storage;
+  uint16_t* w = nullptr;
+  bool empty() const { return w == nullptr; }
+  int64_t size() const { return O * I; }
+  // From fp32 W in [I,O] (w_out_in false) or [O,I] layout, rounded once; into storage of its own,
+  // or at `at` inside `pool` (O * I values from there).
   static HalfMatrix from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t);
+  static HalfMatrix from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t, const HalfStorage& pool,
+                             uint16_t* at);
 };
 
 // out[o] = bias[o] (or 0) + sum_i x[i] W(o, i) for 16-bit W [O,I]. (fp32 weights take

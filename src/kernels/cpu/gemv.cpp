@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/host_pages.hpp"
@@ -80,15 +81,30 @@ float f16_to_float(uint16_t h) {
   return f;
 }
 
+HalfStorage make_half_storage(int64_t values) {
+  check(values >= 0 && uint64_t(values) <= (uint64_t(1) << 62) / sizeof(uint16_t), "16-bit matrix storage: bad size");
+  const size_t bytes = std::max<size_t>(size_t(values) * sizeof(uint16_t), 1);
+  auto* p = static_cast<uint16_t*>(map_host_pages(bytes));
+  check(p != nullptr, "out of memory allocating " + std::to_string(bytes) + " bytes of 16-bit weights");
+  return HalfStorage(p, [bytes](uint16_t* q) { unmap_host_pages(q, bytes); });
+}
+
 HalfMatrix HalfMatrix::from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t) {
+  HalfStorage own = make_half_storage(O * I);
+  uint16_t* at = own.get();
+  return from_f32(w, I, O, w_out_in, t, own, at);
+}
+
+HalfMatrix HalfMatrix::from_f32(const float* w, int64_t I, int64_t O, bool w_out_in, HalfType t,
+                                const HalfStorage& pool, uint16_t* at) {
+  check(pool && at != nullptr, "internal: a 16-bit matrix needs storage");
   HalfMatrix m;
   m.type = t;
   m.O = O;
   m.I = I;
-  m.w.reserve(size_t(O * I));
-  advise_huge_pages(m.w.data(), size_t(O * I) * sizeof(uint16_t));  // before the first write
-  m.w.resize(size_t(O * I));
-  uint16_t* d = m.w.data();
+  m.storage = pool;
+  m.w = at;
+  uint16_t* d = at;
 #pragma omp parallel for schedule(static)
   for (int64_t o = 0; o < O; ++o)
     for (int64_t i = 0; i < I; ++i) {
@@ -274,7 +290,7 @@ void force_plain_half_kernel(bool on) {
 void gemv_half(float* out, const float* x, const HalfMatrix& m, const float* bias) {
   const int64_t I = m.I, O = m.O;
   if (O <= 0) return;
-  const uint16_t* w = m.w.data();
+  const uint16_t* w = m.w;
 #if defined(HW_HAVE_X86)
   if (m.type == HalfType::BF16 && I <= kMaxBf16Dot && use_bf16_dot()) {
     // x in bf16 once per call, on the calling thread's stack (64 KiB at most), zero-padded.
@@ -306,7 +322,7 @@ void matmul_half(float* out, const float* inp, const HalfMatrix& m, const float*
   for (int64_t o0 = 0; o0 < O; o0 += kPanelRows) {
     const int64_t rows = std::min(kPanelRows, O - o0);
     float* p = panel.data();
-    const uint16_t* src = m.w.data() + o0 * I;
+    const uint16_t* src = m.w + o0 * I;
     const HalfType t = m.type;
 #pragma omp parallel for schedule(static) if (rows * I >= kMinParallelWork)
     for (int64_t k = 0; k < rows * I; ++k) p[k] = widen(src[k], t);
