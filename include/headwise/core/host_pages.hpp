@@ -15,9 +15,9 @@ void* map_host_pages(size_t bytes);
 void unmap_host_pages(void* p, size_t bytes);
 
 // Advises the whole 2 MiB blocks inside [p, p + bytes) MADV_HUGEPAGE: for a std::vector's
-// storage, between reserve() and the first write (a page already touched stays 4 KiB). A custom
-// allocator mapping each vector on its own cost 8 MB more resident memory on a 470 MB model's
-// decoding (cli:generate's memory test), plain malloc'd storage with this advice does not.
+// storage (the KV cache), between reserve() and the first write (a page already touched stays
+// 4 KiB). Buffers that must be huge-page backed whole (a model's 16-bit matrices) take one
+// mapping instead (cpu::make_half_storage).
 void advise_huge_pages(void* p, size_t bytes);
 
 }  // namespace hw
