@@ -5,6 +5,7 @@
 #include <string>
 
 #include "headwise/core/error.hpp"
+#include "methods/oal/kernel_loss_terms.hpp"
 
 namespace hw::oal {
 
@@ -110,14 +111,7 @@ double kernel_loss(const HeadRows& h, const GroupedKernel& k, const int* positio
       const float* vj = h.v + int64_t(j) * h.v_stride;
       for (int r = 0; r < d; ++r) y[size_t(r)] += w[size_t(j)] * double(vj[r]);
     }
-    check(z > 0.0 && std::isfinite(z), "OAL kernel: non-positive or non-finite denominator at query " + std::to_string(i));
-    const double* tg = targets + size_t(p) * size_t(d);
-    for (int r = 0; r < d; ++r) {
-      y[size_t(r)] /= z;
-      const double e = y[size_t(r)] - tg[r];
-      loss += e * e * norm;
-      g[size_t(r)] = 2.0 * e * norm;
-    }
+    loss += detail::query_error(y.data(), z, targets + size_t(p) * size_t(d), d, norm, g.data(), i);
     if (!dL) continue;
     // d loss / d w_j = g . (v_j - y) / z
     double gy = 0.0;
@@ -132,13 +126,7 @@ double kernel_loss(const HeadRows& h, const GroupedKernel& k, const int* positio
         for (int b = 0; b < G1; ++b) A[size_t(a * G1 + b)] += c * sj[a] * sj[b];
     }
   }
-  if (dL)  // d w / d L = 2 s s^T L: dL = 2 A L on the lower triangle
-    for (int a = 0; a < G1; ++a)
-      for (int c = 0; c <= a; ++c) {
-        double v = 0.0;
-        for (int b = 0; b < G1; ++b) v += A[size_t(a * G1 + b)] * k.L[size_t(b * G1 + c)] * (c <= b ? 1.0 : 0.0);
-        dL[size_t(a * G1 + c)] += 2.0 * v;
-      }
+  if (dL) detail::add_lower_gradient(A, k.L, G1, dL);
   return loss;
 }
 

@@ -6,6 +6,7 @@
 
 #include "headwise/core/error.hpp"
 #include "kernels/cpu/cblas.hpp"
+#include "methods/oal/kernel_loss_terms.hpp"
 
 namespace hw::oal {
 
@@ -132,14 +133,7 @@ double moments_loss(const KernelMoments& m, const GroupedKernel& k, const int* p
       const double* Pp = Pi + size_t(p) * size_t(d);
       for (int r = 0; r < d; ++r) y[size_t(r)] += coef[size_t(p)] * Pp[r];
     }
-    check(z > 0.0 && std::isfinite(z), "OAL kernel: non-positive or non-finite denominator at query " + std::to_string(i));
-    const double* tg = targets + size_t(q) * size_t(d);
-    for (int r = 0; r < d; ++r) {
-      y[size_t(r)] /= z;
-      const double e = y[size_t(r)] - tg[r];
-      loss += e * e * norm;
-      g[size_t(r)] = 2.0 * e * norm;
-    }
+    loss += detail::query_error(y.data(), z, targets + size_t(q) * size_t(d), d, norm, g.data(), i);
     if (!dL) continue;
     // A = sum_j c_j s s^T with c_j = g . (v_j - y) / z (kernel_loss), pair by pair.
     double gy = 0.0;
@@ -153,13 +147,7 @@ double moments_loss(const KernelMoments& m, const GroupedKernel& k, const int* p
       if (pa[size_t(p)] != pb[size_t(p)]) A[size_t(pb[size_t(p)] * G1 + pa[size_t(p)])] += c;
     }
   }
-  if (dL)  // d kappa / d L = 2 s s^T L: dL = 2 A L on the lower triangle
-    for (int a = 0; a < G1; ++a)
-      for (int c = 0; c <= a; ++c) {
-        double v = 0.0;
-        for (int b = c; b < G1; ++b) v += A[size_t(a * G1 + b)] * k.L[size_t(b * G1 + c)];
-        dL[size_t(a * G1 + c)] += 2.0 * v;
-      }
+  if (dL) detail::add_lower_gradient(A, k.L, G1, dL);
   return loss;
 }
 
