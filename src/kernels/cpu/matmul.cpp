@@ -38,7 +38,8 @@ constexpr int64_t kParallelGemmMinWork = int64_t(1) << 21;
 // Piece boundaries fall on multiples of this (the BLAS kernels' register tiles are 16 or 32 wide).
 constexpr int kPieceAlign = 32;
 // A one-row product over W [I, O] splits W's rows when O fits a partial on each thread's stack
-// (64 KiB of floats: every decoder matrix of the supported shapes; not a 150K-token LM head).
+// (64 KiB of floats: GPT-2's, Qwen2.5-0.5B's and Llama-3.2-1B's decoder matrices; not a wider
+// fused MLP such as Qwen3-4B's 19456, nor an LM head, which keep the column split).
 constexpr int kRowSplitMaxOut = 16384;
 constexpr int kMaxGemvThreads = 256;
 
