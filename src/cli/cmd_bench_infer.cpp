@@ -177,7 +177,7 @@ void add_bench_infer_command(CLI::App& app) {
     check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
           "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
     check(a->sets.empty() || !a->method.empty(), "--set needs --method");
-    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig cfg = model->config();
     const int64_t N = a->context;
@@ -213,7 +213,7 @@ void add_bench_infer_command(CLI::App& app) {
     Side plan = run_side(*model, tokens, *a);
     plan.plan_name = plan_name;
     model.reset();  // the reference side loads its own copy: the two peaks share the same baseline
-    auto ref_model = load_model(a->checkpoint, cpu_backend<float>());
+    auto ref_model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     if (ref_model->config().lora.enabled()) ref_model->merge_adapters();
     if (!ref_model->config().head_plan.all_softmax())
       ref_model->install_plan(attn::HeadPlan::uniform(cfg.n_layer, cfg.n_head), {});

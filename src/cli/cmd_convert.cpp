@@ -51,7 +51,16 @@ void add_convert_command(CLI::App& app) {
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     auto t0 = Clock::now();
-    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    // A conversion calibrates the finished model as it will be used: without the dropout a
+    // Hugging Face config carries for training (GPT-2's 0.1s). The converted config has none.
+    ModelConfig loaded = read_checkpoint_config(a->checkpoint);
+    if (loaded.attn_pdrop > 0 || loaded.any_dropout()) {
+      std::printf("%s: dropout off (the checkpoint's attn_pdrop %g, resid_pdrop %g, embd_pdrop %g are training "
+                  "settings; the converted config has 0)\n",
+                  who.c_str(), loaded.attn_pdrop, loaded.resid_pdrop, loaded.embd_pdrop);
+      loaded.attn_pdrop = loaded.resid_pdrop = loaded.embd_pdrop = 0.0;
+    }
+    auto model = load_model(a->checkpoint, loaded, cpu_backend<float>());
     const double load_seconds = since(t0);
     const ModelConfig before = model->config();
     t0 = Clock::now();

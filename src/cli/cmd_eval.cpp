@@ -35,7 +35,7 @@ void eval_text(const EvalArgs& a) {
     docs.push_back(io::read_file(path));
     check(!docs.back().empty(), path + ": empty text file");
   }
-  auto model = load_model(a.checkpoint, cpu_backend<float>());
+  auto model = load_model(a.checkpoint, cpu_backend<float>(), /*trainable=*/false);
   const eval::EvalTokenizer tok = eval::EvalTokenizer::for_checkpoint(a.checkpoint, model->config().vocab_size);
   const int64_t N = a.context > 0 ? a.context : model->config().block_size;
   check(N <= model->config().block_size, "--context " + std::to_string(N) + " exceeds the model's block size " +

@@ -55,7 +55,7 @@ void add_eval_tasks_command(CLI::App& app) {
     check(a->batch >= 1, "--batch must be >= 1");
     std::vector<eval::TaskFile> tasks;
     for (const std::string& path : a->tasks) tasks.push_back(eval::read_task_file(path, a->limit));
-    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     const eval::EvalTokenizer tok = eval::EvalTokenizer::for_checkpoint(a->checkpoint, model->config().vocab_size);
     const int64_t ctx = a->context > 0 ? a->context : model->config().block_size;
     eval::LoglikelihoodScorer scorer(*model, ctx, a->batch);

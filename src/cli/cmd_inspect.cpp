@@ -17,7 +17,7 @@ void add_inspect_command(CLI::App& app) {
   cmd->add_option("--checkpoint", *ckpt, "Checkpoint directory")->required();
   cmd->add_option("--seq-len", *seq_len, "Sequence length for the work figures (default: block size)");
   cmd->callback([ckpt, seq_len] {
-    auto model = load_model(*ckpt, cpu_backend<float>());
+    auto model = load_model(*ckpt, cpu_backend<float>(), /*trainable=*/false);
     const auto& cfg = model->config();
     const int64_t T = *seq_len > 0 ? *seq_len : cfg.block_size;
     std::printf("checkpoint %s\n", ckpt->c_str());

@@ -45,7 +45,7 @@ void add_merge_command(CLI::App& app) {
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
-    auto model = load_model(a->checkpoint, cpu_backend<float>());
+    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     const LoraConfig lora = model->config().lora;
     check(lora.enabled(), "--checkpoint " + a->checkpoint + ": has no LoRA adapters to merge (config.json has no headwise_lora)");
     const std::vector<float> before = probe_logits(*model);

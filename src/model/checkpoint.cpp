@@ -269,7 +269,11 @@ HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg
 }
 
 std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops, bool trainable) {
-  const ModelConfig cfg = read_checkpoint_config(dir);
+  return load_model(dir, read_checkpoint_config(dir), ops, trainable);
+}
+
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const ModelConfig& cfg, const Backend<float>& ops,
+                                         bool trainable) {
   io::SafetensorsSet st(dir);
   auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg), trainable);
   load_weights(*model, st);

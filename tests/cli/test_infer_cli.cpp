@@ -200,3 +200,42 @@ TEST_CASE("generate: peak memory within 1.2x of weights + KV cache, fp32 and 16-
     CHECK(peak <= 1.2 * double(bytes));
   }
 }
+
+TEST_CASE("a checkpoint with GPT-2's training dropout (0.1) runs in the inference commands and converts without it",
+          "[cli][infer]") {
+  // Hugging Face GPT-2 configs carry attn_pdrop = resid_pdrop = embd_pdrop = 0.1; attention
+  // dropout does not train here, but nothing that only reads the model may refuse it.
+  const std::string dir = test::cli_temp_dir("dropout_ckpt");
+  ModelConfig mc;
+  mc.n_layer = 2;
+  mc.n_head = 4;
+  mc.n_embd = 32;
+  mc.block_size = 48;
+  mc.vocab_size = 256;  // byte-level: --prompt needs no tokenizer.json
+  mc.attn_pdrop = mc.resid_pdrop = mc.embd_pdrop = 0.1;
+  mc.validate();
+  Model<float> m(mc, cpu_backend<float>(), {}, /*trainable=*/false);
+  m.init_weights(5);
+  const std::string ckpt = dir + "/gpt2like";
+  save_model_files(m, ckpt);
+  REQUIRE(read_checkpoint_config(ckpt).attn_pdrop == Approx(0.1));
+
+  for (const std::string& args :
+       {"inspect --checkpoint " + ckpt, "generate --checkpoint " + ckpt + " --prompt ab --max-new 3 --temperature 0",
+        "heads --checkpoint " + ckpt + " --sink 2 --window 8",
+        "bench-infer --checkpoint " + ckpt +
+            " --context 40 --prefill-warmup 0 --prefill-runs 1 --decode-warmup 1 --decode-runs 2"}) {
+    const auto r = test::run_headwise(args);
+    INFO(args << "\n" << r.out);
+    CHECK(r.code == 0);
+  }
+  const auto c = test::run_headwise("convert --checkpoint " + ckpt + " --out " + dir + "/aoh --method aoh" +
+                                    " --set method.sink=2 --set method.window=8");
+  INFO(c.out);
+  REQUIRE(c.code == 0);
+  CHECK(c.out.find("dropout off (the checkpoint's attn_pdrop 0.1, resid_pdrop 0.1, embd_pdrop 0.1") != std::string::npos);
+  const ModelConfig out = read_checkpoint_config(dir + "/aoh");
+  CHECK(out.attn_pdrop == 0.0);
+  CHECK(out.resid_pdrop == 0.0);
+  CHECK(out.embd_pdrop == 0.0);
+}

@@ -29,6 +29,10 @@ HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg
 // Build a model from a checkpoint directory (with its adapters, if config.json declares any);
 // trainable = false: for inference only, without a gradient arena (Model's constructor).
 std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<float>& ops, bool trainable = true);
+// The same with `cfg` in place of the directory's config (read_checkpoint_config(dir) with
+// training-only keys changed, such as its dropout).
+std::unique_ptr<Model<float>> load_model(const std::string& dir, const ModelConfig& cfg, const Backend<float>& ops,
+                                         bool trainable = true);
 // Copy a checkpoint's weights (one file or shards; F32, BF16, F16 or F64, widened to float) into
 // an existing model of the same shape and plan. Accepts HF's variants: a "transformer." prefix,
 // attn.bias / attn.masked_bias / rotary_emb.inv_freq buffers (ignored), a tied lm_head.weight

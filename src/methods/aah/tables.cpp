@@ -119,7 +119,7 @@ nlohmann::json table6_rows(const std::string& dir, int64_t batches, int64_t micr
       const std::string ckpt = std::filesystem::exists(branch_dir + "/final/model.safetensors")
                                    ? branch_dir + "/final"
                                    : final_checkpoint(branch_dir);
-      auto model = load_model(ckpt, cpu_backend<float>());
+      auto model = load_model(ckpt, cpu_backend<float>(), /*trainable=*/false);
       data::TokenLoader loader(val, micro_batch, T, false, 0);
       check(batches <= loader.batches_per_epoch(), "Table 6: --batches " + std::to_string(batches) + " exceeds the " +
                                                        std::to_string(loader.batches_per_epoch()) + " batches in " + val);

@@ -29,7 +29,7 @@ struct StatsArgs {
 
 void run_stats(const StatsArgs& a) {
   check(!a.data.empty(), "--data: a token shard glob is required");
-  auto model = load_model(a.checkpoint, cpu_backend<float>());
+  auto model = load_model(a.checkpoint, cpu_backend<float>(), /*trainable=*/false);
   const ModelConfig& mc = model->config();
   const int64_t T = a.seq_len > 0 ? a.seq_len : mc.block_size;
   check(T <= mc.block_size, "--seq-len " + std::to_string(T) + " exceeds model.block_size " + std::to_string(mc.block_size));

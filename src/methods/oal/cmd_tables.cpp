@@ -29,7 +29,7 @@ struct TablesArgs {
 };
 
 void run(TablesArgs& a) {
-  auto model = load_model(a.checkpoint, cpu_backend<float>());
+  auto model = load_model(a.checkpoint, cpu_backend<float>(), /*trainable=*/false);
   const ModelConfig& mc = model->config();
   nlohmann::json doc = {{"method", {{"name", "oal"}}}};
   for (const auto& s : a.sets) {
