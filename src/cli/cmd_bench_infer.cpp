@@ -18,6 +18,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/decoder.hpp"
+#include "headwise/infer/read_bandwidth.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -110,30 +111,6 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
 
 // A STREAM-like read test on the run's threads: the best of 5 sums over 512 MiB (far past the
 // caches), in GB/s. What a decode step, which reads each weight once, can at best stream.
-double read_bandwidth_gbps() {
-  const int64_t n = int64_t(128) << 20;
-  std::vector<float> buf(static_cast<size_t>(n));
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) buf[size_t(i)] = float(i & 7);
-  double best = 1e30, sink = 0;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    double total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-    for (int64_t b = 0; b < n; b += 4096) {
-      float acc = 0.f;
-#pragma omp simd reduction(+ : acc)
-      for (int64_t i = b; i < b + 4096; ++i) acc += buf[size_t(i)];
-      total += acc;
-    }
-    const auto t1 = std::chrono::steady_clock::now();
-    sink += total;
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-  }
-  if (sink < 0) std::fprintf(stderr, "%g\n", sink);  // keeps the sums
-  return double(n) * 4 / best / 1e9;
-}
-
 // GB/s a decode step streams: its matrices once plus the KV cache (full at the timed steps).
 double decode_gbps(const Side& s) {
   return s.decode_median_ms > 0 ? double(s.weight_bytes + s.kv_bytes) / s.decode_median_ms / 1e6 : 0.0;
@@ -238,7 +215,7 @@ void add_bench_infer_command(CLI::App& app) {
     row("KV-cache bytes", double(plan.kv_bytes), double(ref.kv_bytes), "%.0f");
     row("decoder bytes", double(plan.decoder_bytes), double(ref.decoder_bytes), "%.0f");
     row("peak RSS bytes", double(plan.peak_rss), double(ref.peak_rss), "%.0f");
-    const double bw = read_bandwidth_gbps();
+    const double bw = infer::read_bandwidth_gbps();
     row("decode GB/s (weights+KV)", decode_gbps(plan), decode_gbps(ref), "%.2f");
     std::printf("%-26s %16.2f   (%s weights; 512 MiB sum, same threads, this run)\n", "read bandwidth GB/s", bw,
                 a->weights.c_str());
