@@ -13,7 +13,8 @@ Then per thread count and precision pair (headwise fp32 / llama.cpp F32, headwis
 llama.cpp F16 when headwise has --weights), ROUNDS alternating runs of both on the same prompt
 of PROMPT random ids + NEW greedy tokens: prefill tok/s, decode tok/s, peak RSS (wait4), the
 GB/s of weights + KV read per decode token, the ratio headwise/llama.cpp, and whether the greedy
-tokens agree. A read bandwidth (sum of a 512 MiB array, torch, same thread count) is measured
+tokens agree. Both caches are fp16 by default (llama.cpp's default; headwise's --kv-cache,
+HW_KV to change it). A read bandwidth (sum of a 512 MiB array, torch, same thread count) is measured
 in the same run, between the rounds.
 """
 import argparse
@@ -141,6 +142,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--precisions", default="fp32,bf16")
+    ap.add_argument("--hw-kv", default="fp16", help="headwise's --kv-cache (llama.cpp's cache is F16)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     ckpt = a.ckpt or os.path.join(a.out, "gpt2-124m-shape")
@@ -176,7 +178,12 @@ def main():
     kv_width = cfg.get("num_key_value_heads", heads) * (cfg.get("head_dim") or C // heads)
     help_text = subprocess.run([a.headwise, "generate", "--help"], capture_output=True, text=True).stdout
     has_weights = "--weights" in help_text
-    pairs = {"fp32": ("fp32", "f32", 4, 4), "bf16": ("bf16", "f16", 2, 2)}
+    has_kv = "--kv-cache" in help_text
+    # (headwise precision, llama.cpp type, weight bytes, llama.cpp's KV bytes: its cache is F16
+    # whatever the weights, as llama_context_default_params sets it)
+    pairs = {"fp32": ("fp32", "f32", 4, 2), "bf16": ("bf16", "f16", 2, 2)}
+    # headwise's cache: the same F16 as llama.cpp's by default (HW_KV=fp32 or bf16 to change it)
+    hw_kv = a.hw_kv if has_kv else "fp32"
     precisions = [p for p in a.precisions.split(",") if p == "fp32" or has_weights]
     if len(precisions) < len(a.precisions.split(",")):
         print("bench: this headwise has no --weights option: fp32 only", file=sys.stderr)
@@ -202,7 +209,7 @@ def main():
         ll_env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS")}
         for p in precisions:
             hw_prec, ll_type, w_bytes, ll_kv_bytes = pairs[p]
-            hw_kv_bytes = 4  # headwise's cache is fp32
+            hw_kv_bytes = 4 if hw_kv == "fp32" else 2
             meas = {"hw": [], "ll": [], "bw": [], "load": []}
             hw_tokens = ll_tokens = None
             for r in range(a.rounds):
@@ -211,6 +218,8 @@ def main():
                        "--temperature", "0", "--ignore-eos"]
                 if has_weights:
                     cmd += ["--weights", hw_prec]
+                if has_kv:
+                    cmd += ["--kv-cache", hw_kv]
                 out, err, rss = run_rss(cmd, env)
                 s = json.loads(err.strip().splitlines()[-1])
                 hw_tokens = [int(t) for t in out.split()]
@@ -221,13 +230,13 @@ def main():
                 meas["ll"].append((s["prefill_ms"], s["decode_ms_per_token"], rss))
                 meas["bw"].append(read_gbps(threads))
             bw = statistics.median(meas["bw"])
-            for who, name, wb, kvb in (("hw", "headwise " + hw_prec, w_bytes, hw_kv_bytes),
-                                       ("ll", "llama.cpp " + ll_type.upper(), w_bytes, ll_kv_bytes)):
+            for who, name, wb, kvb, kvn in (("hw", "headwise " + hw_prec, w_bytes, hw_kv_bytes, hw_kv),
+                                            ("ll", "llama.cpp " + ll_type.upper(), w_bytes, ll_kv_bytes, "fp16")):
                 pre = statistics.median(m[0] for m in meas[who])
                 dec = statistics.median(m[1] for m in meas[who])
                 rss = statistics.median(m[2] for m in meas[who])
                 bytes_tok = n_mat * wb + L * 2 * kv_width * kvb * ctx_mean
-                rows.append({"impl": name, "threads": threads, "prefill_tok_s": a.prompt / pre * 1e3,
+                rows.append({"impl": name, "kv": kvn, "threads": threads, "prefill_tok_s": a.prompt / pre * 1e3,
                              "decode_tok_s": 1e3 / dec, "peak_rss_mb": rss / 1e6,
                              "decode_gb_s": bytes_tok / dec / 1e6, "read_bw_gb_s": bw,
                              "load": statistics.median(meas["load"]), "precision": p})
@@ -243,11 +252,11 @@ def main():
                       "prompt": a.prompt, "new": a.new, "rounds": a.rounds, "rows": rows, "raw": report}, indent=1))
     print(f"\nprompt {a.prompt} + {a.new} greedy tokens, medians of {a.rounds} alternating rounds; "
           f"GB/s = (matrix weights + KV at the mean context) per decode token; read BW = 512 MiB sum, same threads")
-    print(f"| implementation | threads | prefill tok/s | decode tok/s | peak RSS MB | decode GB/s | read BW GB/s "
-          f"| hw/llama decode | hw/llama prefill | same greedy tokens | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print(f"| implementation | KV cache | threads | prefill tok/s | decode tok/s | peak RSS MB | decode GB/s "
+          f"| read BW GB/s | hw/llama decode | hw/llama prefill | same greedy tokens | load |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in rows:
-        print(f"| {r['impl']} | {r['threads']} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.1f} | "
+        print(f"| {r['impl']} | {r['kv']} | {r['threads']} | {r['prefill_tok_s']:.0f} | {r['decode_tok_s']:.1f} | "
               f"{r['peak_rss_mb']:.0f} | {r['decode_gb_s']:.1f} | {r['read_bw_gb_s']:.1f} | "
               f"{r.get('decode_ratio', float('nan')):.2f} | {r.get('prefill_ratio', float('nan')):.2f} | "
               f"{r.get('same_tokens', '')}{'' if r.get('first_differing_token') is None else ' (first differs at ' + str(r['first_differing_token']) + ')'} | "

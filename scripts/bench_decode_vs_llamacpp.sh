@@ -8,7 +8,7 @@
 # Usage: bash scripts/bench_decode_vs_llamacpp.sh [CKPT]   (default: a GPT-2 124M-shaped random
 #   model with the gpt2-style test tokenizer's 3,257 tokens, made under OUT once)
 # Environment: HEADWISE_BIN (build/headwise), OUT (runs/bench_llamacpp), THREADS (1,2),
-#   PRECISIONS (fp32,bf16), PROMPT (512), NEW (256), ROUNDS (3), PYTHON (build/pyvenv/bin/python:
+#   PRECISIONS (fp32,bf16), HW_KV (headwise's --kv-cache, fp16 like llama.cpp's), PROMPT (512), NEW (256), ROUNDS (3), PYTHON (build/pyvenv/bin/python:
 #   torch, transformers, safetensors, numpy; the converter's own needs), LLAMA_CACHE
 #   (~/.cache/headwise/llamacpp).
 set -euo pipefail
@@ -50,5 +50,5 @@ fi
   || skip "cannot install sentencepiece (llama.cpp's converter needs it for Llama-family models)"
 exec "$PY" scripts/bench_decode_vs_llamacpp.py --headwise "$HW" --greedy "$GREEDY" --llama-src "$SRC" \
   --ckpt "$CKPT" --out "$OUT" --tokenizer tests/fixtures/tokenizers/gpt2_style.json \
-  --threads "${THREADS:-1,2}" --precisions "${PRECISIONS:-fp32,bf16}" --prompt "${PROMPT:-512}" \
+  --threads "${THREADS:-1,2}" --precisions "${PRECISIONS:-fp32,bf16}" --hw-kv "${HW_KV:-fp16}" --prompt "${PROMPT:-512}" \
   --new "${NEW:-256}" --rounds "${ROUNDS:-3}"

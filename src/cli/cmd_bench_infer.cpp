@@ -36,6 +36,7 @@ struct BenchInferArgs {
   int64_t prefill_warmup = 3, prefill_runs = 10, decode_warmup = 50, decode_runs = 100;
   uint64_t seed = 1337;
   std::string weights = "fp32";
+  std::string kv_cache;  // empty: kv_precision_for's default
 };
 
 struct Side {
@@ -67,7 +68,8 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
   const int64_t N = a.context;
   reset_peak_rss();
   {
-    infer::Decoder dec(model, N, 64, 512, infer::parse_weight_precision(a.weights));
+    const infer::WeightPrecision w = infer::parse_weight_precision(a.weights);
+    infer::Decoder dec(model, N, 64, 512, w, {}, infer::kv_precision_for(w, a.kv_cache));
     std::vector<double> pre, dec_ms;
     for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
       dec.reset();
@@ -149,8 +151,12 @@ void add_bench_infer_command(CLI::App& app) {
   cmd->add_option("--decode-runs", a->decode_runs, "Timed decode steps (default 100)");
   cmd->add_option("--seed", a->seed, "Seed of the random prompt tokens");
   cmd->add_option("--weights", a->weights, "Precision of the matrices: fp32 (default), bf16 or fp16");
+  cmd->add_option("--kv-cache", a->kv_cache,
+                  "Precision of the KV cache's K/V rows: fp32, bf16 or fp16 (default: fp32 with fp32 weights, fp16 "
+                  "with 16-bit ones)");
   cmd->callback([a] {
-    (void)infer::parse_weight_precision(a->weights);  // a bad value fails before any loading
+    const infer::KvPrecision kv = infer::kv_precision_for(infer::parse_weight_precision(a->weights), a->kv_cache);
+    // (bad values fail before any loading)
     check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
           "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
     check(a->sets.empty() || !a->method.empty(), "--set needs --method");
@@ -217,13 +223,14 @@ void add_bench_infer_command(CLI::App& app) {
     row("peak RSS bytes", double(plan.peak_rss), double(ref.peak_rss), "%.0f");
     const double bw = infer::read_bandwidth_gbps();
     row("decode GB/s (weights+KV)", decode_gbps(plan), decode_gbps(ref), "%.2f");
-    std::printf("%-26s %16.2f   (%s weights; 512 MiB sum, same threads, this run)\n", "read bandwidth GB/s", bw,
-                a->weights.c_str());
+    std::printf("%-26s %16.2f   (%s weights, %s KV cache; 512 MiB sum, same threads, this run)\n",
+                "read bandwidth GB/s", bw, a->weights.c_str(), infer::kv_precision_name(kv));
     std::printf("KV heads (%s): %d full, %d sink+ring, %d V-only, %d state-only, %d none\n", plan.plan_name.c_str(),
                 plan.n_full, plan.n_ring, plan.n_v_only, plan.n_state_only, plan.n_none);
     nlohmann::json out = {{"context", N},
                           {"plan_source", plan_name},
                           {"weights", a->weights},
+                          {"kv_cache", infer::kv_precision_name(kv)},
                           {"read_bandwidth_gb_per_s", bw},
                           {"plan", side_json(plan)},
                           {"all_softmax", side_json(ref)},

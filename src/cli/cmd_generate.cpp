@@ -34,6 +34,7 @@ struct GenerateArgs {
   int64_t max_new = 0;
   bool ignore_eos = false;
   std::string weights = "fp32";
+  std::string kv_cache;  // empty: kv_precision_for's default
   infer::SamplingOptions sampling;
 };
 
@@ -60,6 +61,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--weights", a->weights,
                   "Precision the decoder reads the matrices in: fp32 (the checkpoint's, default), bf16 or fp16 "
                   "(rounded once from fp32, widened to fp32 in registers)");
+  cmd->add_option("--kv-cache", a->kv_cache,
+                  "Precision of the KV cache's K/V rows: fp32, bf16 or fp16 (default: fp32 with fp32 weights, fp16 "
+                  "with 16-bit ones, as llama.cpp)");
   cmd->add_flag("--ignore-eos", a->ignore_eos,
                 "Do not stop at the eos_token_id(s) of the checkpoint's generation_config.json");
   cmd->callback([a] {
@@ -67,6 +71,7 @@ void add_generate_command(CLI::App& app) {
     check(a->max_new >= 1, "--max-new must be >= 1, got " + std::to_string(a->max_new));
     a->sampling.validate();
     const infer::WeightPrecision weights = infer::parse_weight_precision(a->weights);
+    const infer::KvPrecision kv = infer::kv_precision_for(weights, a->kv_cache);
     // (16-bit weights: rounded while loading, the fp32 matrices discarded; adapters merged.)
     infer::DecodingModel loaded = infer::load_for_decoding(a->checkpoint, weights);
     const auto& model = loaded.model;
@@ -111,7 +116,7 @@ void add_generate_command(CLI::App& app) {
     // thread: 27.4 s in chunks of 64, 22.0 s in chunks of 512), for a few MB of scratch.
     constexpr int64_t kPrefillChunk = 512;
     infer::Decoder dec(*model, std::max<int64_t>(int64_t(prompt.size()) + a->max_new - 1, 1), kPrefillChunk, 512,
-                       weights, std::move(loaded.half));
+                       weights, std::move(loaded.half), kv);
     infer::Sampler sampler(a->sampling, cfg.vocab_size);
     infer::GenerateTimes times;
     const std::vector<int32_t> eos = a->ignore_eos ? std::vector<int32_t>{} : eos_token_ids(a->checkpoint, cfg.vocab_size);
@@ -144,6 +149,7 @@ void add_generate_command(CLI::App& app) {
                               {"prefill_ms", times.prefill_ms},
                               {"decode_ms_per_token", decode_ms},
                               {"weights", infer::weight_precision_name(weights)},
+                              {"kv_cache", infer::kv_precision_name(kv)},
                               {"weight_bytes_per_token", dec.weight_bytes_per_token()},
                               // the matrices once per token (the KV read is not counted here)
                               {"decode_weight_gb_per_s",

@@ -19,6 +19,7 @@
 #include "headwise/core/parallel_errors.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "headwise/kernels/gemv.hpp"
+#include "headwise/kernels/kv_half.hpp"
 #include "headwise/model/rope_freqs.hpp"
 
 namespace hw::infer {
@@ -97,6 +98,11 @@ const char* weight_precision_name(WeightPrecision p) {
   return p == WeightPrecision::FP32 ? "fp32" : p == WeightPrecision::BF16 ? "bf16" : "fp16";
 }
 
+KvPrecision kv_precision_for(WeightPrecision w, const std::string& given) {
+  if (!given.empty()) return parse_kv_precision(given);
+  return w == WeightPrecision::FP32 ? KvPrecision::FP32 : KvPrecision::FP16;
+}
+
 bool HalfWeights::take(const Model<float>& model, WeightPrecision p, const std::string& name, const float* values) {
   check(p != WeightPrecision::FP32, "internal: HalfWeights::take with fp32");
   const ModelConfig& cfg = model.config();
@@ -169,6 +175,8 @@ struct Decoder::Impl {
   int threads = 1;
   std::vector<float> scores, psi, acc, rowsum;
   std::vector<int64_t> colpos;
+  // A 16-bit cache's rows of one head widened for a prefill's products ([max slots x D] per thread).
+  std::vector<float> widened;
   // Decode (one row) splits each softmax-family head's columns into parts of split_cols, merged
   // afterwards by their maxima and sums: per part D outputs, a max and a sum.
   int64_t split_cols = 0;
@@ -178,10 +186,10 @@ struct Decoder::Impl {
 };
 
 Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols,
-                 WeightPrecision weights, HalfWeights half)
+                 WeightPrecision weights, HalfWeights half, KvPrecision kv)
     : model_(model),
       cache_(model.config().head_plan, model.config().n_head, model.config().kv_heads(), model.config().head_dim(),
-             std::max<int64_t>(max_context, 1)) {
+             std::max<int64_t>(max_context, 1), kv) {
   const ModelConfig& cfg = model.config();
   check(model.ops().device() == Device::CPU,
         std::string("decoder: cached decoding runs on the CPU backend only; the model is on backend '") +
@@ -326,6 +334,7 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   m.psi.resize(size_t(m.threads) * size_t(m.Fw));
   m.acc.resize(size_t(m.threads) * size_t(m.D + 1));
   m.rowsum.resize(size_t(m.threads) * rows);
+  if (cache_.half()) m.widened.resize(size_t(m.threads) * size_t(max_slots) * size_t(m.D));
   m.split_cols = split_cols;
   const int64_t max_parts = m.H * ((max_slots + 1 + split_cols - 1) / split_cols);
   m.tasks.reserve(size_t(max_parts + m.H + m.KV));
@@ -345,7 +354,7 @@ size_t Decoder::scratch_bytes() const {
   const Impl& m = *impl_;
   size_t f = 0;
   for (const auto* v : {&m.x, &m.ln, &m.qkv, &m.att, &m.r2, &m.fch, &m.fchg, &m.r3, &m.last, &m.scores,
-                        &m.psi, &m.acc, &m.rowsum, &m.part_out, &m.part_max, &m.part_sum})
+                        &m.psi, &m.acc, &m.rowsum, &m.part_out, &m.part_max, &m.part_sum, &m.widened})
     f += v->size();
   return (f + m.panel.size()) * sizeof(float) + (m.pos.size() + m.colpos.size()) * sizeof(int64_t);
 }
@@ -524,8 +533,11 @@ void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float*
     const int64_t a = std::max(lo, voff), b = std::min(hi, voff + seg_len);
     if (a < b) {
       const int64_t slot0 = seg[s][0] + (a - voff);
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(b - a), D, scale, cache_.k_row(l, g, slot0), D, q, 1, 0.f,
-                  S + (a - lo), 1);
+      if (cache_.half())
+        cpu::kv_dot_rows(S + (a - lo), q, cache_.k_row16(l, g, slot0), b - a, D, cache_.half_type(), scale);
+      else
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(b - a), D, scale, cache_.k_row(l, g, slot0), D, q, 1, 0.f,
+                    S + (a - lo), 1);
       if (bounded)
         for (int64_t c = a; c < b; ++c) cp[c - lo] = cache_.position_of(l, g, slot0 + (c - a), c0);
     }
@@ -570,9 +582,12 @@ void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float*
   for (int s = 0; s < n_seg; ++s) {
     const int64_t seg_len = seg[s][1] - seg[s][0];
     const int64_t a = std::max(lo, voff), b = std::min(hi, voff + seg_len);
-    if (a < b)
-      cblas_sgemv(CblasRowMajor, CblasTrans, int(b - a), D, 1.f, cache_.v_row(l, g, seg[s][0] + (a - voff)), D,
-                  S + (a - lo), 1, 1.f, o, 1);
+    const int64_t slot0 = seg[s][0] + (a - voff);
+    if (a < b && cache_.half())
+      cpu::kv_axpy_rows(o, S + (a - lo), cache_.v_row16(l, g, slot0), b - a, D, cache_.half_type());
+    else if (a < b)
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(b - a), D, 1.f, cache_.v_row(l, g, slot0), D, S + (a - lo), 1, 1.f,
+                  o, 1);
     voff += seg_len;
   }
   if (own) {
@@ -627,6 +642,17 @@ void Decoder::attention(int l, int64_t n) {
       int64_t* cp = m.colpos.data() + size_t(tid) * size_t(ldS);
       float* rowsum = m.rowsum.data() + size_t(tid) * size_t(m.chunk);
       const AttnTask task = m.tasks[size_t(t)];
+      // fp32 rows [slot0, slot0 + len) of KV head g's K or V: the cache's own, or a 16-bit
+      // cache's widened into this thread's scratch.
+      float* widened = m.widened.data() + size_t(tid) * size_t(m.max_cols - m.chunk) * size_t(D);
+      auto cache_rows = [&](bool k, int g, int64_t slot0, int64_t len) -> const float* {
+        if (!cache_.half()) return k ? cache_.k_row(l, g, slot0) : cache_.v_row(l, g, slot0);
+        const uint16_t* src = k ? cache_.k_row16(l, g, slot0) : cache_.v_row16(l, g, slot0);
+        const cpu::HalfType ht = cache_.half_type();
+        for (int64_t i = 0; i < len * D; ++i)
+          widened[i] = ht == cpu::HalfType::BF16 ? cpu::bf16_to_float(src[i]) : cpu::f16_to_float(src[i]);
+        return widened;
+      };
       if (task.part >= 0) {
         decode_part(l, task.h, task.part, task.lo, task.hi, S, cp);
       } else if (task.h >= 0) {
@@ -657,8 +683,8 @@ void Decoder::attention(int l, int64_t n) {
           int64_t off = 0;
           for (int s = 0; s < n_seg; ++s) {
             const int64_t len = seg[s][1] - seg[s][0];
-            gemm_rm(false, true, int(n), int(len), D, scale, q, ldx, cache_.k_row(l, g, seg[s][0]), D, 0.f, S + off,
-                    ldS);
+            gemm_rm(false, true, int(n), int(len), D, scale, q, ldx, cache_rows(true, g, seg[s][0], len), D, 0.f,
+                    S + off, ldS);
             off += len;
           }
           gemm_rm(false, true, int(n), int(n), D, scale, q, ldx, qkv + lay.k_col(g), ldx, 0.f, S + cache_cols, ldS);
@@ -688,8 +714,8 @@ void Decoder::attention(int l, int64_t n) {
         float beta = 0.f;
         for (int s = 0; s < n_seg; ++s) {
           const int64_t len = seg[s][1] - seg[s][0];
-          gemm_rm(false, false, int(n), D, int(len), 1.f, S + off, ldS, cache_.v_row(l, g, seg[s][0]), D, beta, out,
-                  ldo);
+          gemm_rm(false, false, int(n), D, int(len), 1.f, S + off, ldS, cache_rows(false, g, seg[s][0], len), D, beta,
+                  out, ldo);
           off += len;
           beta = 1.f;
         }
@@ -787,6 +813,15 @@ void Decoder::attention(int l, int64_t n) {
     for (int64_t r = 0; r < n; ++r) {
       const int64_t slot = cache_.slot_of(l, g, c0 + r);
       const float* row = qkv + r * ldx;
+      if (cache_.half()) {
+        const cpu::HalfType ht = cache_.half_type();
+        const bool ok = (!pol.has_k || cpu::kv_store_row(cache_.k_row16(l, g, slot), row + lay.k_col(g), D, ht)) &&
+                        (!pol.has_v || cpu::kv_store_row(cache_.v_row16(l, g, slot), row + lay.v_col(g), D, ht));
+        if (!ok)
+          fail("decoder: layer " + std::to_string(l) + " KV head " + std::to_string(g) + " at position " +
+               std::to_string(c0 + r) + " has a K or V value beyond fp16's range (65504): use --kv-cache bf16 or fp32");
+        continue;
+      }
       if (pol.has_k) std::copy(row + lay.k_col(g), row + lay.k_col(g) + D, cache_.k_row(l, g, slot));
       if (pol.has_v) std::copy(row + lay.v_col(g), row + lay.v_col(g) + D, cache_.v_row(l, g, slot));
     }

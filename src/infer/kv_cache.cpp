@@ -47,30 +47,58 @@ std::vector<KvHeadPolicy> layer_policies(const attn::LayerPlan& plan, int n_head
   return out;
 }
 
-KvCache::KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context)
-    : n_kv_head_(n_kv_head), D_(head_dim), max_context_(max_context) {
+KvPrecision parse_kv_precision(const std::string& s) {
+  if (s == "fp32") return KvPrecision::FP32;
+  if (s == "bf16") return KvPrecision::BF16;
+  if (s == "fp16") return KvPrecision::FP16;
+  fail("--kv-cache: '" + s + "' is not a KV cache precision (fp32, bf16 or fp16)");
+}
+
+const char* kv_precision_name(KvPrecision p) {
+  return p == KvPrecision::FP32 ? "fp32" : p == KvPrecision::BF16 ? "bf16" : "fp16";
+}
+
+KvCache::KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
+                 KvPrecision rows)
+    : n_kv_head_(n_kv_head), D_(head_dim), max_context_(max_context), precision_(rows) {
   check(max_context >= 1, "kv cache: max_context must be >= 1");
   check(head_dim >= 1, "kv cache: head_dim must be >= 1");
   for (const auto& layer : plan.layers) policies_.push_back(layer_policies(layer, n_head, n_kv_head, max_context));
   const int64_t lin = linear_features(D_) * (D_ + 1);
-  size_t total = 0;
-  for (const auto& layer : policies_)
-    for (const auto& p : layer)
-      total += size_t(p.slots) * size_t(D_) * (size_t(p.has_k) + size_t(p.has_v)) + (p.linear_state ? size_t(lin) : 0);
-  values_.reserve(total);
-  advise_huge_pages(values_.data(), total * sizeof(float));  // read once per decode step
-  values_.assign(total, 0.f);
-  float* at = values_.data();
+  size_t rows_total = 0, lin_total = 0;
   for (const auto& layer : policies_)
     for (const auto& p : layer) {
-      float* k = nullptr;
-      float* v = nullptr;
-      float* s = nullptr;
-      if (p.has_k) k = std::exchange(at, at + p.slots * D_);
-      if (p.has_v) v = std::exchange(at, at + p.slots * D_);
+      rows_total += size_t(p.slots) * size_t(D_) * (size_t(p.has_k) + size_t(p.has_v));
+      lin_total += p.linear_state ? size_t(lin) : 0;
+    }
+  const size_t f32_total = lin_total + (half() ? 0 : rows_total);
+  // Both blocks are read once per decode step: on huge pages between reserve and the first write.
+  values_.reserve(f32_total);
+  advise_huge_pages(values_.data(), f32_total * sizeof(float));
+  values_.assign(f32_total, 0.f);
+  if (half()) {
+    half_.reserve(rows_total);
+    advise_huge_pages(half_.data(), rows_total * sizeof(uint16_t));
+    half_.assign(rows_total, 0);
+  }
+  float* at = values_.data();
+  uint16_t* at16 = half_.data();
+  for (const auto& layer : policies_)
+    for (const auto& p : layer) {
+      float *k = nullptr, *v = nullptr, *s = nullptr;
+      uint16_t *k16 = nullptr, *v16 = nullptr;
+      if (half()) {
+        if (p.has_k) k16 = std::exchange(at16, at16 + p.slots * D_);
+        if (p.has_v) v16 = std::exchange(at16, at16 + p.slots * D_);
+      } else {
+        if (p.has_k) k = std::exchange(at, at + p.slots * D_);
+        if (p.has_v) v = std::exchange(at, at + p.slots * D_);
+      }
       if (p.linear_state) s = std::exchange(at, at + lin);
       k_.push_back(k);
       v_.push_back(v);
+      k16_.push_back(k16);
+      v16_.push_back(v16);
       lin_.push_back(s);
     }
 }

@@ -138,13 +138,19 @@ TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greed
   const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
   test::write_text(dir + "/prompt.txt", "3 1 4 1 5 9 2 6");
   auto model = load_model(ids, cpu_backend<float>());
-  for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16}) {
+  // (the cache: fp16 by default with 16-bit weights, or as --kv-cache says)
+  for (auto [w, kv_flag] : {std::pair<infer::WeightPrecision, std::string>{infer::WeightPrecision::BF16, ""},
+                            {infer::WeightPrecision::FP16, ""},
+                            {infer::WeightPrecision::BF16, "bf16"},
+                            {infer::WeightPrecision::FP16, "fp32"}}) {
     const std::string name = infer::weight_precision_name(w);
+    const infer::KvPrecision kv = infer::kv_precision_for(w, kv_flag);
     const auto r = test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
-                                      "/prompt.txt --max-new 12 --temperature 0 --weights " + name);
+                                      "/prompt.txt --max-new 12 --temperature 0 --weights " + name +
+                                      (kv_flag.empty() ? "" : " --kv-cache " + kv_flag));
     INFO(r.out);
     REQUIRE(r.code == 0);
-    infer::Decoder dec(*model, 48, 64, 512, w);
+    infer::Decoder dec(*model, 19, 512, 512, w, {}, kv);
     infer::SamplingOptions o;
     o.temperature = 0;
     infer::Sampler s(o, 32);
@@ -154,11 +160,16 @@ TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greed
     CHECK(r.out.rfind(line.str() + "\n", 0) == 0);
     const auto summary = test::last_json_line(r.out);
     CHECK(summary["weights"] == name);
+    CHECK(summary["kv_cache"] == (kv_flag.empty() ? "fp16" : kv_flag));
+    CHECK(summary["kv_cache_bytes"].get<int64_t>() == int64_t(dec.kv_bytes()));
     CHECK(summary["weight_bytes_per_token"].get<int64_t>() == int64_t(dec.half_weight_bytes()));
   }
   expect_one_error(test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
                                       "/prompt.txt --max-new 2 --weights int8"),
                    "'int8' is not a weight precision");
+  expect_one_error(test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
+                                      "/prompt.txt --max-new 2 --kv-cache fp8"),
+                   "--kv-cache: 'fp8' is not a KV cache precision");
 }
 
 // The issue-41 memory goal: generate's peak RSS (the kernel's count, printed in its summary) at
@@ -186,14 +197,15 @@ TEST_CASE("generate: peak memory within 1.2x of weights + KV cache, fp32 and 16-
   const int64_t others = P * C + L * (4 * C + 3 * C + C + 4 * C + C) + 2 * C;        // wpe, norms, biases
   test::write_text(dir + "/prompt.txt", "5 17 300 4000 16383 2 9 77");
   const int64_t ctx = 8 + 12 - 1;
-  const int64_t kv = L * 2 * ctx * C * 4, logits = V * 4;
+  const int64_t kv_values = L * 2 * ctx * C, logits = V * 4;  // the cache: fp32, or fp16 with 16-bit weights
   for (const char* w : {"fp32", "bf16", "fp16"}) {
     const auto r = test::run_headwise("generate --checkpoint " + ckpt + " --prompt-tokens " + dir +
                                       "/prompt.txt --max-new 12 --temperature 0 --ignore-eos --weights " + w);
     INFO(r.out);
     REQUIRE(r.code == 0);
     const auto summary = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
-    const int64_t bytes = matrices * (std::string(w) == "fp32" ? 4 : 2) + others * 4 + kv + logits;
+    const int64_t bpv = std::string(w) == "fp32" ? 4 : 2;
+    const int64_t bytes = matrices * bpv + others * 4 + kv_values * bpv + logits;
     const double peak = summary.at("peak_rss_bytes").get<double>();
     INFO(w << ": peak RSS " << peak / 1e6 << " MB, weights + KV " << double(bytes) / 1e6 << " MB, ratio "
            << peak / double(bytes));

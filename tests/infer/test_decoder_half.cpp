@@ -9,7 +9,9 @@
 //   AVX512_BF16 path: x is rounded to bf16 before every product (relative error 2^-9 per
 //     input), 1.5e-2 of the double reference [3.6e-3 .. 4.6e-3];
 //   the rounding of the weights themselves, against the fp32 model's double forward: bf16 2e-2
-//     [4.8e-3 .. 6.8e-3 with either kernel], fp16 2e-3 [4.2e-4 .. 6.6e-4].
+//     [4.8e-3 .. 6.8e-3 with either kernel], fp16 2e-3 [4.2e-4 .. 6.6e-4];
+//   a 16-bit KV cache with fp32 weights, against the full forward: bf16 1e-2, fp16 1.5e-3 (worst
+//     over every plan, chunking and kernel path: 2.3e-3 and 3.2e-4).
 // Greedy tokens: wherever the double reference's top two logits differ by more than twice the
 // tolerance, the decoder's argmax is the reference's.
 #include <catch2/catch.hpp>
@@ -17,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <tuple>
 
 #include "headwise/infer/decoder.hpp"
 #include "headwise/infer/load_for_decoding.hpp"
@@ -59,9 +62,10 @@ std::vector<double> double_reference(Model<float>& m, const std::vector<int32_t>
 }
 
 std::vector<float> decode_logits(const Model<float>& m, const std::vector<int32_t>& tokens, int64_t P,
-                                 infer::WeightPrecision w) {
+                                 infer::WeightPrecision w, infer::KvPrecision kv = infer::KvPrecision::FP32,
+                                 int64_t chunk = 5, int64_t split = 512) {
   const int64_t T = int64_t(tokens.size()), V = m.config().vocab_size;
-  infer::Decoder dec(m, T, 5, 512, w);
+  infer::Decoder dec(m, T, chunk, split, w, {}, kv);
   std::vector<float> got(size_t(T * V));
   dec.prefill(tokens.data(), P, got.data());
   for (int64_t t = P; t < T; ++t) {
@@ -204,4 +208,84 @@ TEST_CASE("load_for_decoding: matrices rounded while loading decode bit for bit 
       CHECK(got == want);
     }
   }
+}
+
+TEST_CASE("decode with a 16-bit KV cache: logits within the stated tolerance of the full forward for every kind, "
+          "chunks and parts, both kernel paths",
+          "[infer][half]") {
+  // fp32 weights, so the cache's rounding is the only difference from the double forward. Plans
+  // cover every store (All, a wrapping ring, K-less static rows, fp32 linear states next to 16-bit
+  // rows), MHA and GQA; prefill in chunks that straddle the ring, and decode steps in parts of 3 keys.
+  const char* plans[] = {
+      R"([["softmax","softmax","softmax","softmax"],["softmax","softmax","softmax","softmax"]])",
+      R"([["softmax","window:3","sink_window:2:5","static"],["linear","pruned","window:6","sink_window:1:3"]])",
+      R"([["window:7","sink_window:3:2","static","linear"],["sink_window:2:4","softmax","pruned","window:5"]])"};
+  double worst[2] = {0, 0};
+  for (const char* plan : plans)
+    for (int kvh : {4, 2})
+      for (const char* pos : {"learned", "rope"}) {
+        const InferCase c{"kv16", kvh, pos, plan};
+        const ModelConfig cfg = infer_config(c);
+        auto model = infer_model(cfg);
+        const auto tokens = random_tokens(40, cfg.vocab_size, 3);
+        const int64_t V = cfg.vocab_size;
+        // (The fp32 training forward: its own error, ~1e-6, is far below the cache's rounding;
+        // the double model copy has no static or linear head values.)
+        const std::vector<float> ref32 = full_forward_logits(*model, tokens);
+        const std::vector<double> ref(ref32.begin(), ref32.end());
+        for (auto kv : {infer::KvPrecision::BF16, infer::KvPrecision::FP16})
+          for (bool plain : {false, true})
+            for (auto [P, chunk, split] : {std::tuple<int64_t, int64_t, int64_t>{13, 5, 512}, {1, 64, 3}, {40, 16, 512}}) {
+              cpu::force_plain_half_kernel(plain);
+              const bool bf = kv == infer::KvPrecision::BF16;
+              const double tol = bf ? 1e-2 : 1.5e-3;
+              const Compare e = compare(decode_logits(*model, tokens, P, infer::WeightPrecision::FP32, kv, chunk, split),
+                                        ref, V, tol);
+              worst[bf ? 0 : 1] = std::max(worst[bf ? 0 : 1], e.rel);
+              INFO(plan << " kv heads " << kvh << " " << pos << " cache " << infer::kv_precision_name(kv)
+                        << (plain ? " plain" : " avx512") << " prefill " << P << " chunk " << chunk << " parts of "
+                        << split << ": " << e.rel << " (tol " << tol << "); argmax misses " << e.argmax_bad << " of "
+                        << e.clear_rows);
+              CHECK(e.rel <= tol);
+              CHECK(e.argmax_bad == 0);
+              // The cache is rounded: some error remains (a decoder that kept fp32 rows would pass
+              // the bound too, and this says it does not).
+              if (P < 40) CHECK(e.rel > (bf ? 1e-5 : 1e-6));
+            }
+        cpu::force_plain_half_kernel(false);
+      }
+  INFO("16-bit KV cache, worst relative logit error: bf16 " << worst[0] << ", fp16 " << worst[1]);
+  CHECK(worst[0] > worst[1]);  // bf16 keeps 3 fewer mantissa bits than fp16
+}
+
+TEST_CASE("decode with a 16-bit KV cache: half the row bytes, fp32 linear states, and fp16's range is one error",
+          "[infer][half]") {
+  const InferCase c{"kv16", 2, "rope",
+                    R"([["softmax","window:3","sink_window:2:5","static"],["linear","pruned","window:6","sink_window:1:3"]])"};
+  const ModelConfig cfg = infer_config(c);
+  auto model = infer_model(cfg);
+  const infer::Decoder d32(*model, 40), d16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::FP16);
+  const int64_t D = cfg.head_dim(), lin = infer::linear_features(int(D)) * (D + 1);
+  // Rows: layer 0 two All stores with K and V (40 slots each); layer 1 state only (KV head 0)
+  // and a ring S=1, W=6 with K and V (KV head 1).
+  const int64_t rows = 2 * 2 * 40 * D + 2 * 7 * D;
+  CHECK(d32.kv_bytes() == size_t(4 * rows + 4 * lin));
+  CHECK(d16.kv_bytes() == size_t(2 * rows + 4 * lin));
+  CHECK(d16.cache().precision() == infer::KvPrecision::FP16);
+  CHECK(infer::kv_precision_for(infer::WeightPrecision::FP32, "") == infer::KvPrecision::FP32);
+  CHECK(infer::kv_precision_for(infer::WeightPrecision::BF16, "") == infer::KvPrecision::FP16);
+  CHECK(infer::kv_precision_for(infer::WeightPrecision::FP16, "bf16") == infer::KvPrecision::BF16);
+  CHECK_THROWS_WITH(infer::parse_kv_precision("int8"), Catch::Contains("--kv-cache: 'int8'"));
+
+  // A V value beyond 65504 (the value bias of layer 0, KV head 1): fp16 stops with the remedy,
+  // bf16 (fp32's range) decodes.
+  const auto& lay = model->layouts()[0];
+  model->params().get("h.0.attn.c_attn.bias").f32()[lay.v_col(1)] = 1e5f;
+  const auto tokens = random_tokens(8, cfg.vocab_size, 4);
+  infer::Decoder f16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::FP16);
+  CHECK_THROWS_WITH(f16.prefill(tokens.data(), 8),
+                    Catch::Contains("layer 0 KV head 1 at position 0") && Catch::Contains("beyond fp16's range") &&
+                        Catch::Contains("--kv-cache bf16 or fp32"));
+  infer::Decoder b16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::BF16);
+  CHECK_NOTHROW(b16.prefill(tokens.data(), 8));
 }

@@ -46,18 +46,23 @@ TEST_CASE("decode: prefill and decode steps allocate nothing (the cache is sized
   const ModelConfig cfg = infer_config(c);
   auto model = infer_model(cfg);
   const auto tokens = random_tokens(40, cfg.vocab_size, 2);
-  infer::Decoder dec(*model, cfg.block_size, 8);
-  infer::SamplingOptions o;
-  o.top_k = 5;
-  o.top_p = 0.9;
-  infer::Sampler sampler(o, cfg.vocab_size);
-  dec.prefill(tokens.data(), 12);  // warm-up: OpenMP and OpenBLAS set up their threads here
-  dec.reset();
-  const long before = g_news.load();
-  const float* logits = dec.prefill(tokens.data(), 20);
-  for (int t = 20; t < 40; ++t) logits = dec.step(sampler.next(logits));
-  const long after = g_news.load();
-  CHECK(after - before == 0);
+  long after = 0;
+  // fp32 and 16-bit cache rows (a prefill widens the 16-bit rows into scratch sized once)
+  for (auto kv : {infer::KvPrecision::FP32, infer::KvPrecision::BF16}) {
+    infer::Decoder dec(*model, cfg.block_size, 8, 512, infer::WeightPrecision::FP32, {}, kv);
+    infer::SamplingOptions o;
+    o.top_k = 5;
+    o.top_p = 0.9;
+    infer::Sampler sampler(o, cfg.vocab_size);
+    dec.prefill(tokens.data(), 12);  // warm-up: OpenMP and OpenBLAS set up their threads here
+    dec.reset();
+    const long before = g_news.load();
+    const float* logits = dec.prefill(tokens.data(), 20);
+    for (int t = 20; t < 40; ++t) logits = dec.step(sampler.next(logits));
+    after = g_news.load();
+    INFO(infer::kv_precision_name(kv));
+    CHECK(after - before == 0);
+  }
   // The counter does count: a vector allocates.
   std::vector<int>* v = new std::vector<int>(3);
   CHECK(g_news.load() > after);
@@ -73,7 +78,7 @@ TEST_CASE("decode: with bf16 / fp16 weights (both bf16 kernels), prefill and dec
   for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16})
     for (bool plain : {true, false}) {
       cpu::force_plain_half_kernel(plain);
-      infer::Decoder dec(*model, cfg.block_size, 8, 512, w);
+      infer::Decoder dec(*model, cfg.block_size, 8, 512, w, {}, infer::kv_precision_for(w, ""));  // fp16 rows
       infer::SamplingOptions o;
       infer::Sampler sampler(o, cfg.vocab_size);
       dec.prefill(tokens.data(), 12);  // warm-up (threads; the prefill's weight panel is sized by the constructor)

@@ -13,8 +13,11 @@
 // CPU backend: on another backend the constructor throws one hw::Error naming what is missing.
 // The matrices (QKV, output, MLP, LM head) are read as fp32 from the model, or as 16-bit copies
 // (WeightPrecision bf16/fp16: rounded once from fp32, stored [out, in], widened to fp32 in
-// registers: kernels/gemv.hpp); norms, biases, embeddings and the KV cache stay fp32. Every buffer (cache, chunk activations, per-thread attention scratch) is allocated by
-// the constructor; prefill and step allocate nothing.
+// registers: kernels/gemv.hpp); norms, biases and embeddings stay fp32. The KV cache holds its
+// K/V rows in fp32 or 16 bits (KvPrecision, kv_cache.hpp): a 16-bit cache rounds each row once
+// when it is written, and a row attends to its own K/V (and a prefill chunk's rows to the chunk's)
+// in fp32, as they come from the QKV product. Every buffer (cache, chunk activations, per-thread
+// attention scratch) is allocated by the constructor; prefill and step allocate nothing.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -30,6 +33,11 @@ enum class WeightPrecision { FP32, BF16, FP16 };
 // "fp32" | "bf16" | "fp16" (else one hw::Error naming the value); and back.
 WeightPrecision parse_weight_precision(const std::string& s);
 const char* weight_precision_name(WeightPrecision p);
+// The KV cache precision `--kv-cache` defaults to: fp32 with fp32 weights (decoding equals the
+// full forward bit for bit, as before), fp16 with 16-bit weights (llama.cpp's default cache: 10
+// mantissa bits against bf16's 7; a value beyond 65504 is one error naming bf16 and fp32).
+// `given` (a --kv-cache value) overrides it when not empty.
+KvPrecision kv_precision_for(WeightPrecision w, const std::string& given);
 
 // The matrices a decode step reads, in 16 bits ([out, in], rounded once from fp32): per layer
 // QKV, output, MLP in and out; the LM head (wte when tied).
@@ -58,8 +66,10 @@ class Decoder {
   // weights: the precision the matrices are read in (fp32: the model's own, no copy); half: their
   // 16-bit copies made while loading (load_for_decoding.hpp; the model's fp32 matrices may then
   // be discarded), or empty: rounded from the model here.
+  // kv: the precision of the cache's K/V rows.
   Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512,
-          WeightPrecision weights = WeightPrecision::FP32, HalfWeights half = {});
+          WeightPrecision weights = WeightPrecision::FP32, HalfWeights half = {},
+          KvPrecision kv = KvPrecision::FP32);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;

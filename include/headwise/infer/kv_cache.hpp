@@ -22,19 +22,31 @@
 // A KV head shared by a static and a streaming head therefore keeps K for every position too:
 // the simple rule costs K rows the streaming head never reads (documented, not optimised).
 //
+// Precision: K and V rows are fp32, or bf16 / fp16 (KvPrecision: rounded to nearest even when
+// written, widened when read by kernels/kv_half.hpp; llama.cpp's default cache is fp16). Linear
+// states are running sums and stay fp32.
+//
 // Bytes (values only; positions are implied by the slot and the length, never stored):
-//   sum over (layer, KV head) of bytes_per_value * (D * slots * ([has K] + [has V]) + [linear] Fw (D + 1)),
-// slots = max_context (All) or S + W (SinkRing). For plans of softmax and sink_window heads only
-// this is the formula sum_l 2 D bpv (n_full T + n_stream (S + W)) with T = max_context.
+//   sum over (layer, KV head) of bpv * D * slots * ([has K] + [has V]) + 4 [linear] Fw (D + 1),
+// bpv = 4 (fp32) or 2, slots = max_context (All) or S + W (SinkRing). For plans of softmax and
+// sink_window heads only this is the formula sum_l 2 D bpv (n_full T + n_stream (S + W))
+// with T = max_context.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "headwise/attention/head_plan.hpp"
+#include "headwise/kernels/gemv.hpp"
 
 namespace hw::infer {
 
 enum class Rows : uint8_t { None, All, SinkRing };
+
+enum class KvPrecision { FP32, BF16, FP16 };
+// "fp32" | "bf16" | "fp16" (else one hw::Error naming --kv-cache and the value); and back.
+KvPrecision parse_kv_precision(const std::string& s);
+const char* kv_precision_name(KvPrecision p);
 
 struct KvHeadPolicy {
   Rows rows = Rows::None;
@@ -52,16 +64,20 @@ int64_t linear_features(int D);
 
 class KvCache {
  public:
-  // plan: the model's head plan; max_context >= 1 positions; head_dim D.
-  KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context);
+  // plan: the model's head plan; max_context >= 1 positions; head_dim D; rows: K/V precision.
+  KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
+          KvPrecision rows = KvPrecision::FP32);
 
   int n_layer() const { return int(policies_.size()); }
   int n_kv_head() const { return n_kv_head_; }
   int head_dim() const { return D_; }
   int64_t max_context() const { return max_context_; }
   const KvHeadPolicy& policy(int l, int g) const { return policies_[size_t(l)][size_t(g)]; }
-  // Bytes of every store (the formula above) = the one block allocated.
-  size_t bytes() const { return values_.size() * sizeof(float); }
+  // Bytes of every store (the formula above) = the blocks allocated.
+  size_t bytes() const { return values_.size() * sizeof(float) + half_.size() * sizeof(uint16_t); }
+  KvPrecision precision() const { return precision_; }
+  bool half() const { return precision_ != KvPrecision::FP32; }
+  cpu::HalfType half_type() const { return precision_ == KvPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16; }
 
   // Positions written so far (every layer advances together: the decoder calls advance()).
   int64_t length() const { return length_; }
@@ -75,7 +91,13 @@ class KvCache {
   // Slots holding a position at length n: [0, valid_slots).
   int64_t valid_slots(int l, int g, int64_t n) const;
 
-  // D-wide rows of slot s (nullptr when the store has no K / V), the linear state [Fw][D + 1].
+  // D-wide rows of slot s (nullptr when the store has no K / V, or holds them in the other
+  // precision: k_row / v_row for fp32 rows, k_row16 / v_row16 for 16-bit ones), the linear state
+  // [Fw][D + 1] (fp32 always).
+  uint16_t* k_row16(int l, int g, int64_t s) { return k16_[idx(l, g)] ? k16_[idx(l, g)] + s * D_ : nullptr; }
+  uint16_t* v_row16(int l, int g, int64_t s) { return v16_[idx(l, g)] ? v16_[idx(l, g)] + s * D_ : nullptr; }
+  const uint16_t* k_row16(int l, int g, int64_t s) const { return k16_[idx(l, g)] ? k16_[idx(l, g)] + s * D_ : nullptr; }
+  const uint16_t* v_row16(int l, int g, int64_t s) const { return v16_[idx(l, g)] ? v16_[idx(l, g)] + s * D_ : nullptr; }
   float* k_row(int l, int g, int64_t s) { return k_[idx(l, g)] ? k_[idx(l, g)] + s * D_ : nullptr; }
   float* v_row(int l, int g, int64_t s) { return v_[idx(l, g)] ? v_[idx(l, g)] + s * D_ : nullptr; }
   const float* k_row(int l, int g, int64_t s) const { return k_[idx(l, g)] ? k_[idx(l, g)] + s * D_ : nullptr; }
@@ -91,8 +113,13 @@ class KvCache {
   int n_kv_head_ = 0, D_ = 0;
   int64_t max_context_ = 0, length_ = 0;
   std::vector<std::vector<KvHeadPolicy>> policies_;
-  std::vector<float> values_;  // every store, allocated once (on 2 MiB pages where the kernel allows)
+  KvPrecision precision_ = KvPrecision::FP32;
+  // every store, allocated once (on 2 MiB pages where the kernel allows): fp32 rows and linear
+  // states; 16-bit rows
+  std::vector<float> values_;
+  std::vector<uint16_t> half_;
   std::vector<float*> k_, v_, lin_;
+  std::vector<uint16_t*> k16_, v16_;
 };
 
 }  // namespace hw::infer

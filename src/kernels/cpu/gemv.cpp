@@ -267,25 +267,28 @@ bool cpu_has_avx512bf16() {
 #endif
 }
 
-std::atomic<int> g_plain{-1};  // -1: not decided yet; 1: plain path forced or no AVX512_BF16
+std::atomic<int> g_forced{-1};  // -1: HEADWISE_GEMV not read yet; 1: the plain paths forced
 
 bool use_bf16_dot() {
-  int p = g_plain.load(std::memory_order_relaxed);
-  if (p < 0) {
-    const char* env = std::getenv("HEADWISE_GEMV");
-    p = (env && std::string(env) == "plain") || !cpu_has_avx512bf16() ? 1 : 0;
-    g_plain.store(p, std::memory_order_relaxed);
-  }
-  return p == 0;
+  static const bool has = cpu_has_avx512bf16();
+  return has && !half_kernels_plain();
 }
 
 }  // namespace
 
+bool half_kernels_plain() {
+  int p = g_forced.load(std::memory_order_relaxed);
+  if (p < 0) {
+    const char* env = std::getenv("HEADWISE_GEMV");
+    p = env && std::string(env) == "plain" ? 1 : 0;
+    g_forced.store(p, std::memory_order_relaxed);
+  }
+  return p == 1;
+}
+
 std::string half_kernel_name() { return use_bf16_dot() ? "avx512bf16" : "plain"; }
 
-void force_plain_half_kernel(bool on) {
-  g_plain.store(on ? 1 : (cpu_has_avx512bf16() ? 0 : 1), std::memory_order_relaxed);
-}
+void force_plain_half_kernel(bool on) { g_forced.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 void gemv_half(float* out, const float* x, const HalfMatrix& m, const float* bias) {
   const int64_t I = m.I, O = m.O;
