@@ -14,6 +14,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/host_pages.hpp"
 #include "headwise/kernels/cpu.hpp"
+#include "kernels/cpu/avx512_sums.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
@@ -192,21 +193,8 @@ void rows_f16_plain(float* out, const float* x, const uint16_t* w, const float* 
 }
 
 #if defined(HW_HAVE_X86)
-// The sums of four rows' 16-lane accumulators as one vector [row 0..3], each in the same fixed
-// order: the halves added, then pairs by hadd. A store and 16 scalar adds per row cost ~15% of a
-// GPT-2-shaped decode's GEMV time at I = 768 (24 dot-product steps per row).
-__attribute__((target("avx512f,avx512dq"))) inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-  // (The zero-masking extracts: GCC 12's plain ones trip -Wmaybe-uninitialized on their undefined source.)
-  auto halves = [](__m512 a) {
-    return _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, a, 0), _mm512_maskz_extractf32x8_ps(0xff, a, 1));
-  };
-  const __m256 h01 = _mm256_hadd_ps(halves(a0), halves(a1)), h23 = _mm256_hadd_ps(halves(a2), halves(a3));
-  const __m256 h = _mm256_hadd_ps(h01, h23);  // [r0 r1 r2 r3 | r0' r1' r2' r3']
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
-
-// One row's sum in sum4's order.
-__attribute__((target("avx512f,avx512dq"))) inline float sum1(__m512 a) { return _mm_cvtss_f32(sum4(a, a, a, a)); }
+using detail::sum1;
+using detail::sum4;
 
 // AVX512_BF16: x rounded to bf16 (xb, zero-padded to a multiple of 32), 32 products per
 // instruction per row, four rows per pass over xb.

@@ -3,6 +3,8 @@
 // independent accumulators), each row's D values widened 16 at a time.
 #include "headwise/kernels/kv_half.hpp"
 
+#include "kernels/cpu/avx512_sums.hpp"
+
 #include <cmath>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -54,14 +56,7 @@ HW_KV_TARGET inline __m512 load16(const uint16_t* p, __mmask16 m, HalfType t) {
   return _mm512_maskz_cvtph_ps(0xffff, h);
 }
 
-// The four rows' sums as [r0 r1 r2 r3], each in one fixed order (gemv.cpp's sum4).
-HW_KV_TARGET inline __m128 sum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-  auto halves = [](__m512 a) {
-    return _mm256_add_ps(_mm512_maskz_extractf32x8_ps(0xff, a, 0), _mm512_maskz_extractf32x8_ps(0xff, a, 1));
-  };
-  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(halves(a0), halves(a1)), _mm256_hadd_ps(halves(a2), halves(a3)));
-  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-}
+using detail::sum4;
 
 HW_KV_TARGET void dot_rows_avx512(float* out, const float* q, const uint16_t* K, int64_t n, int64_t D, HalfType t,
                                   float scale) {
@@ -88,7 +83,7 @@ HW_KV_TARGET void dot_rows_avx512(float* out, const float* q, const uint16_t* K,
       const __mmask16 m = D - d >= 16 ? all : __mmask16((1u << (D - d)) - 1);
       a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), load16(k0 + d, m, t), a0);
     }
-    out[r] = scale * _mm_cvtss_f32(sum4(a0, a0, a0, a0));
+    out[r] = scale * detail::sum1(a0);
   }
 }
 
