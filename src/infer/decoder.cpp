@@ -561,6 +561,7 @@ void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float*
       else S[c] = -std::numeric_limits<float>::infinity();
     }
   } else {
+#pragma omp simd reduction(max : mx)
     for (int64_t c = 0; c < len; ++c) mx = std::max(mx, S[c]);
   }
   float* o = m.part_out.data() + size_t(part) * size_t(D);
@@ -569,7 +570,9 @@ void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float*
     m.part_sum[size_t(part)] = 0.f;
     return;
   }
+  // (Vectorized: a step over 8K keys computes ~1.2M of these exps, as many as it reads values.)
   float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
   for (int64_t c = 0; c < len; ++c) {
     const float p = exp_or_zero(S[c] - mx);
     S[c] = p;
@@ -701,6 +704,7 @@ void Decoder::attention(int l, int64_t n) {
               else row[c] = neg_inf;
             }
             float sum = 0.f;
+#pragma omp simd reduction(+ : sum)
             for (int64_t c = 0; c < ncols; ++c) {
               const float p = exp_or_zero(row[c] - mx);  // masked: -inf -> 0
               row[c] = p;
