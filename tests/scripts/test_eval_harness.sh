@@ -13,7 +13,10 @@ VENV=$2
 THREADS=${3:-2}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 FIX=$SRC/tests/fixtures/eval
-bash "$SRC/scripts/python_env.sh" "$VENV" "lm_eval[hf]==0.4.13" || exit 77
+# transformers pinned as the other cross-checks pin it: lm_eval alone pulled the newest, and a
+# concurrent ctest job (scripts:hf_roundtrip) then swapped in 5.24.0 while this one imported it
+# ("No module named 'transformers.utils'", a fresh-clone CI run of 2026-12-03).
+bash "$SRC/scripts/python_env.sh" "$VENV" "lm_eval[hf]==0.4.13" "transformers==5.24.0" || exit 77
 "$VENV/bin/hwpy" -c "import lm_eval, transformers, torch" 2>/dev/null || { echo "SKIP: lm_eval not importable"; exit 77; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
