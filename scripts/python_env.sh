@@ -26,8 +26,31 @@ CUDA_LIB=/usr/local/cuda/lib64
 
 skip() { echo "SKIP: python_env: $*" >&2; exit 77; }
 mkdir -p "$(dirname "$VENV")" || skip "cannot create $(dirname "$VENV")"
+# The lock: shared while a caller only checks (and then uses) the venv, exclusive while this
+# script installs. Callers that run the venv's Python afterwards hold it shared for as long as
+# they do (`exec 8<"$VENV.lock"; flock -s 8`), so that no concurrent ctest job's install swaps a
+# package under them (pip resolves each request afresh and may reinstall shared dependencies:
+# a fresh-clone CI run lost transformers mid-import that way).
 exec 9>"$VENV.lock" || skip "cannot lock $VENV.lock"
-flock 9
+flock -s 9
+# The installed version of package spec $1 satisfies it.
+satisfied() {
+  "$VENV/bin/pip" show "${1%%[=<>[]*}" >/dev/null 2>&1 && "$VENV/bin/python" - "$1" >/dev/null 2>&1 <<'PY'
+import sys
+from importlib.metadata import version
+from packaging.requirements import Requirement
+r = Requirement(sys.argv[1])
+sys.exit(0 if r.specifier.contains(version(r.name), prereleases=True) else 1)
+PY
+}
+ready() {
+  [ -x "$VENV/bin/python" ] && [ -x "$VENV/bin/hwpy" ] && "$VENV/bin/hwpy" -c "import torch" >/dev/null 2>&1 || return 1
+  for spec in "$@"; do satisfied "$spec" || return 1; done
+}
+ready "$@" && exit 0
+# (Waits for every caller using the venv to finish, then rechecks below. A caller that holds the
+# lock and runs this again for packages it lacks would wait for itself: bounded, then skipped.)
+flock -x -w 1200 9 || skip "$VENV is in use by another job for 20 minutes; cannot install ${*:-torch}"
 
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV" >/dev/null 2>&1 || skip "cannot create a venv at $VENV (python3-venv missing?)"
@@ -55,13 +78,7 @@ if [ $# -gt 0 ]; then
   # Only what is missing: pip keeps the installed torch (it satisfies every torch>= requirement).
   missing=()
   for spec in "$@"; do
-    "$VENV/bin/pip" show "${spec%%[=<>[]*}" >/dev/null 2>&1 && "$VENV/bin/python" - "$spec" >/dev/null 2>&1 <<'PY' || missing+=("$spec")
-import sys
-from importlib.metadata import version
-from packaging.requirements import Requirement
-r = Requirement(sys.argv[1])
-sys.exit(0 if r.specifier.contains(version(r.name), prereleases=True) else 1)
-PY
+    satisfied "$spec" || missing+=("$spec")
   done
   if [ ${#missing[@]} -gt 0 ]; then
     echo "python_env: installing ${missing[*]} into $VENV" >&2

@@ -11,4 +11,5 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv=${HEADWISE_VENV:-build/pyvenv}
 bash "$here/../python_env.sh" "$venv" "pyarrow==26.0.1" "tokenizers==0.23.3" >&2 || exit $?
+exec 8<"$(realpath -m "$venv").lock" && flock -s 8  # held while Python runs (python_env.sh)
 exec "$venv/bin/hwpy" "$here/prepare_corpus.py" "$@"

@@ -17,6 +17,7 @@ FIX=$SRC/tests/fixtures/eval
 # concurrent ctest job (scripts:hf_roundtrip) then swapped in 5.24.0 while this one imported it
 # ("No module named 'transformers.utils'", a fresh-clone CI run of 2026-12-03).
 bash "$SRC/scripts/python_env.sh" "$VENV" "lm_eval[hf]==0.4.13" "transformers==5.24.0" || exit 77
+exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
 "$VENV/bin/hwpy" -c "import lm_eval, transformers, torch" 2>/dev/null || { echo "SKIP: lm_eval not importable"; exit 77; }
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT

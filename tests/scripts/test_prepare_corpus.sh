@@ -9,6 +9,7 @@ HEADWISE=$1
 VENV=$2
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 bash "$SRC/scripts/python_env.sh" "$VENV" "pyarrow==26.0.1" "tokenizers==0.23.3" || exit $?
+exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 "$VENV/bin/hwpy" "$SRC/tests/scripts/prepare_corpus_check.py" "$SRC/scripts/data/prepare_corpus.py" \

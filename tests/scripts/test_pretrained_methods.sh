@@ -20,6 +20,7 @@ HW=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${2:-$HOME/.cache/headwise/pyvenv}
 bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors || exit 77
+exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
 PY="$VENV/bin/hwpy"
 "$PY" -c "import torch, transformers" 2>/dev/null || { echo "SKIP: torch/transformers not importable"; exit 77; }
 TMP=$(mktemp -d)
