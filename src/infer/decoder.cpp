@@ -650,10 +650,8 @@ void Decoder::attention(int l, int64_t n) {
       float* widened = m.widened.data() + size_t(tid) * size_t(m.max_cols - m.chunk) * size_t(D);
       auto cache_rows = [&](bool k, int g, int64_t slot0, int64_t len) -> const float* {
         if (!cache_.half()) return k ? cache_.k_row(l, g, slot0) : cache_.v_row(l, g, slot0);
-        const uint16_t* src = k ? cache_.k_row16(l, g, slot0) : cache_.v_row16(l, g, slot0);
-        const cpu::HalfType ht = cache_.half_type();
-        for (int64_t i = 0; i < len * D; ++i)
-          widened[i] = ht == cpu::HalfType::BF16 ? cpu::bf16_to_float(src[i]) : cpu::f16_to_float(src[i]);
+        cpu::kv_widen_rows(widened, k ? cache_.k_row16(l, g, slot0) : cache_.v_row16(l, g, slot0), len * D,
+                           cache_.half_type());
         return widened;
       };
       if (task.part >= 0) {

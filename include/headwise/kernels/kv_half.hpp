@@ -14,6 +14,8 @@ namespace hw::cpu {
 void kv_dot_rows(float* out, const float* q, const uint16_t* K, int64_t n, int64_t D, HalfType t, float scale);
 // acc[d] += sum_r p[r] V[r D + d], r < n (the probability-weighted sum of n cached values).
 void kv_axpy_rows(float* acc, const float* p, const uint16_t* V, int64_t n, int64_t D, HalfType t);
+// dst[i] = src[i] widened to fp32, i < n (a prefill's cached rows, for its GEMMs).
+void kv_widen_rows(float* dst, const uint16_t* src, int64_t n, HalfType t);
 // dst[d] = src[d] rounded to t (nearest even), d < D. Returns false when a finite value is
 // beyond fp16's range (it would become infinity); bf16 has fp32's range.
 bool kv_store_row(uint16_t* dst, const float* src, int64_t D, HalfType t);

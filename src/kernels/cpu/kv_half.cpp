@@ -134,6 +134,15 @@ void kv_axpy_rows(float* acc, const float* p, const uint16_t* V, int64_t n, int6
   axpy_rows_plain(acc, p, V, n, D, t);
 }
 
+void kv_widen_rows(float* dst, const uint16_t* src, int64_t n, HalfType t) {
+  if (t == HalfType::BF16) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_float(src[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_float(src[i]);
+  }
+}
+
 bool kv_store_row(uint16_t* dst, const float* src, int64_t D, HalfType t) {
   bool ok = true;
   for (int64_t d = 0; d < D; ++d) {
