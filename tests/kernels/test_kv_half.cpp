@@ -28,7 +28,7 @@ TEST_CASE("kv rows: 16-bit K q and p V, both paths, equal a naive double loop on
   for (bool plain : {false, true}) {
     force_plain_half_kernel(plain);
     for (HalfType t : {HalfType::BF16, HalfType::F16})
-      for (int64_t D : {1, 5, 8, 16, 17, 33, 64, 80, 128})
+      for (int64_t D : {1, 5, 8, 16, 17, 33, 48, 49, 64, 65, 80, 100, 128, 129, 200})
         for (int64_t n : {0, 1, 2, 3, 4, 5, 9, 31}) {
           std::vector<float> q(static_cast<size_t>(D)), p(static_cast<size_t>(n)), acc(static_cast<size_t>(D));
           std::vector<uint16_t> K(static_cast<size_t>(n * D)), V(static_cast<size_t>(n * D));
@@ -70,7 +70,7 @@ TEST_CASE("kv rows: 16-bit K q and p V, both paths, equal a naive double loop on
         }
   }
   force_plain_half_kernel(false);
-  CHECK(cases == 2 * 2 * 9 * 8);
+  CHECK(cases == 2 * 2 * 15 * 8);
 }
 
 TEST_CASE("kv rows: the store rounds to nearest even and reports fp16's range", "[kernels][kv_half]") {

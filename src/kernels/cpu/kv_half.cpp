@@ -58,49 +58,104 @@ HW_KV_TARGET inline __m512 load16(const uint16_t* p, __mmask16 m, HalfType t) {
 
 using detail::sum4;
 
-HW_KV_TARGET void dot_rows_avx512(float* out, const float* q, const uint16_t* K, int64_t n, int64_t D, HalfType t,
-                                  float scale) {
-  const __mmask16 all = 0xffff;
+// Four rows per pass, each row's sum over its 16-column blocks in order. With NB > 0 (D in
+// (16 (NB - 1), 16 NB]) q's blocks are loaded once into registers (10-20% faster at D = 64);
+// NB = 0 is any D, q's blocks reloaded per pass. Both give the same bits.
+template <HalfType T, int NB>
+HW_KV_TARGET void dot_rows_avx512(float* out, const float* q, const uint16_t* K, int64_t n, int64_t D, float scale) {
+  constexpr int kRegs = NB > 0 ? NB : 1;
+  const int64_t blocks = NB > 0 ? NB : (D + 15) / 16;
+  auto mask = [D](int64_t b) {
+    const int64_t rem = D - 16 * b;
+    return rem >= 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1);
+  };
+  __m512 qr[kRegs];
+  if constexpr (NB > 0)
+    for (int b = 0; b < NB; ++b) qr[b] = _mm512_maskz_loadu_ps(mask(b), q + 16 * b);
+  auto qv = [&](int64_t b) { return NB > 0 ? qr[b] : _mm512_maskz_loadu_ps(mask(b), q + 16 * b); };
   const __m128 sc = _mm_set1_ps(scale);
   int64_t r = 0;
   for (; r + 4 <= n; r += 4) {
     const uint16_t* k0 = K + r * D;
     __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
-    for (int64_t d = 0; d < D; d += 16) {
-      const __mmask16 m = D - d >= 16 ? all : __mmask16((1u << (D - d)) - 1);
-      const __m512 qv = _mm512_maskz_loadu_ps(m, q + d);
-      a0 = _mm512_fmadd_ps(qv, load16(k0 + d, m, t), a0);
-      a1 = _mm512_fmadd_ps(qv, load16(k0 + D + d, m, t), a1);
-      a2 = _mm512_fmadd_ps(qv, load16(k0 + 2 * D + d, m, t), a2);
-      a3 = _mm512_fmadd_ps(qv, load16(k0 + 3 * D + d, m, t), a3);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const __mmask16 m = mask(b);
+      const __m512 x = qv(b);
+      const uint16_t* k = k0 + 16 * b;
+      a0 = _mm512_fmadd_ps(x, load16(k, m, T), a0);
+      a1 = _mm512_fmadd_ps(x, load16(k + D, m, T), a1);
+      a2 = _mm512_fmadd_ps(x, load16(k + 2 * D, m, T), a2);
+      a3 = _mm512_fmadd_ps(x, load16(k + 3 * D, m, T), a3);
     }
     _mm_storeu_ps(out + r, _mm_mul_ps(sc, sum4(a0, a1, a2, a3)));
   }
   for (; r < n; ++r) {
     const uint16_t* k0 = K + r * D;
     __m512 a0 = _mm512_setzero_ps();
-    for (int64_t d = 0; d < D; d += 16) {
-      const __mmask16 m = D - d >= 16 ? all : __mmask16((1u << (D - d)) - 1);
-      a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, q + d), load16(k0 + d, m, t), a0);
-    }
+    for (int64_t b = 0; b < blocks; ++b) a0 = _mm512_fmadd_ps(qv(b), load16(k0 + 16 * b, mask(b), T), a0);
     out[r] = scale * detail::sum1(a0);
   }
 }
 
-HW_KV_TARGET void axpy_rows_avx512(float* acc, const float* p, const uint16_t* V, int64_t n, int64_t D, HalfType t) {
-  const __mmask16 all = 0xffff;
-  for (int64_t d = 0; d < D; d += 16) {  // one 16-wide column block of acc at a time, all rows
-    const __mmask16 m = D - d >= 16 ? all : __mmask16((1u << (D - d)) - 1);
-    // Two chains (even and odd rows) so the FMAs do not wait on each other, added at the end.
-    __m512 e = _mm512_setzero_ps(), o = _mm512_setzero_ps();
-    int64_t r = 0;
-    for (; r + 2 <= n; r += 2) {
-      e = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), load16(V + r * D + d, m, t), e);
-      o = _mm512_fmadd_ps(_mm512_set1_ps(p[r + 1]), load16(V + (r + 1) * D + d, m, t), o);
-    }
-    if (r < n) e = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), load16(V + r * D + d, m, t), e);
-    _mm512_mask_storeu_ps(acc + d, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, acc + d), _mm512_add_ps(e, o)));
+template <HalfType T>
+HW_KV_TARGET void dot_rows_avx512(float* out, const float* q, const uint16_t* K, int64_t n, int64_t D, float scale) {
+  switch ((D + 15) / 16) {
+    case 1: return dot_rows_avx512<T, 1>(out, q, K, n, D, scale);
+    case 2: return dot_rows_avx512<T, 2>(out, q, K, n, D, scale);
+    case 3: return dot_rows_avx512<T, 3>(out, q, K, n, D, scale);
+    case 4: return dot_rows_avx512<T, 4>(out, q, K, n, D, scale);
+    case 5: return dot_rows_avx512<T, 5>(out, q, K, n, D, scale);
+    case 6: return dot_rows_avx512<T, 6>(out, q, K, n, D, scale);
+    case 7: return dot_rows_avx512<T, 7>(out, q, K, n, D, scale);
+    case 8: return dot_rows_avx512<T, 8>(out, q, K, n, D, scale);
+    default: return dot_rows_avx512<T, 0>(out, q, K, n, D, scale);
   }
+}
+
+// Columns [d0, d0 + 16 NB) of acc (the last block masked at D), over all n rows in order: the
+// NB blocks of two row chains (even and odd rows, added at the end) stay in registers, so V is
+// read front to back, each row's bytes once. (Column block by column block over all rows, the
+// previous order, re-read every row D / 16 times through L2 and ran at half the dot's rate.)
+template <HalfType T, int NB>
+HW_KV_TARGET void axpy_cols_avx512(float* acc, const float* p, const uint16_t* V, int64_t n, int64_t D, int64_t d0) {
+  __mmask16 m[NB];
+  __m512 e[NB], o[NB];
+  for (int b = 0; b < NB; ++b) {
+    const int64_t rem = D - d0 - 16 * b;
+    m[b] = rem >= 16 ? __mmask16(0xffff) : __mmask16((1u << rem) - 1);
+    e[b] = _mm512_setzero_ps();
+    o[b] = _mm512_setzero_ps();
+  }
+  const uint16_t* v = V + d0;
+  int64_t r = 0;
+  for (; r + 2 <= n; r += 2, v += 2 * D) {
+    const __m512 pe = _mm512_set1_ps(p[r]), po = _mm512_set1_ps(p[r + 1]);
+    for (int b = 0; b < NB; ++b) {
+      e[b] = _mm512_fmadd_ps(pe, load16(v + 16 * b, m[b], T), e[b]);
+      o[b] = _mm512_fmadd_ps(po, load16(v + D + 16 * b, m[b], T), o[b]);
+    }
+  }
+  if (r < n) {
+    const __m512 pe = _mm512_set1_ps(p[r]);
+    for (int b = 0; b < NB; ++b) e[b] = _mm512_fmadd_ps(pe, load16(v + 16 * b, m[b], T), e[b]);
+  }
+  for (int b = 0; b < NB; ++b) {
+    float* a = acc + d0 + 16 * b;
+    _mm512_mask_storeu_ps(a, m[b], _mm512_add_ps(_mm512_maskz_loadu_ps(m[b], a), _mm512_add_ps(e[b], o[b])));
+  }
+}
+
+// Four 16-column blocks at a time (8 accumulators: D = 64 in one pass), then the remainder.
+template <HalfType T>
+HW_KV_TARGET void axpy_rows_avx512(float* acc, const float* p, const uint16_t* V, int64_t n, int64_t D) {
+  int64_t d0 = 0;
+  for (; D - d0 > 48; d0 += 64) axpy_cols_avx512<T, 4>(acc, p, V, n, D, d0);
+  if (D - d0 > 32)
+    axpy_cols_avx512<T, 3>(acc, p, V, n, D, d0);
+  else if (D - d0 > 16)
+    axpy_cols_avx512<T, 2>(acc, p, V, n, D, d0);
+  else if (D - d0 > 0)
+    axpy_cols_avx512<T, 1>(acc, p, V, n, D, d0);
 }
 
 bool cpu_has_avx512() {
@@ -122,14 +177,18 @@ bool use_avx512() {
 
 void kv_dot_rows(float* out, const float* q, const uint16_t* K, int64_t n, int64_t D, HalfType t, float scale) {
 #if defined(HW_HAVE_X86)
-  if (use_avx512()) return dot_rows_avx512(out, q, K, n, D, t, scale);
+  if (use_avx512())
+    return t == HalfType::BF16 ? dot_rows_avx512<HalfType::BF16>(out, q, K, n, D, scale)
+                               : dot_rows_avx512<HalfType::F16>(out, q, K, n, D, scale);
 #endif
   dot_rows_plain(out, q, K, n, D, t, scale);
 }
 
 void kv_axpy_rows(float* acc, const float* p, const uint16_t* V, int64_t n, int64_t D, HalfType t) {
 #if defined(HW_HAVE_X86)
-  if (use_avx512()) return axpy_rows_avx512(acc, p, V, n, D, t);
+  if (use_avx512())
+    return t == HalfType::BF16 ? axpy_rows_avx512<HalfType::BF16>(acc, p, V, n, D)
+                               : axpy_rows_avx512<HalfType::F16>(acc, p, V, n, D);
 #endif
   axpy_rows_plain(acc, p, V, n, D, t);
 }
