@@ -19,7 +19,7 @@
 #include "headwise/core/parallel_errors.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "headwise/kernels/gemv.hpp"
-#include "headwise/kernels/kv_half.hpp"
+#include "headwise/kernels/kv_rows.hpp"
 #include "headwise/model/rope_freqs.hpp"
 
 namespace hw::infer {
@@ -536,8 +536,7 @@ void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float*
       if (cache_.half())
         cpu::kv_dot_rows(S + (a - lo), q, cache_.k_row16(l, g, slot0), b - a, D, cache_.half_type(), scale);
       else
-        cblas_sgemv(CblasRowMajor, CblasNoTrans, int(b - a), D, scale, cache_.k_row(l, g, slot0), D, q, 1, 0.f,
-                    S + (a - lo), 1);
+        cpu::kv_dot_rows(S + (a - lo), q, cache_.k_row(l, g, slot0), b - a, D, scale);
       if (bounded)
         for (int64_t c = a; c < b; ++c) cp[c - lo] = cache_.position_of(l, g, slot0 + (c - a), c0);
     }
@@ -589,8 +588,7 @@ void Decoder::decode_part(int l, int h, int part, int64_t lo, int64_t hi, float*
     if (a < b && cache_.half())
       cpu::kv_axpy_rows(o, S + (a - lo), cache_.v_row16(l, g, slot0), b - a, D, cache_.half_type());
     else if (a < b)
-      cblas_sgemv(CblasRowMajor, CblasTrans, int(b - a), D, 1.f, cache_.v_row(l, g, slot0), D, S + (a - lo), 1, 1.f,
-                  o, 1);
+      cpu::kv_axpy_rows(o, S + (a - lo), cache_.v_row(l, g, slot0), b - a, D);
     voff += seg_len;
   }
   if (own) {

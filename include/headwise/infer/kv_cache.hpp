@@ -23,7 +23,7 @@
 // the simple rule costs K rows the streaming head never reads (documented, not optimised).
 //
 // Precision: K and V rows are fp32, or bf16 / fp16 (KvPrecision: rounded to nearest even when
-// written, widened when read by kernels/kv_half.hpp; llama.cpp's default cache is fp16). Linear
+// written, widened when read by kernels/kv_rows.hpp; llama.cpp's default cache is fp16). Linear
 // states are running sums and stay fp32.
 //
 // Bytes (values only; positions are implied by the slot and the length, never stored):

@@ -56,7 +56,7 @@ constexpr int64_t kPanelRows = 256;
 
 // "avx512bf16" or "plain": the bf16 kernel gemv_half runs on this machine and environment.
 std::string half_kernel_name();
-// Force the plain widening paths of every 16-bit kernel (this file's and kv_half.hpp's), or
+// Force the plain paths of every 16-bit kernel here and of kv_rows.hpp's KV row kernels, or
 // release them (tests; HEADWISE_GEMV=plain forces them at startup); and whether they are forced.
 void force_plain_half_kernel(bool on);
 bool half_kernels_plain();

@@ -1,5 +1,5 @@
 #pragma once
-// Horizontal sums of AVX-512 accumulators for the one-row kernels (gemv.cpp, kv_half.cpp), in one
+// Horizontal sums of AVX-512 accumulators for the one-row kernels (gemv.cpp, kv_rows.cpp), in one
 // fixed order so that a row's result does not depend on which pass of four it fell into.
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
