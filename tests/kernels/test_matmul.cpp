@@ -135,7 +135,9 @@ TEST_CASE("matmul of one float row (a decode step) matches a double loop at 1-3 
   const int keep = omp_get_max_threads();
   // W [I, O] with O <= 16384 splits W's rows over the threads (I not a multiple of the 32-row
   // alignment: the last block is ragged); O > 16384 splits the columns; [O, I] splits the rows of out.
-  for (const Shape sh : {Shape{1000, 2100}, Shape{110, 20000}, Shape{2053, 1040}}) {
+  // 300 x 500 is split too (a one-row product splits from 2^15 weights, a GEMM from 2^21);
+  // 37 x 90 runs whole on the calling thread.
+  for (const Shape sh : {Shape{1000, 2100}, Shape{110, 20000}, Shape{2053, 1040}, Shape{300, 500}, Shape{37, 90}}) {
     const int64_t I = sh.I, O = sh.O;
     const Vec xd = randn(rng, I), wd = randn(rng, I * O), bd = randn(rng, O);
     const std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end());
