@@ -4,11 +4,15 @@ scripts/bench_decode_vs_llamacpp.sh (which fetches and builds llama.cpp).
 
 The checkpoint (default: a GPT-2 124M-shaped model with transformers' random init, vocabulary
 3,257 = the gpt2-style test tokenizer) is converted to GGUF by llama.cpp's own
-convert_hf_to_gguf.py, which needs three things a headwise/transformers GPT-2 checkpoint lacks:
+convert_hf_to_gguf.py, which needs things a headwise/transformers checkpoint may lack:
   - config.json's `n_ctx` (old GPT-2 configs had it; transformers now writes only n_positions),
   - a pre-tokenizer name: the converter hashes the tokenizer's output on a test string and knows
     only published tokenizers' hashes; ours is byte-level GPT-2 style, so we name it "gpt-2",
-  - bos/eos ids inside the vocabulary (llama.cpp checks special ids against it).
+  - bos/eos ids inside the vocabulary (llama.cpp checks special ids against it),
+  - a top-level `rope_theta`: the converter of 2025-08 reads the config through transformers,
+    whose version 5 keeps it inside `rope_parameters`; the converter then writes no
+    rope.freq_base and llama.cpp uses 10,000 (a Qwen2.5-shaped model's greedy tokens parted from
+    transformers' at the second). The shim below copies it to the top.
 Then per thread count and precision pair (headwise fp32 / llama.cpp F32, headwise bf16 /
 llama.cpp F16 when headwise has --weights), ROUNDS alternating runs of both on the same prompt
 of PROMPT random ids + NEW greedy tokens: prefill tok/s, decode tok/s, peak RSS (wait4), the
@@ -79,8 +83,6 @@ def gguf_ready_copy(ckpt, work, tokenizer_json):
 
 
 def convert(llama_src, hf_dir, out_file, outtype):
-    if os.path.exists(out_file):
-        return
     code = (
         "import sys; sys.argv = sys.argv[1:]; sys.path.insert(0, %r); sys.path.insert(0, %r)\n"
         # mistral_common is imported at the top but used only for Mistral models: empty stand-ins
@@ -93,11 +95,27 @@ def convert(llama_src, hf_dir, out_file, outtype):
         "        setattr(sys.modules[m], name, None)\n"
         "import convert_hf_to_gguf as c\n"
         "c.TextModel.get_vocab_base_pre = lambda self, tok: 'gpt-2'\n"
+        "load = c.ModelBase.load_hparams\n"
+        "def load_hparams(d, mistral):\n"
+        "    h = load(d, mistral)\n"
+        "    for cfg in (h, h.get('text_config') or {}):\n"
+        "        rope = cfg.get('rope_parameters')\n"
+        "        if isinstance(rope, dict) and 'rope_theta' in rope:\n"
+        "            cfg.setdefault('rope_theta', rope['rope_theta'])\n"
+        "    return h\n"
+        "c.ModelBase.load_hparams = staticmethod(load_hparams)\n"
         "c.main()\n" % (os.path.join(llama_src, "gguf-py"), llama_src))
+    # A GGUF made from another config.json or by another version of this shim is made again.
+    stamp = out_file + ".made-from"
+    made_from = open(os.path.join(hf_dir, "config.json")).read() + "\n" + code
+    if os.path.exists(out_file) and os.path.exists(stamp) and open(stamp).read() == made_from:
+        return
     r = subprocess.run([sys.executable, "-c", code, "convert", hf_dir, "--outfile", out_file, "--outtype", outtype],
                        capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"bench: llama.cpp's convert_hf_to_gguf.py failed on {hf_dir}:\n{r.stderr[-3000:]}")
+    with open(stamp, "w") as f:
+        f.write(made_from)
 
 
 def run(cmd, env):
