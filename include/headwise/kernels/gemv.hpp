@@ -41,9 +41,15 @@ struct HalfMatrix {
                              uint16_t* at);
 };
 
-// out[o] = bias[o] (or 0) + sum_i x[i] W(o, i) for 16-bit W [O,I]. (fp32 weights take
-// OpenBLAS's GEMV in cpu::matmul_forward: a hand-written fp32 kernel measured slower, 29 against
-// 37 tok/s on the GPT-2 124M shape.) bf16 uses AVX512_BF16 dot products where the CPU has them and
+// Rows lo..hi of a one-row product with fp32 W stored [O, I] (an LM head; matmul.cpp's row_gemv
+// calls it per thread): out[o] = (accumulate ? out[o] : 0) + sum_i x[i] W(o, i), AVX-512, four rows
+// per pass with the next four prefetched. Returns false, computing nothing, where the CPU lacks
+// AVX-512 (the caller takes BLAS). (W [I, O], the decoder's other matrices, stays with OpenBLAS's
+// GEMV over blocks of rows: a hand-written kernel of that layout measured slower, 29 against 37
+// tok/s on the GPT-2 124M shape.)
+bool dot_rows_f32(float* out, const float* x, const float* w, int64_t I, int64_t lo, int64_t hi, bool accumulate);
+
+// out[o] = bias[o] (or 0) + sum_i x[i] W(o, i) for 16-bit W [O,I]. bf16 uses AVX512_BF16 dot products where the CPU has them and
 // HEADWISE_GEMV=plain is not set (x is then rounded to bf16 too: see half_kernel_name);
 // otherwise, and for fp16, a plain path that widens each weight to fp32 and multiplies by fp32 x.
 void gemv_half(float* out, const float* x, const HalfMatrix& w, const float* bias);

@@ -11,6 +11,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/kernels/cpu.hpp"
+#include "headwise/kernels/gemv.hpp"
 #include "kernels/cpu/parallel.hpp"
 
 namespace hw::cpu {
@@ -90,6 +91,8 @@ template <class F>
 void row_gemv(const F* x, const F* w, int i, int o, bool w_out_in, F beta, F* out) {
   const blas::SingleThreaded blas_on_calling_thread;
   auto piece = [&](int lo, int hi) {
+    if constexpr (std::is_same_v<F, float>)
+      if (w_out_in && dot_rows_f32(out, x, w, i, lo, hi, beta != F(0))) return;
     if (w_out_in)  // W [O, I]: its rows lo..hi
       blas_gemv(CblasNoTrans, hi - lo, i, w + int64_t(lo) * i, i, x, beta, out + lo);
     else  // W [I, O]: its columns lo..hi
