@@ -116,7 +116,7 @@ void add_generate_command(CLI::App& app) {
     // thread: 27.4 s in chunks of 64, 22.0 s in chunks of 512), for a few MB of scratch.
     constexpr int64_t kPrefillChunk = 512;
     infer::Decoder dec(*model, std::max<int64_t>(int64_t(prompt.size()) + a->max_new - 1, 1), kPrefillChunk, 512,
-                       weights, std::move(loaded.half), kv);
+                       weights, std::move(loaded.half), kv, loaded.fp32_layout);
     infer::Sampler sampler(a->sampling, cfg.vocab_size);
     infer::GenerateTimes times;
     const std::vector<int32_t> eos = a->ignore_eos ? std::vector<int32_t>{} : eos_token_ids(a->checkpoint, cfg.vocab_size);

@@ -103,6 +103,53 @@ KvPrecision kv_precision_for(WeightPrecision w, const std::string& given) {
   return w == WeightPrecision::FP32 ? KvPrecision::FP32 : KvPrecision::FP16;
 }
 
+namespace {
+
+// The layer and which of its four (0 QKV, 1 output, 2 MLP in, 3 MLP out) a parameter name is, and
+// its fan-in and fan-out; false for any other name.
+bool layer_matrix(const Model<float>& model, const std::string& name, int* layer, int* which, int64_t* in,
+                  int64_t* out) {
+  const ModelConfig& cfg = model.config();
+  if (name.rfind("h.", 0) != 0) return false;
+  const size_t dot = name.find('.', 2);
+  if (dot == std::string::npos) return false;
+  const std::string num = name.substr(2, dot - 2);
+  if (num.empty() || num.size() > 6 || num.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int l = std::stoi(num);
+  if (l >= cfg.n_layer || std::to_string(l) != num) return false;
+  const auto& lay = model.layouts()[size_t(l)];
+  const std::string rest = name.substr(dot + 1);
+  const int64_t C = cfg.n_embd;
+  if (rest == "attn.c_attn.weight") *which = 0, *in = C, *out = lay.qkv_width();
+  else if (rest == "attn.c_proj.weight") *which = 1, *in = lay.out_width(), *out = C;
+  else if (rest == "mlp.c_fc.weight") *which = 2, *in = C, *out = cfg.fc_width();
+  else if (rest == "mlp.c_proj.weight") *which = 3, *in = cfg.intermediate(), *out = C;
+  else return false;
+  *layer = l;
+  return true;
+}
+
+}  // namespace
+
+bool decoder_layer_matrix(const Model<float>& model, const std::string& name, int64_t* in, int64_t* out) {
+  int l = 0, k = 0;
+  return layer_matrix(model, name, &l, &k, in, out);
+}
+
+bool relay_out_in(const Model<float>& model, const std::string& name, float* values) {
+  int64_t I = 0, O = 0;
+  if (!decoder_layer_matrix(model, name, &I, &O)) return false;
+  const std::vector<float> src(values, values + I * O);
+  // Blocks of 32 x 32: both sides' lines are used whole while they sit in L1.
+  constexpr int64_t B = 32;
+#pragma omp parallel for schedule(static)
+  for (int64_t o0 = 0; o0 < O; o0 += B)
+    for (int64_t i0 = 0; i0 < I; i0 += B)
+      for (int64_t o = o0; o < std::min(O, o0 + B); ++o)
+        for (int64_t i = i0; i < std::min(I, i0 + B); ++i) values[o * I + i] = src[size_t(i * O + o)];
+  return true;
+}
+
 bool HalfWeights::take(const Model<float>& model, WeightPrecision p, const std::string& name, const float* values) {
   check(p != WeightPrecision::FP32, "internal: HalfWeights::take with fp32");
   const ModelConfig& cfg = model.config();
@@ -131,24 +178,14 @@ bool HalfWeights::take(const Model<float>& model, WeightPrecision p, const std::
     head = into(0, values, C, cfg.vocab_size, /*w_out_in=*/true);
     return true;
   }
-  const std::string h = "h.";
-  if (name.rfind(h, 0) != 0) return false;
+  int l = 0, k = 0;
+  int64_t I = 0, O = 0;
+  if (!layer_matrix(model, name, &l, &k, &I, &O)) return false;
   layers.resize(size_t(cfg.n_layer));
-  for (int l = 0; l < cfg.n_layer; ++l) {
-    const std::string p0 = h + std::to_string(l) + ".";
-    if (name.rfind(p0, 0) != 0) continue;
-    const auto& lay = model.layouts()[size_t(l)];
-    HalfLayer& H = layers[size_t(l)];
-    const std::string rest = name.substr(p0.size());
-    const int slot = 1 + 4 * l;
-    if (rest == "attn.c_attn.weight") H.attn = into(slot, values, C, lay.qkv_width(), false);
-    else if (rest == "attn.c_proj.weight") H.proj = into(slot + 1, values, lay.out_width(), C, false);
-    else if (rest == "mlp.c_fc.weight") H.fc = into(slot + 2, values, C, cfg.fc_width(), false);
-    else if (rest == "mlp.c_proj.weight") H.fcp = into(slot + 3, values, cfg.intermediate(), C, false);
-    else return false;
-    return true;
-  }
-  return false;
+  HalfLayer& H = layers[size_t(l)];
+  cpu::HalfMatrix* slot[4] = {&H.attn, &H.proj, &H.fc, &H.fcp};
+  *slot[k] = into(1 + 4 * l + k, values, I, O, false);
+  return true;
 }
 
 struct Decoder::Impl {
@@ -160,6 +197,7 @@ struct Decoder::Impl {
   const float *wte = nullptr, *wpe = nullptr, *lnf_w = nullptr, *lnf_b = nullptr;
   const float* head = nullptr;  // the LM head: wte, or an untied lm_head
   bool half = false;            // matrices read as 16-bit copies (layers_h, head_h)
+  bool out_in = false;          // fp32 layer matrices re-laid [out, in] (Fp32Layout::OutIn)
   std::vector<HalfLayer> layers_h;
   cpu::HalfMatrix head_h;
   std::vector<float> panel;     // a prefill's widened weight panel (cpu::matmul_half), sized once
@@ -186,7 +224,7 @@ struct Decoder::Impl {
 };
 
 Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols,
-                 WeightPrecision weights, HalfWeights half, KvPrecision kv)
+                 WeightPrecision weights, HalfWeights half, KvPrecision kv, Fp32Layout layout)
     : model_(model),
       cache_(model.config().head_plan, model.config().n_head, model.config().kv_heads(), model.config().head_dim(),
              std::max<int64_t>(max_context, 1), kv) {
@@ -229,6 +267,9 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
   if (m.rope) m.inv_freq = rope_inv_freq(cfg);
   m.eps = cfg.layer_norm_epsilon;
   m.Fw = linear_features(m.D);
+  check(layout == Fp32Layout::InOut || weights == WeightPrecision::FP32,
+        "decoder: re-laid fp32 matrices (Fp32Layout::OutIn) with 16-bit weights");
+  m.out_in = layout == Fp32Layout::OutIn;
   const Arena& P = model.params();
   std::set<std::string> read;  // every parameter tensor the decoder reads
   const Arena& B = model.buffers();
@@ -434,7 +475,8 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
       ops.residual_layernorm_forward(resid, m.ln.data(), nullptr, nullptr, a, b, w, bias, n, C, m.eps);
     }
   };
-  // x W (+ bias) for `rows` rows: the 16-bit copies, or the model's fp32.
+  // x W (+ bias) for `rows` rows: the 16-bit copies, or the model's fp32 (w_out_in: the LM head,
+  // or a layer matrix re-laid by relay_out_in).
   auto linear = [&](float* out, const float* in, const float* w, const cpu::HalfMatrix* wh, const float* bias,
                     int64_t rows, int64_t I, int64_t O, bool w_out_in) {
     if (wh)
@@ -451,7 +493,7 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     const auto& lay = model_.layouts()[size_t(l)];
     const int64_t ldx = lay.qkv_width();
     const HalfLayer* H = m.half ? &m.layers_h[size_t(l)] : nullptr;
-    linear(m.qkv.data(), m.ln.data(), W.attn_w, H ? &H->attn : nullptr, W.attn_b, n, C, ldx, false);
+    linear(m.qkv.data(), m.ln.data(), W.attn_w, H ? &H->attn : nullptr, W.attn_b, n, C, ldx, m.out_in);
     if (W.q_norm) {  // q/k norm (Qwen3) in place, before RoPE
       const int64_t nq = int64_t(lay.n_q) * m.D;
       ops.rmsnorm_forward(m.qkv.data(), ldx, nullptr, m.qkv.data(), ldx, W.q_norm, n, lay.n_q, m.D, m.eps);
@@ -461,18 +503,18 @@ void Decoder::run_rows(const int32_t* tokens, int64_t n, float* all_logits) {
     // from column 0.
     if (m.rope) cpu::rope_forward_freqs(m.qkv.data(), 1, n, ldx, 0, lay.n_q + lay.n_k, m.D, m.inv_freq.data(), c0);
     attention(l, n);
-    linear(m.r2.data(), m.att.data(), W.proj_w, H ? &H->proj : nullptr, W.proj_b, n, lay.out_width(), C, false);
+    linear(m.r2.data(), m.att.data(), W.proj_w, H ? &H->proj : nullptr, W.proj_b, n, lay.out_width(), C, m.out_in);
     residual_norm(m.r2.data(), m.r2.data(), x, W.ln2_w, W.ln2_b);
     if (m.swiglu) {
-      linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.fc, false);
+      linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.fc, m.out_in);
       ops.swiglu_forward(m.fchg.data(), m.fch.data(), n, m.mlp);
-    } else if (m.half) {
-      linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.mlp, false);
+    } else if (m.half || m.out_in) {
+      linear(m.fch.data(), m.ln.data(), W.fc_w, H ? &H->fc : nullptr, W.fc_b, n, C, m.mlp, m.out_in);
       ops.gelu_forward(m.fchg.data(), m.fch.data(), n * m.mlp);
     } else {
       ops.matmul_gelu_forward(m.fch.data(), m.fchg.data(), m.ln.data(), W.fc_w, W.fc_b, n, C, m.mlp);
     }
-    linear(r3, m.fchg.data(), W.fcp_w, H ? &H->fcp : nullptr, W.fcp_b, n, m.mlp, C, false);
+    linear(r3, m.fchg.data(), W.fcp_w, H ? &H->fcp : nullptr, W.fcp_b, n, m.mlp, C, m.out_in);
     const float* nw = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_w : m.lnf_w;
     const float* nb = l + 1 < m.L ? m.layers[size_t(l + 1)].ln1_b : m.lnf_b;
     residual_norm(r3, r3, m.r2.data(), nw, nb);

@@ -75,6 +75,27 @@ std::vector<float> decode_logits(const Model<float>& m, const std::vector<int32_
   return got;
 }
 
+// The load tests' models: GPT-2 style (learned positions, tied head) or Qwen2 (RoPE, RMSNorm,
+// SwiGLU, q/k/v biases, untied head), GQA, mixed head kinds.
+ModelConfig load_case_config(const std::string& pos) {
+  const char* plan = R"([["softmax","window:3","sink_window:2:5","softmax"],["window:6","softmax","sink_window:1:3","softmax"]])";
+  const InferCase c{"half_load", 2, pos.c_str(), plan};
+  ModelConfig cfg = infer_config(c);
+  if (pos != "rope") return cfg;
+  const ModelConfig shape = cfg;
+  cfg = ModelConfig::for_family("qwen2");
+  cfg.n_layer = shape.n_layer;
+  cfg.n_head = shape.n_head;
+  cfg.n_kv_head = shape.n_kv_head;
+  cfg.n_embd = shape.n_embd;
+  cfg.vocab_size = shape.vocab_size;
+  cfg.block_size = shape.block_size;
+  cfg.head_plan = shape.head_plan;
+  cfg.tie_word_embeddings = false;
+  cfg.validate();
+  return cfg;
+}
+
 struct Compare {
   double rel = 0;       // max |got - ref| / max |ref|
   int argmax_bad = 0;   // rows with a clear reference winner that the decoder's argmax misses
@@ -155,23 +176,8 @@ TEST_CASE("decode: --weights takes fp32, bf16 or fp16 and names anything else", 
 TEST_CASE("load_for_decoding: matrices rounded while loading decode bit for bit as rounding the loaded model, "
           "and their fp32 copies are gone",
           "[infer][half]") {
-  const char* plan = R"([["softmax","window:3","sink_window:2:5","softmax"],["window:6","softmax","sink_window:1:3","softmax"]])";
   for (const char* pos : {"learned", "rope"}) {
-    const InferCase c{"half_load", 2, pos, plan};
-    ModelConfig cfg = infer_config(c);
-    if (std::string(pos) == "rope") {  // Qwen2 (RMSNorm, SwiGLU, q/k/v biases), untied LM head
-      const ModelConfig shape = cfg;
-      cfg = ModelConfig::for_family("qwen2");
-      cfg.n_layer = shape.n_layer;
-      cfg.n_head = shape.n_head;
-      cfg.n_kv_head = shape.n_kv_head;
-      cfg.n_embd = shape.n_embd;
-      cfg.vocab_size = shape.vocab_size;
-      cfg.block_size = shape.block_size;
-      cfg.head_plan = shape.head_plan;
-      cfg.tie_word_embeddings = false;
-      cfg.validate();
-    }
+    const ModelConfig cfg = load_case_config(pos);
     auto model = infer_model(cfg);
     TempDir dir;
     save_model_files(*model, dir.path().string());
@@ -208,6 +214,65 @@ TEST_CASE("load_for_decoding: matrices rounded while loading decode bit for bit 
       CHECK(got == want);
     }
   }
+}
+
+TEST_CASE("load_for_decoding fp32: the layer matrices are re-laid [out, in] in place, and decoding them keeps "
+          "fp32's bound against the double forward",
+          "[infer][half]") {
+  for (const char* pos : {"learned", "rope"}) {
+    const ModelConfig cfg = load_case_config(pos);
+    auto model = infer_model(cfg);
+    TempDir dir;
+    save_model_files(*model, dir.path().string());
+    const auto tokens = random_tokens(30, cfg.vocab_size, 7);
+    auto full = load_model(dir.path().string(), cpu_backend<float>(), false);
+    const std::vector<double> ref = double_reference(*full, tokens, nullptr);
+    infer::DecodingModel d = infer::load_for_decoding(dir.path().string(), infer::WeightPrecision::FP32);
+    REQUIRE(d.fp32_layout == infer::Fp32Layout::OutIn);
+    REQUIRE(d.half.empty());
+    INFO(pos);
+    // Each layer matrix holds the transpose of the checkpoint's [in, out]; every other tensor
+    // (the LM head included) is the checkpoint's.
+    int relaid = 0;
+    for (const auto& t : d.model->params().tensors()) {
+      const Tensor& f = full->params().get(t->name);
+      int64_t I = 0, O = 0;
+      INFO(t->name);
+      if (infer::decoder_layer_matrix(*d.model, t->name, &I, &O)) {
+        REQUIRE(I * O == t->numel());
+        bool transposed = true;
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t i = 0; i < I; ++i) transposed = transposed && t->f32()[o * I + i] == f.f32()[i * O + o];
+        CHECK(transposed);
+        ++relaid;
+      } else {
+        CHECK(std::equal(t->f32(), t->f32() + t->numel(), f.f32()));
+      }
+    }
+    CHECK(relaid == 4 * cfg.n_layer);
+    const int64_t T = int64_t(tokens.size()), V = cfg.vocab_size;
+    for (int64_t chunk : {5, 64}) {
+      infer::Decoder dec(*d.model, T, chunk, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::FP32,
+                         d.fp32_layout);
+      std::vector<float> got(size_t(T * V));
+      dec.prefill(tokens.data(), 11, got.data());
+      for (int64_t t = 11; t < T; ++t) {
+        const float* lg = dec.step(tokens[size_t(t)]);
+        std::copy(lg, lg + V, got.data() + t * V);
+      }
+      const Compare e = compare(got, ref, V, 1e-5);
+      INFO("chunk " << chunk << ": " << e.rel);
+      CHECK(e.rel <= 1e-5);
+      CHECK(e.argmax_bad == 0);
+      CHECK(e.clear_rows > 0);
+    }
+  }
+  // The flag is for fp32 matrices only.
+  const ModelConfig cfg = load_case_config("learned");
+  auto model = infer_model(cfg);
+  CHECK_THROWS_WITH(infer::Decoder(*model, 8, 4, 512, infer::WeightPrecision::BF16, {}, infer::KvPrecision::FP16,
+                                   infer::Fp32Layout::OutIn),
+                    Catch::Contains("Fp32Layout::OutIn"));
 }
 
 TEST_CASE("decode with a 16-bit KV cache: logits within the stated tolerance of the full forward for every kind, "
