@@ -11,7 +11,7 @@
 //   fp32 [O,I] matmul   cpu::matmul_forward on [O,I] (gemv.hpp's dot_rows_f32: generate's
 //                       re-laid layers and the LM head)
 //   fp32 [O,I] blas     OpenBLAS GEMV over each thread's block of outputs (the LM head before)
-//   bf16 / fp16 [O,I]   cpu::gemv_half (--weights bf16 / fp16)
+//   bf16 / fp16 [O,I]   cpu::gemv_half (--weights bf16 / fp16; HEADWISE_GEMV forces a kernel)
 #include <omp.h>
 
 #include <algorithm>
@@ -141,8 +141,9 @@ int main(int argc, char** argv) {
         gbs[s][size_t(v)].push_back(bytes / sec / 1e9);
       }
 
-  std::printf("one-row products, %d thread(s), bf16 kernel %s; GB/s of weights, median of %d alternating rounds\n\n",
-              omp_get_max_threads(), hw::cpu::half_kernel_name().c_str(), rounds);
+  std::printf("one-row products, %d thread(s); GB/s of weights, median of %d alternating rounds; 16-bit kernels "
+              "(gemv.hpp) in brackets\n\n",
+              omp_get_max_threads(), rounds);
   std::printf("| I x O |");
   for (const char* n : names) std::printf(" %s |", n);
   std::printf(" [O,I] matmul / [I,O] matmul |\n|---|");
@@ -155,7 +156,12 @@ int main(int argc, char** argv) {
       std::vector<double> g = gbs[s][size_t(v)];
       std::sort(g.begin(), g.end());
       med[v] = g[g.size() / 2];
-      std::printf(" %.1f |", med[v]);
+      if (v < 3)
+        std::printf(" %.1f |", med[v]);
+      else
+        std::printf(" %.1f (%s) |", med[v],
+                    hw::cpu::half_kernel_name(v == 3 ? hw::cpu::HalfType::BF16 : hw::cpu::HalfType::F16, shapes[s].I)
+                        .c_str());
     }
     std::printf(" %.2f |\n", med[1] / med[0]);
   }

@@ -4,10 +4,10 @@
 //
 // Tolerances, relative to the largest |logit| of the sequence (measured on these models in
 // brackets):
-//   plain widening path (fp32 x, fp32 sums): 1e-5 of the double reference [1.7e-7 .. 3.3e-7],
-//     the bound fp32 decoding keeps against its own double forward;
-//   AVX512_BF16 path: x is rounded to bf16 before every product (relative error 2^-9 per
-//     input), 1.5e-2 of the double reference [3.6e-3 .. 4.6e-3];
+//   plain and AVX-512 widening kernels (fp32 x, fp32 sums): 1e-5 of the double reference
+//     [1.7e-7 .. 3.3e-7], the bound fp32 decoding keeps against its own double forward;
+//   AVX512_BF16 dot products (bf16 with a fan-in past kMaxWidenIn): x is rounded to bf16 before
+//     every product (relative error 2^-9 per input), 1.5e-2 of the double reference [3.6e-3 .. 4.6e-3];
 //   the rounding of the weights themselves, against the fp32 model's double forward: bf16 2e-2
 //     [4.8e-3 .. 6.8e-3 with either kernel], fp16 2e-3 [4.2e-4 .. 6.6e-4];
 //   a 16-bit KV cache with fp32 weights, against the full forward: bf16 1e-2, fp16 1.5e-3 (worst
@@ -128,7 +128,7 @@ Compare compare(const std::vector<float>& got, const std::vector<double>& ref, i
 }  // namespace
 
 TEST_CASE("decode with bf16 / fp16 weights: logits within the stated tolerance of a double reference, "
-          "both bf16 kernels, and greedy tokens equal",
+          "every kernel, and greedy tokens equal",
           "[infer][half]") {
   const char* plan = R"([["softmax","window:3","sink_window:2:5","softmax"],["window:6","softmax","sink_window:1:3","softmax"]])";
   for (const char* pos : {"learned", "rope"}) {
@@ -139,9 +139,10 @@ TEST_CASE("decode with bf16 / fp16 weights: logits within the stated tolerance o
     const int64_t V = cfg.vocab_size;
     const std::vector<double> ref32 = double_reference(*model, tokens, nullptr);
     for (cpu::HalfType t : {cpu::HalfType::BF16, cpu::HalfType::F16})
-      for (bool plain : {true, false}) {
-        cpu::force_plain_half_kernel(plain);
-        const bool dot = t == cpu::HalfType::BF16 && cpu::half_kernel_name() == "avx512bf16";
+      for (cpu::HalfKernel k : {cpu::HalfKernel::Plain, cpu::HalfKernel::Widen, cpu::HalfKernel::Bf16Dot}) {
+        cpu::force_half_kernel(k);  // (every matrix of these small models would widen under Auto)
+        const std::string kernel = cpu::half_kernel_name(t, cfg.n_embd);
+        const bool dot = kernel == "avx512bf16";
         const double tol = dot ? 1.5e-2 : 1e-5;
         const double tol32 = t == cpu::HalfType::BF16 ? 2e-2 : 2e-3;
         const std::vector<double> ref = double_reference(*model, tokens, &t);
@@ -149,7 +150,7 @@ TEST_CASE("decode with bf16 / fp16 weights: logits within the stated tolerance o
         const std::vector<float> got = decode_logits(*model, tokens, 13, w);
         const Compare e = compare(got, ref, V, tol);
         const Compare e32 = compare(got, ref32, V, tol32);
-        INFO(pos << (t == cpu::HalfType::BF16 ? " bf16 " : " fp16 ") << cpu::half_kernel_name() << ": vs double "
+        INFO(pos << (t == cpu::HalfType::BF16 ? " bf16 " : " fp16 ") << kernel << ": vs double "
                  << e.rel << " (tol " << tol << "), vs fp32 weights " << e32.rel << "; argmax misses " << e.argmax_bad
                  << " of " << e.clear_rows << " clear rows");
         CHECK(e.rel <= tol);
@@ -157,7 +158,7 @@ TEST_CASE("decode with bf16 / fp16 weights: logits within the stated tolerance o
         CHECK(e.clear_rows >= 20);
         CHECK(e.argmax_bad == 0);
       }
-    cpu::force_plain_half_kernel(false);
+    cpu::force_half_kernel(cpu::HalfKernel::Auto);
     // fp32 decoding (the model's own weights) keeps its bound against the same double forward.
     const Compare e = compare(decode_logits(*model, tokens, 13, infer::WeightPrecision::FP32), ref32, V, 1e-5);
     INFO(pos << " fp32: " << e.rel);

@@ -69,15 +69,15 @@ TEST_CASE("decode: prefill and decode steps allocate nothing (the cache is sized
   delete v;
 }
 
-TEST_CASE("decode: with bf16 / fp16 weights (both bf16 kernels), prefill and decode steps allocate nothing",
+TEST_CASE("decode: with bf16 / fp16 weights (every kernel), prefill and decode steps allocate nothing",
           "[infer][half]") {
   const InferCase c{"half", 2, "learned", R"([["softmax","window:3","sink_window:2:5","softmax"],["window:6","softmax","softmax","softmax"]])"};
   const ModelConfig cfg = infer_config(c);
   auto model = infer_model(cfg);
   const auto tokens = random_tokens(40, cfg.vocab_size, 2);
   for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16})
-    for (bool plain : {true, false}) {
-      cpu::force_plain_half_kernel(plain);
+    for (cpu::HalfKernel k : {cpu::HalfKernel::Plain, cpu::HalfKernel::Widen, cpu::HalfKernel::Bf16Dot}) {
+      cpu::force_half_kernel(k);
       infer::Decoder dec(*model, cfg.block_size, 8, 512, w, {}, infer::kv_precision_for(w, ""));  // fp16 rows
       infer::SamplingOptions o;
       infer::Sampler sampler(o, cfg.vocab_size);
@@ -87,8 +87,11 @@ TEST_CASE("decode: with bf16 / fp16 weights (both bf16 kernels), prefill and dec
       const float* logits = dec.prefill(tokens.data(), 20);
       for (int t = 20; t < 40; ++t) logits = dec.step(sampler.next(logits));
       const long after = g_news.load();  // (before INFO, which allocates its message)
-      INFO(infer::weight_precision_name(w) << " " << cpu::half_kernel_name());
+      INFO(infer::weight_precision_name(w) << " "
+                                             << cpu::half_kernel_name(w == infer::WeightPrecision::BF16 ? cpu::HalfType::BF16
+                                                                                                 : cpu::HalfType::F16,
+                                                                      cfg.n_embd));
       CHECK(after - before == 0);
     }
-  cpu::force_plain_half_kernel(false);
+  cpu::force_half_kernel(cpu::HalfKernel::Auto);
 }

@@ -20,7 +20,8 @@ namespace {
 struct Shape {
   int64_t I, O;
 };
-const Shape kShapes[] = {{1, 1}, {3, 5}, {17, 33}, {31, 7}, {33, 100}, {130, 67}, {257, 1001}, {768, 300}};
+// (2100 x 40: a bf16 fan-in past kMaxWidenIn, where Auto takes the AVX512_BF16 dot products.)
+const Shape kShapes[] = {{1, 1}, {3, 5}, {17, 33}, {31, 7}, {33, 100}, {130, 67}, {257, 1001}, {768, 300}, {2100, 40}};
 
 std::vector<float> randn(int64_t n, uint64_t seed) {
   Rng rng(seed);
@@ -63,10 +64,9 @@ struct ThreadCount {
 
 }  // namespace
 
-TEST_CASE("gemv: 16-bit weights, both kernels, equal a naive double loop on the widened weights", "[kernels][gemv]") {
-  INFO("bf16 kernel on this machine: " << half_kernel_name());
+TEST_CASE("gemv: 16-bit weights, every kernel, equal a naive double loop on the widened weights", "[kernels][gemv]") {
   for (HalfType t : {HalfType::BF16, HalfType::F16})
-    for (bool plain : {true, false})
+    for (HalfKernel k : {HalfKernel::Plain, HalfKernel::Widen, HalfKernel::Bf16Dot, HalfKernel::Auto})
       for (const Shape& s : kShapes) {
         const auto w = randn(s.I * s.O, 11 + uint64_t(s.O)), x = randn(s.I, 13), b = randn(s.O, 17);
         const HalfMatrix m = HalfMatrix::from_f32(w.data(), s.I, s.O, /*w_out_in=*/false, t);
@@ -74,10 +74,11 @@ TEST_CASE("gemv: 16-bit weights, both kernels, equal a naive double loop on the 
           const uint16_t h = m.w[o * s.I + i];
           return double(t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h));
         };
-        force_plain_half_kernel(plain);
+        force_half_kernel(k);
         // The AVX512_BF16 kernel multiplies x rounded to bf16 (exact products, fp32 sums): its
-        // reference uses that x; the plain path multiplies the fp32 x.
-        const bool dot = t == HalfType::BF16 && half_kernel_name() == "avx512bf16";
+        // reference uses that x; the others multiply the fp32 x.
+        const std::string name = half_kernel_name(t, s.I);
+        const bool dot = name == "avx512bf16";
         std::vector<float> xr = x;
         if (dot)
           for (auto& v : xr) v = bf16_to_float(float_to_bf16(v));
@@ -89,14 +90,35 @@ TEST_CASE("gemv: 16-bit weights, both kernels, equal a naive double loop on the 
           std::vector<float> got(size_t(s.O), 123.f);
           gemv_half(got.data(), x.data(), m, b.data());
           const double err = worst_scaled(got, ref, scale);
-          INFO((t == HalfType::BF16 ? "bf16 " : "fp16 ") << half_kernel_name() << " I " << s.I << " O " << s.O
+          INFO((t == HalfType::BF16 ? "bf16 " : "fp16 ") << name << " I " << s.I << " O " << s.O
                                                          << " threads " << threads << ": " << err);
           CHECK(err <= 1e-6);
           if (first.empty()) first = got;
           CHECK(std::memcmp(first.data(), got.data(), got.size() * 4) == 0);
         }
       }
-  force_plain_half_kernel(false);
+  force_half_kernel(HalfKernel::Auto);
+}
+
+TEST_CASE("gemv: Auto widens fp16 and bf16 up to kMaxWidenIn, then takes AVX512_BF16 dot products for bf16",
+          "[kernels][gemv]") {
+  force_half_kernel(HalfKernel::Auto);
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512bw");
+  const bool bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  const std::string wide = avx512 ? "avx512" : "plain";
+  CHECK(half_kernel_name(HalfType::BF16, 896) == wide);
+  CHECK(half_kernel_name(HalfType::BF16, kMaxWidenIn) == wide);
+  CHECK(half_kernel_name(HalfType::BF16, kMaxWidenIn + 1) == (bf16 ? "avx512bf16" : wide));
+  CHECK(half_kernel_name(HalfType::F16, 4864) == wide);
+  CHECK(half_kernel_name(HalfType::BF16, 40000) == "plain");  // past the stack copy of x
+  force_half_kernel(HalfKernel::Plain);
+  CHECK(half_kernel_name(HalfType::BF16, 896) == "plain");
+  CHECK(half_kernels_plain());
+  force_half_kernel(HalfKernel::Bf16Dot);
+  CHECK(half_kernel_name(HalfType::F16, 896) == wide);  // no fp16 dot products: falls back
+  force_half_kernel(HalfKernel::Auto);
+  CHECK(!half_kernels_plain());
 }
 
 TEST_CASE("gemv: the prefill product with 16-bit weights (panels of rows) equals a naive double loop",

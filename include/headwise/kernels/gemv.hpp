@@ -49,9 +49,17 @@ struct HalfMatrix {
 // tok/s on the GPT-2 124M shape.)
 bool dot_rows_f32(float* out, const float* x, const float* w, int64_t I, int64_t lo, int64_t hi, bool accumulate);
 
-// out[o] = bias[o] (or 0) + sum_i x[i] W(o, i) for 16-bit W [O,I]. bf16 uses AVX512_BF16 dot products where the CPU has them and
-// HEADWISE_GEMV=plain is not set (x is then rounded to bf16 too: see half_kernel_name);
-// otherwise, and for fp16, a plain path that widens each weight to fp32 and multiplies by fp32 x.
+// out[o] = bias[o] (or 0) + sum_i x[i] W(o, i) for 16-bit W [O,I], by one of three kernels
+// (half_kernel_name):
+//   "avx512"     the weights widened to fp32 in registers and multiplied by fp32 x (AVX-512F): fp16,
+//                and bf16 with I <= kMaxWidenIn;
+//   "avx512bf16" AVX512_BF16 dot products, x rounded to bf16 first (a relative error of 2^-9 per
+//                input): bf16 with I > kMaxWidenIn, where the CPU has them. There the widening
+//                kernel's fp32 x (4 I bytes) no longer stays in L1 beside the streamed rows: at
+//                Qwen2.5-0.5B's MLP out (I = 4864) it read 14-17 GB/s against 20-24 at one
+//                thread, while at I = 896 it reads 10-30% faster than the dot products (bench_gemv);
+//   "plain"      loops the compiler vectorizes: CPUs without AVX-512, I > 32768, HEADWISE_GEMV=plain.
+// Every output's sum runs in one order fixed by I and the kernel, whatever the thread count.
 void gemv_half(float* out, const float* x, const HalfMatrix& w, const float* bias);
 
 // Rows of a matrix product with 16-bit weights (prefill): out[N,O] = inp[N,I] W^T (+ bias),
@@ -60,11 +68,18 @@ void matmul_half(float* out, const float* inp, const HalfMatrix& w, const float*
                  std::vector<float>& panel);
 constexpr int64_t kPanelRows = 256;
 
-// "avx512bf16" or "plain": the bf16 kernel gemv_half runs on this machine and environment.
-std::string half_kernel_name();
-// Force the plain paths of every 16-bit kernel here and of kv_rows.hpp's KV row kernels, or
-// release them (tests; HEADWISE_GEMV=plain forces them at startup); and whether they are forced.
-void force_plain_half_kernel(bool on);
+// The widest fan-in bf16 products widen (above it they take the AVX512_BF16 dot products).
+constexpr int64_t kMaxWidenIn = 2048;
+// The kernel gemv_half runs for a matrix of type t and fan-in I on this machine and environment:
+// "avx512", "avx512bf16" or "plain".
+std::string half_kernel_name(HalfType t, int64_t I);
+// Force one kernel for every 16-bit product (tests; HEADWISE_GEMV=plain|avx512|avx512bf16 forces
+// it at startup), or Auto (by type and fan-in, as above). A forced kernel the CPU lacks falls back:
+// avx512bf16 to avx512 (fp16, or no AVX512_BF16), avx512 to plain. Plain also forces kv_rows.hpp's
+// KV row kernels to their plain loops; half_kernels_plain says whether it is forced.
+enum class HalfKernel { Auto, Plain, Widen, Bf16Dot };
+void force_half_kernel(HalfKernel k);
+void force_plain_half_kernel(bool on);  // Plain or Auto
 bool half_kernels_plain();
 
 }  // namespace hw::cpu

@@ -121,8 +121,8 @@ namespace {
 constexpr int64_t kAlign = 16;
 // Below this many multiply-adds a product runs on the calling thread.
 constexpr int64_t kMinParallelWork = int64_t(1) << 15;
-// The widest x the bf16 dot-product kernel converts on the stack; wider products take the plain path.
-constexpr int64_t kMaxBf16Dot = 32768;
+// The widest x the AVX-512 kernels copy onto the stack (128 KiB as fp32); wider products take the plain path.
+constexpr int64_t kMaxStackIn = 32768;
 
 template <class Fn>
 void split_outputs(int64_t O, int64_t I, Fn&& fn) {
@@ -246,6 +246,68 @@ __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq"))) void ro
   }
 }
 
+// 16-bit W widened to fp32 in registers (AVX-512F), x kept in fp32: four rows per pass, the next
+// four prefetched as in rows_bf16_dot. A 64-byte load holds 32 weights; they widen into two
+// 16-lane vectors without a shuffle (bf16: each 32-bit lane's low half shifted up is an even
+// element, its high half masked an odd one; fp16: the two 256-bit halves through vcvtph2ps), so
+// x comes as `xs`, rearranged once per call to match: per block of 32, the 16 values the first
+// vector multiplies, then the 16 of the second (zero-padded to a multiple of 32).
+template <HalfType T>
+__attribute__((target("avx512f,avx512bw,avx512dq"))) void rows_half_widen(float* out, const float* xs,
+                                                                        const uint16_t* w, const float* bias,
+                                                                        int64_t I, int64_t lo, int64_t hi) {
+  const int64_t full = I / 32 * 32;
+  const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
+  auto fma2 = [xs](__m512i v, int64_t i, __m512 a) {
+    __m512 w0, w1;
+    if constexpr (T == HalfType::BF16) {
+      w0 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
+      w1 = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
+    } else {
+      w0 = _mm512_maskz_cvtph_ps(0xffff, _mm512_maskz_extracti64x4_epi64(0xff, v, 0));
+      w1 = _mm512_maskz_cvtph_ps(0xffff, _mm512_maskz_extracti64x4_epi64(0xff, v, 1));
+    }
+    a = _mm512_fmadd_ps(w0, _mm512_load_ps(xs + i), a);
+    return _mm512_fmadd_ps(w1, _mm512_load_ps(xs + i + 16), a);
+  };
+  auto tail_load = [tail](const uint16_t* p) { return _mm512_maskz_loadu_epi16(tail, p); };
+  int64_t o = lo;
+  for (; o + 4 <= hi; o += 4) {
+    const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), a2 = _mm512_setzero_ps(), a3 = _mm512_setzero_ps();
+    const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
+    int64_t i = 0;
+    for (; i < full; i += 32) {
+      const char* pf = next + 4 * 2 * i;
+      _mm_prefetch(pf, _MM_HINT_T0);
+      _mm_prefetch(pf + 64, _MM_HINT_T0);
+      _mm_prefetch(pf + 128, _MM_HINT_T0);
+      _mm_prefetch(pf + 192, _MM_HINT_T0);
+      a0 = fma2(_mm512_loadu_si512(w0 + i), i, a0);
+      a1 = fma2(_mm512_loadu_si512(w1 + i), i, a1);
+      a2 = fma2(_mm512_loadu_si512(w2 + i), i, a2);
+      a3 = fma2(_mm512_loadu_si512(w3 + i), i, a3);
+    }
+    if (i < I) {
+      a0 = fma2(tail_load(w0 + i), i, a0);
+      a1 = fma2(tail_load(w1 + i), i, a1);
+      a2 = fma2(tail_load(w2 + i), i, a2);
+      a3 = fma2(tail_load(w3 + i), i, a3);
+    }
+    __m128 sums = sum4(a0, a1, a2, a3);
+    if (bias) sums = _mm_add_ps(_mm_loadu_ps(bias + o), sums);
+    _mm_storeu_ps(out + o, sums);
+  }
+  for (; o < hi; ++o) {
+    const uint16_t* w0 = w + o * I;
+    __m512 a0 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i < full; i += 32) a0 = fma2(_mm512_loadu_si512(w0 + i), i, a0);
+    if (i < I) a0 = fma2(tail_load(w0 + i), i, a0);
+    out[o] = (bias ? bias[o] : 0.f) + sum1(a0);
+  }
+}
+
 // fp32 W [O, I] (an LM head): four rows per pass over x, the next four rows prefetched as in
 // rows_bf16_dot. OpenBLAS's GEMV of this layout streamed Qwen2.5-0.5B's 151936 x 896 head at
 // 17 GB/s on one thread and 27-32 on two of a 2-core EPYC, this kernel at 30 and 42-51
@@ -294,9 +356,9 @@ __attribute__((target("avx512f,avx512dq"))) void rows_f32_dot(float* out, const 
 }
 #endif
 
-bool cpu_has_avx512() {
+bool cpu_has_avx512() {  // what rows_half_widen and rows_f32_dot need
 #if defined(HW_HAVE_X86)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
 #else
   return false;
 #endif
@@ -310,37 +372,76 @@ bool cpu_has_avx512bf16() {
 #endif
 }
 
-std::atomic<int> g_forced{-1};  // -1: HEADWISE_GEMV not read yet; 1: the plain paths forced
+// -1: HEADWISE_GEMV not read yet; else a HalfKernel (Auto: chosen per product).
+std::atomic<int> g_forced{-1};
 
-bool use_bf16_dot() {
-  static const bool has = cpu_has_avx512bf16();
-  return has && !half_kernels_plain();
+HalfKernel forced() {
+  int p = g_forced.load(std::memory_order_relaxed);
+  if (p < 0) {
+    const char* env = std::getenv("HEADWISE_GEMV");
+    const std::string e = env ? env : "";
+    p = int(e == "plain" ? HalfKernel::Plain : e == "avx512" ? HalfKernel::Widen
+                                             : e == "avx512bf16" ? HalfKernel::Bf16Dot : HalfKernel::Auto);
+    g_forced.store(p, std::memory_order_relaxed);
+  }
+  return HalfKernel(p);
+}
+
+enum class Chosen { Plain, Widen, Bf16Dot };
+
+Chosen choose(HalfType t, int64_t I) {
+  static const bool avx512 = cpu_has_avx512(), bf16dot = cpu_has_avx512bf16();
+  const HalfKernel f = forced();
+  if (f == HalfKernel::Plain || I > kMaxStackIn) return Chosen::Plain;
+  const bool dot_ok = t == HalfType::BF16 && bf16dot;
+  if (f == HalfKernel::Bf16Dot) return dot_ok ? Chosen::Bf16Dot : avx512 ? Chosen::Widen : Chosen::Plain;
+  if (f == HalfKernel::Widen) return avx512 ? Chosen::Widen : Chosen::Plain;
+  if (dot_ok && I > kMaxWidenIn) return Chosen::Bf16Dot;
+  return avx512 ? Chosen::Widen : Chosen::Plain;
 }
 
 }  // namespace
 
-bool half_kernels_plain() {
-  int p = g_forced.load(std::memory_order_relaxed);
-  if (p < 0) {
-    const char* env = std::getenv("HEADWISE_GEMV");
-    p = env && std::string(env) == "plain" ? 1 : 0;
-    g_forced.store(p, std::memory_order_relaxed);
+bool half_kernels_plain() { return forced() == HalfKernel::Plain; }
+
+void force_plain_half_kernel(bool on) { force_half_kernel(on ? HalfKernel::Plain : HalfKernel::Auto); }
+
+void force_half_kernel(HalfKernel k) { g_forced.store(int(k), std::memory_order_relaxed); }
+
+std::string half_kernel_name(HalfType t, int64_t I) {
+  switch (choose(t, I)) {
+    case Chosen::Widen: return "avx512";
+    case Chosen::Bf16Dot: return "avx512bf16";
+    default: return "plain";
   }
-  return p == 1;
 }
-
-std::string half_kernel_name() { return use_bf16_dot() ? "avx512bf16" : "plain"; }
-
-void force_plain_half_kernel(bool on) { g_forced.store(on ? 1 : 0, std::memory_order_relaxed); }
 
 void gemv_half(float* out, const float* x, const HalfMatrix& m, const float* bias) {
   const int64_t I = m.I, O = m.O;
   if (O <= 0) return;
   const uint16_t* w = m.w;
 #if defined(HW_HAVE_X86)
-  if (m.type == HalfType::BF16 && I <= kMaxBf16Dot && use_bf16_dot()) {
+  const Chosen k = choose(m.type, I);
+  if (k == Chosen::Widen) {
+    // x rearranged for rows_half_widen once per call, on the calling thread's stack, zero-padded.
+    alignas(64) float xs[kMaxStackIn + 32];
+    const int64_t padded = (I + 31) / 32 * 32;
+    const bool bf = m.type == HalfType::BF16;
+    for (int64_t b = 0; b < padded; b += 32)
+      for (int64_t j = 0; j < 32; ++j) {
+        // bf16: the first vector multiplies the block's even elements, the second its odd ones.
+        const int64_t src = bf ? b + (j < 16 ? 2 * j : 2 * (j - 16) + 1) : b + j;
+        xs[b + j] = src < I ? x[src] : 0.f;
+      }
+    if (bf)
+      split_outputs(O, I, [&](int64_t lo, int64_t hi) { rows_half_widen<HalfType::BF16>(out, xs, w, bias, I, lo, hi); });
+    else
+      split_outputs(O, I, [&](int64_t lo, int64_t hi) { rows_half_widen<HalfType::F16>(out, xs, w, bias, I, lo, hi); });
+    return;
+  }
+  if (k == Chosen::Bf16Dot) {
     // x in bf16 once per call, on the calling thread's stack (64 KiB at most), zero-padded.
-    alignas(64) uint16_t xb[kMaxBf16Dot + 32];
+    alignas(64) uint16_t xb[kMaxStackIn + 32];
     const int64_t padded = (I + 31) / 32 * 32;
     for (int64_t i = 0; i < I; ++i) xb[i] = float_to_bf16(x[i]);
     for (int64_t i = I; i < padded; ++i) xb[i] = 0;
