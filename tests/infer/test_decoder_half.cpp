@@ -63,9 +63,10 @@ std::vector<double> double_reference(Model<float>& m, const std::vector<int32_t>
 
 std::vector<float> decode_logits(const Model<float>& m, const std::vector<int32_t>& tokens, int64_t P,
                                  infer::WeightPrecision w, infer::KvPrecision kv = infer::KvPrecision::FP32,
-                                 int64_t chunk = 5, int64_t split = 512) {
+                                 int64_t chunk = 5, int64_t split = 512,
+                                 infer::Fp32Layout layout = infer::Fp32Layout::InOut) {
   const int64_t T = int64_t(tokens.size()), V = m.config().vocab_size;
-  infer::Decoder dec(m, T, chunk, split, w, {}, kv);
+  infer::Decoder dec(m, T, chunk, split, w, {}, kv, layout);
   std::vector<float> got(size_t(T * V));
   dec.prefill(tokens.data(), P, got.data());
   for (int64_t t = P; t < T; ++t) {
@@ -251,17 +252,10 @@ TEST_CASE("load_for_decoding fp32: the layer matrices are re-laid [out, in] in p
       }
     }
     CHECK(relaid == 4 * cfg.n_layer);
-    const int64_t T = int64_t(tokens.size()), V = cfg.vocab_size;
     for (int64_t chunk : {5, 64}) {
-      infer::Decoder dec(*d.model, T, chunk, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::FP32,
-                         d.fp32_layout);
-      std::vector<float> got(size_t(T * V));
-      dec.prefill(tokens.data(), 11, got.data());
-      for (int64_t t = 11; t < T; ++t) {
-        const float* lg = dec.step(tokens[size_t(t)]);
-        std::copy(lg, lg + V, got.data() + t * V);
-      }
-      const Compare e = compare(got, ref, V, 1e-5);
+      const std::vector<float> got = decode_logits(*d.model, tokens, 11, infer::WeightPrecision::FP32,
+                                                   infer::KvPrecision::FP32, chunk, 512, d.fp32_layout);
+      const Compare e = compare(got, ref, cfg.vocab_size, 1e-5);
       INFO("chunk " << chunk << ": " << e.rel);
       CHECK(e.rel <= 1e-5);
       CHECK(e.argmax_bad == 0);

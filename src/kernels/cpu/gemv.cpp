@@ -196,14 +196,19 @@ void rows_f16_plain(float* out, const float* x, const uint16_t* w, const float* 
 using detail::sum1;
 using detail::sum4;
 
+// The kernels' targets, on their lambdas too (a lambda does not take its enclosing function's).
+#define HW_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512dq")))
+#define HW_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")))
+
+HW_BF16_TARGET inline __m512bh row_load(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
+
 // AVX512_BF16: x rounded to bf16 (xb, zero-padded to a multiple of 32), 32 products per
 // instruction per row, four rows per pass over xb.
-__attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq"))) void rows_bf16_dot(
+HW_BF16_TARGET void rows_bf16_dot(
     float* out, const uint16_t* xb, const uint16_t* w, const float* bias, int64_t I, int64_t lo, int64_t hi) {
   const int64_t full = I / 32 * 32;
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
-  auto row_load = [](const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); };
-  auto tail_load = [tail](const uint16_t* p) { return (__m512bh)_mm512_maskz_loadu_epi16(tail, p); };
+  auto tail_load = [tail](const uint16_t* p) HW_BF16_TARGET { return (__m512bh)_mm512_maskz_loadu_epi16(tail, p); };
   int64_t o = lo;
   for (; o + 4 <= hi; o += 4) {
     const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
@@ -253,12 +258,12 @@ __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq"))) void ro
 // x comes as `xs`, rearranged once per call to match: per block of 32, the 16 values the first
 // vector multiplies, then the 16 of the second (zero-padded to a multiple of 32).
 template <HalfType T>
-__attribute__((target("avx512f,avx512bw,avx512dq"))) void rows_half_widen(float* out, const float* xs,
+HW_AVX512_TARGET void rows_half_widen(float* out, const float* xs,
                                                                         const uint16_t* w, const float* bias,
                                                                         int64_t I, int64_t lo, int64_t hi) {
   const int64_t full = I / 32 * 32;
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
-  auto fma2 = [xs](__m512i v, int64_t i, __m512 a) {
+  auto fma2 = [xs](__m512i v, int64_t i, __m512 a) HW_AVX512_TARGET {
     __m512 w0, w1;
     if constexpr (T == HalfType::BF16) {
       w0 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
@@ -270,7 +275,7 @@ __attribute__((target("avx512f,avx512bw,avx512dq"))) void rows_half_widen(float*
     a = _mm512_fmadd_ps(w0, _mm512_load_ps(xs + i), a);
     return _mm512_fmadd_ps(w1, _mm512_load_ps(xs + i + 16), a);
   };
-  auto tail_load = [tail](const uint16_t* p) { return _mm512_maskz_loadu_epi16(tail, p); };
+  auto tail_load = [tail](const uint16_t* p) HW_AVX512_TARGET { return _mm512_maskz_loadu_epi16(tail, p); };
   int64_t o = lo;
   for (; o + 4 <= hi; o += 4) {
     const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;

@@ -94,7 +94,7 @@ HW_KV_TARGET void dot_rows_avx512(float* out, const float* q, const Elem<R>* K, 
   __m512 qr[kRegs];
   if constexpr (NB > 0)
     for (int b = 0; b < NB; ++b) qr[b] = _mm512_maskz_loadu_ps(block_mask(D, b), q + 16 * b);
-  auto qv = [&](int64_t b) { return NB > 0 ? qr[b] : _mm512_maskz_loadu_ps(block_mask(D, b), q + 16 * b); };
+  auto qv = [&](int64_t b) HW_KV_TARGET { return NB > 0 ? qr[b] : _mm512_maskz_loadu_ps(block_mask(D, b), q + 16 * b); };
   const __m128 sc = _mm_set1_ps(scale);
   int64_t r = 0;
   for (; r + 4 <= n; r += 4) {
