@@ -54,10 +54,12 @@ bool dot_rows_f32(float* out, const float* x, const float* w, int64_t I, int64_t
 //   "avx512"     the weights widened to fp32 in registers and multiplied by fp32 x (AVX-512F): fp16,
 //                and bf16 with I <= kMaxWidenIn;
 //   "avx512bf16" AVX512_BF16 dot products, x rounded to bf16 first (a relative error of 2^-9 per
-//                input): bf16 with I > kMaxWidenIn, where the CPU has them. There the widening
-//                kernel's fp32 x (4 I bytes) no longer stays in L1 beside the streamed rows: at
-//                Qwen2.5-0.5B's MLP out (I = 4864) it read 14-17 GB/s against 20-24 at one
-//                thread, while at I = 896 it reads 10-30% faster than the dot products (bench_gemv);
+//                input): bf16 with I > kMaxWidenIn, where the CPU has them. At Qwen2.5-0.5B's
+//                MLP out (I = 4864) they read 18-26 GB/s against the widening kernel's 14-20 at
+//                one thread, while at I = 896 widening reads 10-30% faster (bench_gemv). Since
+//                both prefetch wide rows into L2 (gemv.cpp, kL1PassBytes) the order at I = 4864
+//                follows the VM's state: widening won 34 of 40 alternating rounds in one run,
+//                the dot products 57 of 60 in another, so Auto keeps them there;
 //   "plain"      loops the compiler vectorizes: CPUs without AVX-512, I > 32768, HEADWISE_GEMV=plain.
 // Every output's sum runs in one order fixed by I and the kernel, whatever the thread count.
 void gemv_half(float* out, const float* x, const HalfMatrix& w, const float* bias);
