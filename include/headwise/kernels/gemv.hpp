@@ -57,9 +57,10 @@ bool dot_rows_f32(float* out, const float* x, const float* w, int64_t I, int64_t
 //                input): bf16 with I > kMaxWidenIn, where the CPU has them. At Qwen2.5-0.5B's
 //                MLP out (I = 4864) they read 18-26 GB/s against the widening kernel's 14-20 at
 //                one thread, while at I = 896 widening reads 10-30% faster (bench_gemv). Since
-//                both prefetch wide rows into L2 (gemv.cpp, kL1PassBytes) the order at I = 4864
-//                follows the VM's state: widening won 34 of 40 alternating rounds in one run,
-//                the dot products 57 of 60 in another, so Auto keeps them there;
+//                both prefetch wide rows into L2 (gemv.cpp, kL1PassBytes) the two are even at
+//                I = 4864 (22.8 against 22.4 GB/s at one thread, 32.6 against 32.3 at two, 40
+//                alternating rounds) and widening still leads at I = 896 (24.7 against 19.4,
+//                31.4 against 24.9): Auto keeps the dot products past kMaxWidenIn;
 //   "plain"      loops the compiler vectorizes: CPUs without AVX-512, I > 32768, HEADWISE_GEMV=plain.
 // Every output's sum runs in one order fixed by I and the kernel, whatever the thread count.
 void gemv_half(float* out, const float* x, const HalfMatrix& w, const float* bias);

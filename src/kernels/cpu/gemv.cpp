@@ -209,7 +209,10 @@ using detail::sum4;
 HW_BF16_TARGET inline __m512bh row_load(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
 // Four lines of the next pass, into L2 when `far` (a pass over kL1PassBytes), else into L1.
-inline void prefetch_lines(const char* p, bool far) {
+// always_inline: GCC 12 does not inline it into the kernels (their target differs), finds it
+// free of side effects and drops every call, prefetches and all (the kernels then streamed at
+// 12 instead of 19-24 GB/s; tests/scripts/test_kernel_prefetch.sh checks the object code).
+__attribute__((always_inline)) inline void prefetch_lines(const char* p, bool far) {
   if (far) {
     _mm_prefetch(p, _MM_HINT_T1);
     _mm_prefetch(p + 64, _MM_HINT_T1);
