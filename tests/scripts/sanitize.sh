@@ -9,13 +9,16 @@
 #   sanitize.sh cli DIR TEST_CLI          TEST_CLI's [hostile] cases against DIR/headwise
 #
 # Each skips with exit 77 where clang++ or libFuzzer's runtime is missing (Debian: clang,
-# libclang-rt-14-dev, libomp-dev; scripts/setup.sh installs them). ctest runs them as fixtures
+# libclang-rt-14-dev, libomp-dev; scripts/setup.sh installs them), or the whole-binary build is
+# not asked for; in CI mode (HEADWISE_REQUIRE_REFERENCES=1) each such skip is a failure
+# (scripts/references.sh). ctest runs them as fixtures
 # (fuzz:build, fuzz:*, sanitize:build, sanitize:hostile_cli). By hand, longer fuzzing:
 #   bash tests/scripts/sanitize.sh fuzz-build . build-fuzz
 #   bash tests/scripts/sanitize.sh fuzz build-fuzz tokenizer_json 3600
 set -euo pipefail
 mode=${1:?usage: sanitize.sh fuzz-build SRC DIR | fuzz DIR TARGET SECONDS | build SRC DIR | cli DIR TEST_CLI}
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/../../scripts/references.sh"
 
 # ASan: stop at the first report (the test fails); leaks are not this test's subject (the CLI exits
 # through exceptions on purpose); an allocation above 4 GiB is a report (a huge allocation is a bug
@@ -25,22 +28,20 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=0:malloc_limit
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} OMP_WAIT_POLICY=passive
 
-# clang++ that links libFuzzer with both sanitizers, or exit 77.
+# clang++ that links libFuzzer with both sanitizers, or exit as reference_unavailable says.
 find_clang() {
   cxx=$(command -v clang++ || command -v clang++-14 || true)
   if [ -z "$cxx" ]; then
-    echo "sanitize: clang++ not found (apt-get install clang libclang-rt-14-dev libomp-dev): skipped"
-    exit 77
+    reference_unavailable "sanitize: clang++ not found (apt-get install clang libclang-rt-14-dev libomp-dev)"
   fi
   local probe
   probe=$(mktemp -d)
   printf '#include <cstdint>\n#include <cstddef>\nextern "C" int LLVMFuzzerTestOneInput(const uint8_t*, size_t) { return 0; }\n' \
     >"$probe/p.cpp"
   if ! "$cxx" -fsanitize=fuzzer,address,undefined "$probe/p.cpp" -o "$probe/p" 2>"$probe/err"; then
-    echo "sanitize: $cxx cannot link libFuzzer with ASan/UBSan (apt-get install libclang-rt-14-dev): skipped"
     head -3 "$probe/err"
     rm -rf "$probe"
-    exit 77
+    reference_unavailable "sanitize: $cxx cannot link libFuzzer with ASan/UBSan (apt-get install libclang-rt-14-dev)"
   fi
   rm -rf "$probe"
 }
@@ -69,8 +70,7 @@ fuzz-build)
 build)
   src=$(cd "${2:?SRC}" && pwd) dir=${3:?DIR}
   if [ "${HEADWISE_SANITIZE:-0}" != 1 ]; then
-    echo "sanitize: the sanitizer build of the CPU binary runs with HEADWISE_SANITIZE=1 (tens of minutes on 2 cores): skipped"
-    exit 77
+    reference_unavailable "sanitize: the sanitizer build of the CPU binary runs with HEADWISE_SANITIZE=1 (tens of minutes on 2 cores)"
   fi
   find_clang
   # -O0: about a third of -O1's compile time per file (one file measured); the hostile-file runs are tiny.
@@ -81,7 +81,7 @@ build)
   ;;
 fuzz)
   dir=${2:?DIR} target=${3:?TARGET} seconds=${4:?SECONDS}
-  [ -x "$dir/fuzz_$target" ] || { echo "sanitize: $dir/fuzz_$target not built (fuzz:build skipped?): skipped"; exit 77; }
+  [ -x "$dir/fuzz_$target" ] || reference_unavailable "sanitize: $dir/fuzz_$target not built (fuzz:build skipped?)"
   exe="$(cd "$dir" && pwd)/fuzz_$target"
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
@@ -107,8 +107,8 @@ fuzz)
   ;;
 cli)
   dir=${2:?DIR} test_cli=${3:?TEST_CLI}
-  [ "${HEADWISE_SANITIZE:-0}" = 1 ] || { echo "sanitize: runs with HEADWISE_SANITIZE=1 (as its build): skipped"; exit 77; }
-  [ -x "$dir/headwise" ] || { echo "sanitize: $dir/headwise not built (sanitize:build skipped?): skipped"; exit 77; }
+  [ "${HEADWISE_SANITIZE:-0}" = 1 ] || reference_unavailable "sanitize: runs with HEADWISE_SANITIZE=1 (as its build)"
+  [ -x "$dir/headwise" ] || reference_unavailable "sanitize: $dir/headwise not built (sanitize:build skipped?)"
   # The sanitized binary reserves terabytes of shadow address space: no ulimit -v for it; its
   # allocation limit is ASAN_OPTIONS' malloc_limit_mb. [oom] cases need bad_alloc, which a
   # sanitizer's operator new does not throw.

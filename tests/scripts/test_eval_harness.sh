@@ -5,7 +5,8 @@
 # log-likelihoods (1e-4), acc and acc_norm (exactly), word/byte perplexity and bits per byte
 # (1e-4 relative); prints the table and both tools' examples/s.
 # Installs lm_eval[hf] (transformers, torch) into VENV through scripts/python_env.sh (shared with
-# the other cross-checks, kept between runs); exits 77 (ctest: skipped) when pip cannot install it.
+# the other cross-checks, kept between runs); a skip (77) only when the package index cannot be
+# reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_eval_harness.sh path/to/headwise VENV [THREADS]
 set -euo pipefail
 HEADWISE=$1
@@ -16,9 +17,8 @@ FIX=$SRC/tests/fixtures/eval
 # transformers pinned as the other cross-checks pin it: lm_eval alone pulled the newest, and a
 # concurrent ctest job (scripts:hf_roundtrip) then swapped in 5.24.0 while this one imported it
 # ("No module named 'transformers.utils'", a fresh-clone CI run of 2026-12-03).
-bash "$SRC/scripts/python_env.sh" "$VENV" "lm_eval[hf]==0.4.13" "transformers==5.24.0" || exit 77
-exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
-"$VENV/bin/hwpy" -c "import lm_eval, transformers, torch" 2>/dev/null || { echo "SKIP: lm_eval not importable"; exit 77; }
+. "$SRC/scripts/references.sh"
+python_reference "$VENV" torch "lm_eval[hf]==0.4.13" "transformers==5.24.0"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=$THREADS OMP_WAIT_POLICY=passive HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false

@@ -3,16 +3,15 @@
 # transformers writes, `headwise eval` gives transformers' loss; `headwise train --init-from`
 # (lr 1e-30: the weights stay) writes its checkpoint, AutoModelForCausalLM reads it and gives headwise's loss.
 # torch + transformers come from the virtual environment VENV (scripts/python_env.sh, shared
-# with the other cross-checks); exits 77 (ctest: skipped) when they cannot be installed.
+# with the other cross-checks); a skip (77) only when the package index cannot be reached, a
+# failure in CI mode (scripts/references.sh).
 # Usage: test_hf_roundtrip.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
 set -euo pipefail
 HW=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${2:-$HOME/.cache/headwise/pyvenv}
-bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors || exit 77
-exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
-PY="$VENV/bin/hwpy"
-"$PY" -c "import torch, transformers" 2>/dev/null || { echo "SKIP: torch/transformers not importable"; exit 77; }
+. "$SRC/scripts/references.sh"
+python_reference "$VENV" torch "transformers==5.24.0" safetensors
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

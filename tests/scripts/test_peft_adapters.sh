@@ -6,17 +6,15 @@
 #  - adapters PEFT trained (get_peft_model, q/k/v/o_proj, save_pretrained) load in headwise: its
 #    loss equals PEFT's;
 #  - an adapter file with a renamed tensor or a B of the wrong rank: one error line, exit 1.
-# torch, transformers and peft come from VENV (scripts/python_env.sh installs what is missing);
-# exits 77 (ctest: skipped) when they cannot be installed.
+# torch, transformers and peft come from VENV (scripts/python_env.sh installs what is missing); a
+# skip (77) only when the package index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_peft_adapters.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
 set -euo pipefail
 HW=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${2:-$HOME/.cache/headwise/pyvenv}
-bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors "peft==0.21.2" || exit 77
-exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
-PY="$VENV/bin/hwpy"
-"$PY" -c "import torch, transformers, peft" 2>/dev/null || { echo "SKIP: torch/transformers/peft not importable"; exit 77; }
+. "$SRC/scripts/references.sh"
+python_reference "$VENV" torch "transformers==5.24.0" safetensors "peft==0.21.2"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}

@@ -12,17 +12,15 @@
 #  - checkpoint types: a mixed plan is model_type "headwise", which transformers refuses, and
 #    `headwise merge` writes it back with the same loss bit for bit; an all-softmax conversion
 #    keeps the family's type and opens in transformers with headwise's loss.
-# torch + transformers come from VENV (scripts/python_env.sh); exits 77 (ctest: skipped) when they
-# cannot be installed.
+# torch + transformers come from VENV (scripts/python_env.sh); a skip (77) only when the package
+# index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_pretrained_methods.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
 set -euo pipefail
 HW=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${2:-$HOME/.cache/headwise/pyvenv}
-bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors || exit 77
-exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
-PY="$VENV/bin/hwpy"
-"$PY" -c "import torch, transformers" 2>/dev/null || { echo "SKIP: torch/transformers not importable"; exit 77; }
+. "$SRC/scripts/references.sh"
+python_reference "$VENV" torch "transformers==5.24.0" safetensors
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
