@@ -8,7 +8,7 @@
 #    below its Taylor initialisation's.
 #  - every method's converted checkpoint (SAF static heads, AAH window heads, AoH sink+window
 #    heads, OAL linear heads): `headwise eval`'s loss equals a dense float64 forward of the same
-#    plan written in pretrained_methods.py from the definitions (1e-5 relative);
+#    plan written in pretrained_methods.py from the definitions (6e-7 relative);
 #  - checkpoint types: a mixed plan is model_type "headwise", which transformers refuses, and
 #    `headwise merge` writes it back with the same loss bit for bit; an all-softmax conversion
 #    keeps the family's type and opens in transformers with headwise's loss.
