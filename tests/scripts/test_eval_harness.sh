@@ -2,8 +2,8 @@
 # headwise eval-tasks / eval --text against lm-evaluation-harness (`--model hf`) on one all-softmax
 # checkpoint (trained here for a few updates on KJV text with the GPT-2-style fixture tokenizer)
 # and the committed task files of every supported format (tests/fixtures/eval/): every example's
-# log-likelihoods (1e-4), acc and acc_norm (exactly), word/byte perplexity and bits per byte
-# (1e-4 relative); prints the table and both tools' examples/s.
+# log-likelihoods (2e-6 relative), acc and acc_norm (exactly), word/byte perplexity and bits per
+# byte (2e-6 relative; eval_harness_compare.py); prints the table and both tools' examples/s.
 # Installs lm_eval[hf] (transformers, torch) into VENV through scripts/python_env.sh (shared with
 # the other cross-checks, kept between runs); a skip (77) only when the package index cannot be
 # reached, a failure in CI mode (scripts/references.sh).
