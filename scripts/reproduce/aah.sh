@@ -21,10 +21,10 @@
 # Writes OUT/table4.{md,csv}, table5.*, table6.*, fig_acr_vs_loss.{png,csv} and OUT/REPORT.md.
 PAPER=aah
 source "$(dirname "$0")/common.sh" "$@"
-STEPS=${STEPS:-1000}
 SETS=()
 case "$SCALE" in
-  cpu) NOTE="4 layers x 4 heads x 128 wide, context 512, 150 updates of 1,024 tokens, seed 1337, byte-level KJV corpus"
+  cpu) NOTE="4 layers x 4 heads x 128 wide, context 512, 150 updates of 1,024 tokens, seed 1337, byte-level KJV corpus; update speed: ${SPEED_ROUNDS:-5} A-B-B-A rounds of fresh processes per regime"
+    SETS=(--set experiment.speed_rounds="${SPEED_ROUNDS:-5}")
     if [ "$SMOKE" = 1 ]; then  # the same protocol on a tiny model: every file is written, the numbers mean nothing
       NOTE="SMOKE RUN (numbers meaningless): 2 layers x 4 heads x 32 wide, context 128, windows {16, 32, 64, 128}, 6 updates of 256 tokens"
       SETS=(--set model.n_layer=2 --set model.n_embd=32 --set model.block_size=128 --set train.seq_len=128
