@@ -195,7 +195,7 @@ def table3_claims(t3):
             claims.append({"claim": claim, "paper": paper, "ours": f"no {a if a not in ppl else b} row",
                            "verdict": "not measurable at this scale"})
             return
-        claims.append({"claim": claim, "paper": paper, "ours": f"{ppl[a]:.3f} vs {ppl[b]:.3f}",
+        claims.append({"claim": claim, "paper": paper, "ours": f"{ppl[a]:.3f} vs {ppl[b]:.3f} (one seed, no spread)",
                        "verdict": signed(rel_gain(ppl[a], ppl[b]), REL_PPL)})
 
     lower("oal", "global", "Table 3: OAL reaches a lower PPL than the learned global kernel after the same LoRA budget",
@@ -211,7 +211,7 @@ def table3_claims(t3):
         best = min(converted, key=converted.get)
         claims.append({"claim": "Table 3: softmax + LoRA stays better than every converted model",
                        "paper": "10.89 vs best converted 27.50 (Qwen)",
-                       "ours": f"{ppl['softmax_lora']:.3f} vs best converted {converted[best]:.3f} ({name(best)})",
+                       "ours": f"{ppl['softmax_lora']:.3f} vs best converted {converted[best]:.3f} ({name(best)}; one seed, no spread)",
                        "verdict": signed(rel_gain(ppl["softmax_lora"], converted[best]), REL_PPL)})
     return claims
 

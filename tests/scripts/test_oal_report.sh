@@ -91,11 +91,11 @@ expect a/REPORT.md "| G = 1 -> 3: 58% of the drop | holds |"
 expect a/REPORT.md "| 3 | 0.0143 | 0.0143 | 10 |"
 # Table 3: OAL 9.453 vs global 9.452 (0.01%): not measurable; OAL vs DiJiang 9.9 (4.5% lower):
 # holds; softmax 9.336 vs the best converted 9.452 (1.2% lower): holds.
-expect a/REPORT.md "| 27.50 vs 31.71 (Qwen); 32.99 vs 36.03 (Llama) | 9.453 vs 9.452 | not measurable at this scale |"
-expect a/REPORT.md "| Table 3: OAL reaches a lower PPL than DiJiang after the same LoRA budget | 27.50 vs 36.05 (Qwen) | 9.453 vs 9.900 | holds |"
-expect a/REPORT.md "| 9.336 vs best converted 9.452 (Learned global (G = 1)) | holds |"
+expect a/REPORT.md "| 27.50 vs 31.71 (Qwen); 32.99 vs 36.03 (Llama) | 9.453 vs 9.452 (one seed, no spread) | not measurable at this scale |"
+expect a/REPORT.md "| Table 3: OAL reaches a lower PPL than DiJiang after the same LoRA budget | 27.50 vs 36.05 (Qwen) | 9.453 vs 9.900 (one seed, no spread) | holds |"
+expect a/REPORT.md "| 9.336 vs best converted 9.452 (Learned global (G = 1); one seed, no spread) | holds |"
 # A label the report does not know still finds the paper's value by its leading letters.
-expect a/REPORT.md "| Table 3: OAL reaches a lower PPL than TaylorShift-conv after the same LoRA budget | 27.50 vs 39.50 (Qwen) | 9.453 vs 10.500 | holds |"
+expect a/REPORT.md "| Table 3: OAL reaches a lower PPL than TaylorShift-conv after the same LoRA budget | 27.50 vs 39.50 (Qwen) | 9.453 vs 10.500 (one seed, no spread) | holds |"
 expect a/REPORT.md "| OAL | 9.4530 | 80 | 9.5000 |"
 expect a/REPORT.md "| Llama-3.2-1B | OAL | 32.9900 | 63.6600 | 35.4200 | 41.6700 |"
 # Fig. 3 in three rounds (softmax x 1, 1.02, 0.98; G=4 x 1, 0.99, 1.03; G=1 x 1, 1.01, 0.97): the
@@ -122,8 +122,8 @@ expect b/REPORT.md "| 30.0% vs 10.0% (no draws) | not measurable at this scale |
 expect b/REPORT.md "| 0.1200 vs 0.1000; 0.0810 vs 0.0800 | does not hold |"
 expect b/REPORT.md "| G = 1..3: 0.015 -> 0.014 (-6.7%) | does not hold |"
 expect b/REPORT.md "| G = 1 -> 2: -100% of the drop | not measurable at this scale |"
-expect b/REPORT.md "| 10.000 vs 11.000 | holds |"
-expect b/REPORT.md "| 12.000 vs best converted 10.000 (OAL) | does not hold |"
+expect b/REPORT.md "| 10.000 vs 11.000 (one seed, no spread) | holds |"
+expect b/REPORT.md "| 12.000 vs best converted 10.000 (OAL; one seed, no spread) | does not hold |"
 expect b/REPORT.md "| linear G=4 / softmax CPU time: T = 128: median 3.000x, rounds 3.000-3.000x (n = 1); T = 256: median 3.000x, rounds 3.000-3.000x (n = 1) | holds |"
 expect b/REPORT.md "| median 3.000x, rounds 3.000-3.000x (n = 1) at the longest T = 256 | does not hold |"
 expect b/REPORT.md "| log-log slope from T = 128 to 256: median 2.00, rounds 2.00-2.00 (softmax median 2.00) | does not hold |"
