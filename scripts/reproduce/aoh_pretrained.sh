@@ -9,7 +9,10 @@ require_hf_model BASE_MODEL "${BASE_MODEL:-}" "llama qwen2 qwen3" "a Hugging Fac
 # DuoAttention's timing protocol: 3 untimed + 10 timed prefills, 50 untimed + 100 timed decode steps
 # (BENCH_RUNS="PW PR DW DR" shortens it for a trial).
 read -r PW PR DW DR <<< "${BENCH_RUNS:-3 10 50 100}"
-for v in MAX_CONTEXT FIRST_CONTEXT SINK WINDOW PR DR; do
+# ROUNDS fresh processes per side and context, the order alternating (scripts/reproduce/verdicts.py reads
+# the interval of the rounds' ratios).
+ROUNDS=${ROUNDS:-3}
+for v in MAX_CONTEXT FIRST_CONTEXT SINK WINDOW PR DR ROUNDS; do
   if [ -n "${!v:-}" ] && ! [[ "${!v}" =~ ^[1-9][0-9]*$ ]]; then echo "error: $v='${!v}' must be a positive integer" >&2; exit 1; fi
 done
 [[ "$PW $DW" =~ ^[0-9]+\ [0-9]+$ ]] && [ -n "$DR" ] || { echo "error: BENCH_RUNS='${BENCH_RUNS:-}' must be four counts: prefill warm-ups, prefill runs, decode warm-ups, decode runs" >&2; exit 1; }
@@ -27,12 +30,18 @@ job_body() {
   echo "[ -s $(q "$OUTA/heads.json") ] || $(q "$HWA" heads --checkpoint "$BASEA" --sparsity $SPARSITY --sink $SINK --window $WINDOW --json "$OUTA/heads.json")> /dev/null"
   echo "[ -s $(q "$OUTA/aoh50/config.json") ] || $(q "$HWA" convert --checkpoint "$BASEA" --out "$OUTA/aoh50" --method aoh \
     --set method.sparsity=$SPARSITY --set method.sink=$SINK --set method.window=$WINDOW)"
+  echo "mkdir -p $(q "$OUTA/bench")"
   echo 'for c in $contexts; do'
-  local o
-  o=$(printf %q "$OUTA")
-  echo "  [ -s $o/bench_\$c.json ] || { $(q "$HWA" bench-infer --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
---context \"\$c\" --weights bf16 --prefill-warmup $PW --prefill-runs $PR --decode-warmup $DW --decode-runs $DR | tail -n 1 \
-> $o/bench_\$c.json.part && mv $o/bench_\$c.json.part $o/bench_\$c.json; }"
+  echo "  for ((r = 0; r < $ROUNDS; r++)); do"
+  echo '    order="plan all-softmax"; (( r % 2 )) && order="all-softmax plan"'
+  echo '    for side in $order; do'
+  local f
+  f="$(printf %q "$OUTA")/bench/ctx\${c}_round\${r}_\$side.json"
+  echo "      [ -s $f ] || { $(q "$HWA" bench-infer --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
+--side \"\$side\" --context \"\$c\" --weights bf16 --prefill-warmup $PW --prefill-runs $PR --decode-warmup $DW --decode-runs $DR \
+| tail -n 1 > $f.part && mv $f.part $f; }"
+  echo '    done'
+  echo '  done'
   echo 'done'
 }
 mkdir -p "$OUT/jobs"
@@ -51,7 +60,7 @@ if [ "$SCALE" = cluster ]; then
 # Builds OUT/REPORT.md from the finished job's outputs.
 set -euo pipefail
 cd "$(pwd)"
-COLLECT_ONLY=1 BASE_MODEL=$(q "$BASEA")SINK=$SINK WINDOW=$WINDOW BENCH_RUNS="$PW $PR $DW $DR" HEADWISE_BIN=$(q "$HWA")bash scripts/reproduce/aoh.sh --scale cluster --out $(q "$OUTA")
+COLLECT_ONLY=1 BASE_MODEL=$(q "$BASEA")SINK=$SINK WINDOW=$WINDOW BENCH_RUNS="$PW $PR $DW $DR" ROUNDS=$ROUNDS HEADWISE_BIN=$(q "$HWA")bash scripts/reproduce/aoh.sh --scale cluster --out $(q "$OUTA")
 COLLECT
   chmod +x "$OUT/collect.sh"
   if [ -z "${COLLECT_ONLY:-}" ]; then
@@ -67,11 +76,15 @@ fi
 [ -s "$OUT/contexts.txt" ] || { echo "error: $OUT/contexts.txt missing: the AoH job has not run" >&2; exit 1; }
 read -r -a CONTEXT_LIST < "$OUT/contexts.txt"
 for c in "${CONTEXT_LIST[@]}"; do
-  [ -s "$OUT/bench_$c.json" ] || { echo "error: $OUT/bench_$c.json missing: the AoH job has not finished context $c" >&2; exit 1; }
+  for ((r = 0; r < ROUNDS; r++)); do
+    for side in plan all-softmax; do
+      [ -s "$OUT/bench/ctx${c}_round${r}_$side.json" ] || { echo "error: $OUT/bench/ctx${c}_round${r}_$side.json missing: the AoH job has not finished context $c" >&2; exit 1; }
+    done
+  done
 done
-while IFS= read -r line; do COMMANDS+=("$line"); done < <(grep -E '^\[ -s |^contexts=|^  \[ -s ' "$JOB")
-NOTE="$(basename "$BASEA") ($BASEA), AoH at sparsity $SPARSITY (streaming KV heads: sink $SINK, window $WINDOW), bench-infer on the CPU backend with bf16 weights ($PW + $PR prefills, $DW + $DR decode steps) at contexts ${CONTEXT_LIST[*]} (the longest that fits the node: scripts/reproduce/aoh_contexts.py); no retention rows at this scale"
+while IFS= read -r line; do COMMANDS+=("$line"); done < <(grep -E '^\[ -s |^contexts=|^ +\[ -s ' "$JOB")
+NOTE="$(basename "$BASEA") ($BASEA), AoH at sparsity $SPARSITY (streaming KV heads: sink $SINK, window $WINDOW), bench-infer on the CPU backend with bf16 weights ($PW + $PR prefills, $DW + $DR decode steps per process, $ROUNDS alternated rounds of fresh processes per side) at contexts ${CONTEXT_LIST[*]} (the longest that fits the node: scripts/reproduce/aoh_contexts.py); no retention rows at this scale"
 WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
-python3 scripts/reproduce/aoh_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" "${CONTEXT_LIST[@]}"
+ROUNDS=$ROUNDS python3 scripts/reproduce/aoh_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" "${CONTEXT_LIST[@]}"
 echo "reproduce[aoh]: $OUT/REPORT.md"

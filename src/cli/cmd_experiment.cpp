@@ -28,7 +28,7 @@ void add_experiment_command(CLI::App& app) {
       "Experiment: one trunk through every branch's intervention point, each branch's method from its own point, table");
   cmd->add_option("--config", args->config,
                   "JSON run config with an optional top-level \"experiment\" object (seeds, budget, ratios, "
-                  "controls, at_fractions, branches, speed_rounds)")
+                  "controls, at_fractions, branches, speed_rounds, speed_sets)")
       ->required();
   cmd->add_option("--out", args->out, "Output directory (default: runs/<config name>)");
   cmd->add_option("--set", args->sets, "Override a key: section.key=value, also experiment.key=value (repeatable)");
