@@ -283,7 +283,10 @@ void Trainer::resume(const std::string& dir) {
     load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
   }
   restore_planners(j, path);
-  resumed_step_ = state_.step;
+  // A stop right after the resume needs no new checkpoint when the one resumed is this run's own.
+  std::error_code ec;
+  const std::string own = out_dir_ + "/checkpoints/step_" + std::to_string(state_.step);
+  resumed_step_ = !out_dir_.empty() && fs::exists(own, ec) && fs::equivalent(dir, own, ec) ? state_.step : -1;
   spdlog::info("resumed from {} at step {}", dir, state_.step);
   // The run's record continues from the checkpoint: what the earlier run logged past it (the
   // updates about to be redone) goes, so every step appears once.

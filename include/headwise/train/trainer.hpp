@@ -168,7 +168,7 @@ class Trainer {
   bool zero1_ = false;  // train.zero1 with more than one rank: AdamW holds only own_shard()
   int64_t accum_ = 1;
   std::vector<int32_t> inputs_, targets_;
-  int64_t resumed_step_ = -1;  // the step of the checkpoint resume() read (-1: not resumed)
+  int64_t resumed_step_ = -1;  // the step of the run's own checkpoint resume() read (-1: none)
   double update_ms_sum_ = 0.0;
   int64_t update_ms_count_ = 0;
 };
