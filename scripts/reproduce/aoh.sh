@@ -56,14 +56,14 @@ if [ "$SMOKE" = 1 ]; then  # the same protocol on tiny models: every file is wri
         --set train.steps=4 --set train.warmup_steps=1 --set train.eval_every=0 --set train.checkpoint_every=4 --set train.log_every=1)
   NOTE="SMOKE RUN (numbers meaningless): 2 x 4 x 32 models, 4 updates each (corpus at context 64, MQAR, RoPE at block 512 timed at 256 and 512 in $ROUNDS rounds with 4 decode runs, sink 16, window 64), 16 MQAR examples per pair count, 2 random seeds"
   LM_CKPT="$OUT/lm/checkpoints/step_4"
-  [ -e "$LM_CKPT/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/lm" "${TINY[@]}" \
+  [ -e "$LM_CKPT/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/lm" --resume auto "${TINY[@]}" \
     --set model.block_size=64 --set train.seq_len=64 > /dev/null 2>&1
   export RANDOM_SEEDS="1 2" MQAR_STEPS=4 SINK=2 WINDOW=8 MQAR_SINK=2 MQAR_WINDOW=8 MQAR_EXAMPLES=16 BENCH_RUNS="0 1 1 4" \
     MQAR_SETS="--set model.n_layer=2 --set model.n_embd=32"
 fi
 [ -e "$OUT/eval/table.json" ] || run env BUILD="$(dirname "$HW")" bash scripts/aoh_eval_cpu.sh "$OUT/eval" $LM_CKPT
 LONG="$OUT/long/checkpoints/step_1"
-[ -e "$LONG/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/long" \
+[ -e "$LONG/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/long" --resume auto \
   --set model.pos=rope --set model.block_size=$LONG_BLOCK "${LONG_SHAPE[@]}" "${LONG_TRAIN[@]}" > "$OUT/long.log" 2>&1 \
   || { echo "error: the latency model's training failed; its log: $OUT/long.log" >&2; tail -n 3 "$OUT/long.log" >&2; exit 1; }
 # Rounds: one fresh process per side, the order alternating between rounds (A B, B A, A B, ...), so a

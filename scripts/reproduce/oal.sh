@@ -54,7 +54,7 @@ if [ "$SMOKE" = 1 ]; then
 --set method.val_every=10 --set method.patience=10 --set method.bootstrap=50"
   LM="$OUT/lm/checkpoints/step_10"
   # shellcheck disable=SC2086
-  [ -e "$LM/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/lm" $SHAPE \
+  [ -e "$LM/model.safetensors" ] || run "$HW" train --config configs/default_cpu.json --out "$OUT/lm" --resume auto $SHAPE \
     --set train.steps=10 --set train.warmup_steps=2 --set train.eval_every=0 --set train.checkpoint_every=10 \
     --set train.log_every=5
   LM_ARG=("$LM")

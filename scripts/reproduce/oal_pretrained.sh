@@ -80,7 +80,7 @@ unit_body() {
   fi
   [ -z "${STEPS:-}" ] || sets+=(--set train.steps="$STEPS" --set train.warmup_steps=$(( (STEPS * 5 + 99) / 100 ))
                                 --set train.eval_every=$(( STEPS < 128 ? STEPS : 128 )))
-  echo "[ -s $(q "$ft/summary.json") ] || $(q "$HWA" train --config configs/oal_pretrained_ft.json --out "$ft" --init-from "$init" \
+  echo "[ -s $(q "$ft/summary.json") ] || $(q "$HWA" train --config configs/oal_pretrained_ft.json --out "$ft" --resume auto --init-from "$init" \
     --set "data.train=$(wt103_of "$m")/train_*.bin" --set "data.val=$(wt103_of "$m")/val_*.bin" "${sets[@]}")"
   # Every whole 4096-token block of the test split (a block reads T + 1 tokens: T predictions).
   echo "blocks=\$(python3 -c 'import struct, sys; T = int(sys.argv[1]); print(sum((struct.unpack(\"<3i\", open(f, \"rb\").read(12))[2] - 1) // T for f in sys.argv[2:]))' $T $(printf %q "$test")/val_*.bin)"

@@ -15,6 +15,7 @@
 #include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -48,6 +49,9 @@ void add_convert_command(CLI::App& app) {
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
+    // One writer per output (folder_lock.hpp): OUT is replaced whole by a rename, so the lock
+    // is OUT.lock beside it, held from here to the rename.
+    const io::FolderLock lock = io::FolderLock::beside(a->out, "convert");
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
     auto t0 = Clock::now();

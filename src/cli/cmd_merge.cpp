@@ -11,6 +11,7 @@
 #include "cli/commands.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -45,6 +46,9 @@ void add_merge_command(CLI::App& app) {
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
+    // One writer per output (folder_lock.hpp): OUT is replaced whole by a rename, so the lock
+    // is OUT.lock beside it, held from here to the rename.
+    const io::FolderLock lock = io::FolderLock::beside(a->out, "merge");
     auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     const LoraConfig lora = model->config().lora;
     check(lora.enabled(), "--checkpoint " + a->checkpoint + ": has no LoRA adapters to merge (config.json has no headwise_lora)");

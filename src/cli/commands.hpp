@@ -7,6 +7,12 @@
 
 namespace hw::cli {
 
+// Ends the process with `code` and no message of its own: the other ranks of a job whose rank 0
+// reported why (one error line per job, not per rank), or a run that stopped on a signal.
+struct QuietExit {
+  int code = 0;
+};
+
 void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);

@@ -90,6 +90,8 @@ int main(int argc, char** argv) {
     const std::string cmd = parsed.empty() ? std::string("headwise") : "headwise " + parsed.front()->get_name();
     std::fprintf(stderr, "error: %s: %s (run '%s --help')\n", cmd.c_str(), e.what(), cmd.c_str());
     return 1;
+  } catch (const hw::cli::QuietExit& q) {
+    return q.code;
   } catch (const hw::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

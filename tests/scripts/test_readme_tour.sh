@@ -44,4 +44,13 @@ if [ "$had_data" = 0 ] && [ -e "$SRC/data/kjv" ] && [ -n "$(find "$SRC/data/kjv"
 fi
 [ ! -e "$SRC/runs/tour" ] || [ -z "$(find "$SRC/runs/tour" -newer "$W/tour.sh" -print -quit)" ] ||
   { echo "FAIL: the tour wrote into the source tree ($SRC/runs/tour)"; exit 1; }
-echo "docs:tour: all $n commands ran"
+# A second time, the tour's training runs report their finished runs (issue 52): exit 0, "is
+# complete", their checkpoints byte for byte unchanged.
+grep ' train ' "$W/tour_smoke.sh" >"$W/trains.sh"
+[ "$(wc -l <"$W/trains.sh")" -ge 2 ] || { echo "FAIL: expected the tour's two train commands"; exit 1; }
+sums() { find "$W/runs/default/checkpoints" "$W/runs/tour/aah/checkpoints" -type f -print0 | sort -z | xargs -0 md5sum; }
+before=$(sums)
+bash -euo pipefail "$W/trains.sh" >"$W/again.log" 2>&1 || { tail -30 "$W/again.log"; echo "FAIL: a tour train command failed the second time"; exit 1; }
+[ "$(grep -c ' is complete: ' "$W/again.log")" = 2 ] || { cat "$W/again.log"; echo "FAIL: the second tour did not report both finished runs"; exit 1; }
+[ "$(sums)" = "$before" ] || { echo "FAIL: the second tour changed a checkpoint"; exit 1; }
+echo "docs:tour: all $n commands ran; a second time its training runs reported their finished runs"

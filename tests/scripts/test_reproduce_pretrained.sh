@@ -72,9 +72,9 @@ for m in qwen llama; do
       *) extra=" --set method.kernel=$row" calib="" ;;
     esac
     has ${m}_$row "[ -s $O/$m/conv_$row/config.json  ] || $hw convert --checkpoint $tmp/$m --out $O/$m/conv_$row --method oal ${calib}--seq-len 4096 --set method.layers=$L$extra "
-    has ${m}_$row "[ -s $O/$m/ft_$row/summary.json  ] || $hw train --config configs/oal_pretrained_ft.json --out $O/$m/ft_$row --init-from $O/$m/conv_$row --set data.train=$tmp/data/wt103_$m/train_\\*.bin --set data.val=$tmp/data/wt103_$m/val_\\*.bin "
+    has ${m}_$row "[ -s $O/$m/ft_$row/summary.json  ] || $hw train --config configs/oal_pretrained_ft.json --out $O/$m/ft_$row --resume auto --init-from $O/$m/conv_$row --set data.train=$tmp/data/wt103_$m/train_\\*.bin --set data.val=$tmp/data/wt103_$m/val_\\*.bin "
   done
-  has ${m}_softmax_lora "[ -s $O/$m/ft_softmax_lora/summary.json  ] || $hw train --config configs/oal_pretrained_ft.json --out $O/$m/ft_softmax_lora --init-from $tmp/$m --set data.train=$tmp/data/wt103_$m/train_\\*.bin --set data.val=$tmp/data/wt103_$m/val_\\*.bin --set model.lora.rank=8 --set model.lora.alpha=16 --set model.lora.dropout=0.05 --set model.lora.freeze_base=true "
+  has ${m}_softmax_lora "[ -s $O/$m/ft_softmax_lora/summary.json  ] || $hw train --config configs/oal_pretrained_ft.json --out $O/$m/ft_softmax_lora --resume auto --init-from $tmp/$m --set data.train=$tmp/data/wt103_$m/train_\\*.bin --set data.val=$tmp/data/wt103_$m/val_\\*.bin --set model.lora.rank=8 --set model.lora.alpha=16 --set model.lora.dropout=0.05 --set model.lora.freeze_base=true "
   lacks ${m}_softmax_lora " convert "
   for row in softmax_lora oal global performer dijiang taylorshift; do
     has ${m}_$row "[ -s $O/$m/ppl_$row.json  ] || { $hw eval --checkpoint $O/$m/ft_$row/checkpoints/best --data $tmp/data/test_$m/val_\\*.bin --seq-len 4096 --micro-batch 1  --batches \"\$blocks\" | tail -n 1 > $O/$m/ppl_$row.json.part  && mv $O/$m/ppl_$row.json.part $O/$m/ppl_$row.json ; }"
