@@ -30,6 +30,7 @@ AutoModelForCausalLM.from_pretrained(DIR, trust_remote_code=True).
 import json
 import math
 import os
+import warnings
 
 import torch
 import torch.nn.functional as F
@@ -358,8 +359,16 @@ class MixedAttention:
             if kind == "softmax" and contiguous:
                 o = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True)
             elif (kind != "softmax" and contiguous and flex_attention is not None and qh.shape[-2] >= 128
-                  and (self.backend == "flex" or (self.backend == "auto" and qh.is_cuda))):
-                o = _flex_window(qh, kh, vh, int(qpos[0]), sink, window)
+                  and (self.backend == "flex" or (self.backend == "auto" and qh.is_cuda and _FLEX.get("ok", True)))):
+                try:
+                    o = _flex_window(qh, kh, vh, int(qpos[0]), sink, window)
+                except Exception as e:  # noqa: BLE001 (a compile failure: the mask path computes the same)
+                    if self.backend == "flex":
+                        raise
+                    _FLEX["ok"] = False
+                    warnings.warn(f"headwise: FlexAttention failed ({type(e).__name__}: {e}); "
+                                  "using scaled_dot_product_attention with a mask")
+                    o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=_visible(qpos, kpos, sink, window))
             else:
                 mask = _visible(qpos, kpos, sink, window)
                 o = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=mask)
