@@ -256,7 +256,7 @@ def parity(out, names, t_of):
     this one in fp32); fp64: the same computation in double on both sides (headwise's Model<double>
     with the same values), logits 1e-12 and each gradient 1e-10 of its tensor's largest: the
     definitions agree exactly, whatever float32 rounding does to small, cancelling sums."""
-    ok = True
+    failed = []
     worst = {}
     for name in names:
         d = os.path.join(out, "dst", name)
@@ -274,14 +274,16 @@ def parity(out, names, t_of):
                 good = rec["logits"] < 1e-12 and rec["loss"] < 1e-12 and rec["grad_per_tensor"] < 1e-10
             good = good and not rec["unmatched"]
             line[prec]["ok"] = good
-            ok = ok and good
+            if not good:
+                failed.append(f"{name} {prec} (logits {rec['logits']:.1e})")
             fam = name.split("_")[0]
             w = worst.setdefault(f"{fam} {prec}", {"logits": 0.0, "grad_vs_largest": 0.0, "grad_per_tensor": 0.0})
             for k in w:
                 w[k] = max(w[k], rec[k])
         print(json.dumps(line))
     print(json.dumps({"worst": worst}))
-    return ok
+    print(json.dumps({"failed": failed}))
+    return not failed
 
 
 def generate(out, name, prompt_len, new, hw_tokens):
