@@ -58,12 +58,12 @@ class HeadwiseConfig(PretrainedConfig):
     model_type = "headwise"
 
     def __init__(self, headwise_family="llama", head_plan=None, linear_eps=1e-6, headwise_linear_groups=None,
-                 headwise_lora=None, headwise_attention="auto", headwise_merge_adapters=True, **kwargs):
-        """headwise_attention and headwise_merge_adapters are options of a run, not of the checkpoint
+                 headwise_lora=None, headwise_attention="auto", headwise_load_adapters=True, **kwargs):
+        """headwise_attention and headwise_load_adapters are options of a run, not of the checkpoint
         (from_pretrained(DIR, trust_remote_code=True, headwise_attention="sdpa")): the softmax-family
         kinds' backend ("auto": FlexAttention block masks for window heads on a GPU, else
-        scaled_dot_product_attention with a boolean mask; "sdpa"; "flex"), and whether LoRA adapters
-        that headwise stored beside the weights are folded into them at load time."""
+        scaled_dot_product_attention with a boolean mask; "sdpa"; "flex"), and whether the LoRA
+        adapters headwise stored beside the weights are applied (HeadwiseForCausalLM.from_pretrained)."""
         if headwise_family not in FAMILIES:
             raise ValueError(f"headwise: headwise_family {headwise_family!r} is not one of {', '.join(FAMILIES)}")
         # RoPE (the Llama family): transformers 4's rope_theta + rope_scaling or 5's rope_parameters,
@@ -83,7 +83,7 @@ class HeadwiseConfig(PretrainedConfig):
         if headwise_attention not in ("auto", "sdpa", "flex"):
             raise ValueError(f"headwise: headwise_attention must be auto, sdpa or flex, got {headwise_attention!r}")
         self.headwise_attention = headwise_attention
-        self.headwise_merge_adapters = bool(headwise_merge_adapters)
+        self.headwise_load_adapters = bool(headwise_load_adapters)
         if headwise_family != "gpt2":  # (GPT-2's RoPE: headwise_pos and headwise_rope_theta)
             rp = dict(rope.get("rope_parameters") or rope.get("rope_scaling") or {})
             if "type" in rp and "rope_type" not in rp:
@@ -161,7 +161,7 @@ class HeadwiseConfig(PretrainedConfig):
         for key in ("headwise_lora", "headwise_linear_groups"):
             if out.get(key) is None:
                 out.pop(key, None)
-        for key in ("headwise_attention", "headwise_merge_adapters"):  # a run's options
+        for key in ("headwise_attention", "headwise_load_adapters"):  # a run's options
             out.pop(key, None)
         return out
 

@@ -859,16 +859,22 @@ class HeadwiseForCausalLM(HeadwisePreTrainedModel, GenerationMixin):
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *args, **kwargs):
-        """transformers' from_pretrained, then the LoRA adapters headwise stored beside the model
-        (adapter_model.safetensors, when config.json has headwise_lora) folded into the weights,
-        as headwise computes them; pass headwise_merge_adapters=False to load the base model
-        alone (e.g. to attach the adapters with PeftModel.from_pretrained)."""
+        """transformers' from_pretrained, with the LoRA adapters headwise stored beside the weights
+        (adapter_model.safetensors + adapter_config.json, when config.json has headwise_lora)
+        applied as headwise applies them: where PEFT is installed, transformers attaches them
+        itself as PEFT adapters (unmerged); without it they are folded into the weights here.
+        headwise_load_adapters=False loads the base model alone (to attach them with
+        PeftModel.from_pretrained, say)."""
         model = super().from_pretrained(pretrained_model_name_or_path, *args, **kwargs)
         cfg = model.config
         if getattr(cfg, "headwise_lora", None) is not None:
-            if getattr(cfg, "headwise_merge_adapters", True):
+            attached = getattr(model, "_hf_peft_config_loaded", False)
+            if not getattr(cfg, "headwise_load_adapters", True):
+                if attached:
+                    _drop_peft_layers(model)
+            elif not attached:
                 merge_adapter_files(model, str(pretrained_model_name_or_path))
-            cfg.headwise_lora = None  # the model in memory has no adapters of its own
+            cfg.headwise_lora = None  # the model in memory holds no headwise adapters of its own
         return model
 
     def _prepare_cache_for_generation(self, generation_config, model_kwargs, *args, **kwargs):
@@ -910,6 +916,19 @@ class HeadwiseForCausalLM(HeadwisePreTrainedModel, GenerationMixin):
                                    labels[:, 1:].reshape(-1).to(logits.device), ignore_index=-100)
         out = CausalLMOutputWithPast(loss=loss, logits=logits, **{_OUTPUT_CACHE_FIELD: cache})
         return out if return_dict is not False else out.to_tuple()
+
+
+def _drop_peft_layers(model):
+    """Undo the PEFT adapters transformers attached at load time: each wrapped module back to its
+    base layer (transformers' delete_adapter needs a newer PEFT)."""
+    for name, module in list(model.named_modules()):
+        base = getattr(module, "base_layer", None)
+        if isinstance(base, nn.Module) and hasattr(module, "lora_A"):
+            parent, _, child = name.rpartition(".")
+            setattr(model.get_submodule(parent) if parent else model, child, base)
+    model._hf_peft_config_loaded = False
+    if "peft_config" in model.__dict__:
+        del model.__dict__["peft_config"]
 
 
 def _check_positions(attention_mask, position_ids, p0, T):
@@ -963,4 +982,4 @@ def merge_adapter_files(model, directory):
             delta = scale * (B.double() @ A.double())  # [out, in]
             if isinstance(module, Conv1D):
                 delta = delta.T
-            module.weight += delta.to(module.weight.dtype).to(module.weight.device)
+            module.weight.add_(delta.to(module.weight.dtype).to(module.weight.device))

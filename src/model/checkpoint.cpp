@@ -14,6 +14,7 @@
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/device_copy.hpp"
 #include "headwise/model/hf_family.hpp"
+#include "headwise/model/peft_config.hpp"
 #include "headwise/model/remote_code.hpp"
 
 namespace hw {
@@ -249,7 +250,19 @@ void save_model_files(const Model<float>& model, const std::string& dir, uint64_
 ModelConfig read_checkpoint_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing config.json");
-  return ModelConfig::from_hf_config(read_json(path, path), path);
+  ModelConfig c = ModelConfig::from_hf_config(read_json(path, path), path);
+  // PEFT's adapter_config.json beside the weights describes the adapters (those headwise wrote,
+  // or an adapter directory's two files copied in): it decides the LoRA the model holds.
+  if (fs::exists(dir + "/" + kAdapterConfigFile)) {
+    const PeftAdapters pa = read_peft_adapters(dir, c);
+    c.lora = pa.lora;
+    try {
+      c.lora.validate(c);
+    } catch (const Error& e) {
+      fail(pa.path + ": " + e.what());
+    }
+  }
+  return c;
 }
 
 HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg) {
