@@ -22,6 +22,9 @@ KINDS = ("softmax", "window:W", "sink_window:S:W", "static", "linear", "pruned",
 # reading and dropped when writing (headwise reads GPT-2's own keys).
 _GPT2_NAMES = {"n_embd": "hidden_size", "n_layer": "num_hidden_layers", "n_head": "num_attention_heads",
                "n_positions": "max_position_embeddings"}
+# The tokenizer class transformers picks for the family's own model_type (a folder whose
+# tokenizer_config.json names none, as headwise's trained checkpoints with tokenizer.json alone).
+_TOKENIZERS = {"gpt2": "GPT2Tokenizer", "llama": "LlamaTokenizer", "qwen2": "Qwen2Tokenizer", "qwen3": "Qwen2Tokenizer"}
 _GPT2_DERIVED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "max_position_embeddings",
                  "num_key_value_heads", "head_dim", "intermediate_size", "rms_norm_eps")
 
@@ -70,6 +73,7 @@ class HeadwiseConfig(PretrainedConfig):
         # kept as one rope_parameters object (which headwise reads too), outside transformers'
         # own RoPE standardisation.
         rope = {k: kwargs.pop(k) for k in ("rope_theta", "rope_scaling", "rope_parameters") if k in kwargs}
+        kwargs.setdefault("tokenizer_class", _TOKENIZERS[headwise_family])
         if headwise_family == "gpt2":
             kwargs.setdefault("tie_word_embeddings", True)
         else:

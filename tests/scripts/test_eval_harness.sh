@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # headwise eval-tasks / eval --text against lm-evaluation-harness (`--model hf`) on one all-softmax
-# checkpoint (trained here for a few updates on KJV text with the GPT-2-style fixture tokenizer)
-# and the committed task files of every supported format (tests/fixtures/eval/): every example's
+# checkpoint (trained here for a few updates on KJV text with the GPT-2-style fixture tokenizer),
+# and on the same weights fine-tuned with a mixed plan (static, linear, sink+window and window heads,
+# which the harness runs through the checkpoint's own PyTorch model, trust_remote_code), and
+# the committed task files of every supported format (tests/fixtures/eval/): every example's
 # log-likelihoods (1e-4), acc and acc_norm (exactly), word/byte perplexity and bits per byte
 # (1e-4 relative); prints the table and both tools' examples/s.
 # Installs lm_eval[hf] (transformers, torch) into VENV through scripts/python_env.sh (shared with
@@ -95,5 +97,16 @@ d["post_processor"] = {"type": "Sequence", "processors": [
      "special_tokens": {"<|endoftext|>": {"id": "<|endoftext|>", "ids": [0], "tokens": ["<|endoftext|>"]}}}]}
 json.dump(d, open(sys.argv[1], "w"))
 PY
+ALL_HW=("${HW_ARGS[@]}") ALL_LM=("${LM_ARGS[@]}")
 HW_ARGS=("${HW_ARGS[@]:0:16}") LM_ARGS=("${LM_ARGS[@]:0:8}")
 compare "$TMP/ckpt_bos" "the same weights, a tokenizer that puts a BOS before each text (Llama 3 style)"
+# A mixed plan (issue 56): the checkpoint fine-tuned 20 updates with static, linear, sink+window and
+# window heads is model_type "headwise"; the harness runs it through the PyTorch model the folder
+# carries (trust_remote_code): a second, independent check of eval-tasks on such plans.
+"$HEADWISE" train --config "$TMP/cfg.json" --out "$TMP/mixed" --init-from "$CKPT" \
+  --set 'model.head_plan=[["static","linear"],["sink_window:4:16","window:8"]]' --set train.steps=20 \
+  --set train.warmup_steps=2 --set train.eval_every=20 > /dev/null 2>&1
+grep -q '"model_type": "headwise"' "$TMP/mixed/checkpoints/step_20/config.json" ||
+  { echo "FAIL: the mixed-plan checkpoint is not model_type headwise"; exit 1; }
+HW_ARGS=("${ALL_HW[@]:0:6}" "${ALL_HW[@]:16}") LM_ARGS=("${ALL_LM[@]:0:3}" "${ALL_LM[@]:8}")
+compare "$TMP/mixed/checkpoints/step_20" "a mixed plan (static, linear, sink_window, window heads) through its PyTorch model"
