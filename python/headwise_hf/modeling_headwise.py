@@ -927,8 +927,8 @@ def _drop_peft_layers(model):
             parent, _, child = name.rpartition(".")
             setattr(model.get_submodule(parent) if parent else model, child, base)
     model._hf_peft_config_loaded = False
-    if "peft_config" in model.__dict__:
-        del model.__dict__["peft_config"]
+    for attr in ("peft_config", "_weight_conversions"):  # (the latter renames tensors as PEFT's when saving)
+        model.__dict__.pop(attr, None)
 
 
 def _check_positions(attention_mask, position_ids, p0, T):

@@ -22,9 +22,6 @@ struct ExportArgs {
   std::string checkpoint, out, dtype = "fp32";
 };
 
-// What transformers' tokenizers and generate read beside the weights.
-constexpr const char* kSideFiles[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                                      "generation_config.json"};
 }  // namespace
 
 void add_export_command(CLI::App& app) {
@@ -46,13 +43,7 @@ void add_export_command(CLI::App& app) {
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
     save_model_files(*model, tmp, kDefaultMaxShardBytes, dt);
-    nlohmann::json copied = nlohmann::json::array();
-    for (const char* f : kSideFiles) {
-      const fs::path from = fs::path(a->checkpoint) / f;
-      if (!fs::is_regular_file(from)) continue;
-      io::copy_file_atomic(from.string(), tmp + "/" + f);
-      copied.push_back(f);
-    }
+    const std::vector<std::string> copied = copy_side_files(a->checkpoint, tmp);
     io::replace_dir_atomic(tmp, a->out);
     const ModelConfig& c = model->config();
     const nlohmann::json summary = {{"out", a->out},

@@ -247,6 +247,18 @@ void save_model_files(const Model<float>& model, const std::string& dir, uint64_
   io::write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
 }
 
+std::vector<std::string> copy_side_files(const std::string& from_dir, const std::string& to_dir) {
+  std::vector<std::string> copied;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
+    const fs::path from = fs::path(from_dir) / f;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec)) continue;
+    io::copy_file_atomic(from.string(), to_dir + "/" + f);
+    copied.push_back(f);
+  }
+  return copied;
+}
+
 ModelConfig read_checkpoint_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing config.json");

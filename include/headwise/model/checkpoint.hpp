@@ -28,6 +28,11 @@ namespace hw {
 inline constexpr uint64_t kDefaultMaxShardBytes = uint64_t(2) << 30;
 void save_model_files(const Model<float>& model, const std::string& dir,
                       uint64_t max_shard_bytes = kDefaultMaxShardBytes, DType float_dtype = DType::F32);
+// The files beside the weights that tokenizers and generate read (tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json, generation_config.json): those in from_dir are
+// copied into to_dir (atomically each), so a converted, merged or exported model keeps its
+// tokenizer. Returns their names.
+std::vector<std::string> copy_side_files(const std::string& from_dir, const std::string& to_dir);
 // Model config and head values (static alpha/rho, linear L/groups) of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);
 HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg);
