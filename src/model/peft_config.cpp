@@ -135,9 +135,9 @@ PeftAdapters read_peft_adapters(const std::string& dir, const ModelConfig& model
   const bool rslora = r.has("use_rslora") && json_bool(j["use_rslora"], r.where("use_rslora"));
   const double r0 = double(json_int(json_at(j, "r", out.path), r.where("r"), 1, 1 << 20));
   const double alpha0 = r.has("lora_alpha") ? json_number(j["lora_alpha"], r.where("lora_alpha")) : 8.0;
-  // Tensors of a module PEFT would adapt but the file has none for stay at PEFT's initial B = 0:
-  // no effect, so such a match of another projection is no error (headwise's GPT-2 adapters of
-  // before named "c_proj", which also matches mlp.c_proj).
+  // A module PEFT would adapt but the file has no tensor for stays at PEFT's initial B = 0: no
+  // effect, so it is left out (and such a match of another projection is no error: headwise's
+  // GPT-2 adapters of before named "c_proj", which also matches mlp.c_proj).
   std::vector<std::string> names;
   const std::string weights = dir + "/adapter_model.safetensors";
   if (std::filesystem::exists(weights)) names = io::SafetensorsReader(weights).names();
@@ -149,7 +149,7 @@ PeftAdapters read_peft_adapters(const std::string& dir, const ModelConfig& model
     if (!layer_selected(r, j, l)) continue;
     for (const Candidate& c : candidates(model, l)) {
       if (!r.matches("target_modules", c.name) || r.matches("exclude_modules", c.name)) continue;
-      if (c.target < 0 && !has_tensors(c.name)) continue;
+      if (!names.empty() && !has_tensors(c.name)) continue;
       check(c.target >= 0, out.path + ": target_modules adapts " + c.name +
                                ": headwise adapts the attention projections only (q, k, v, o)");
       PeftModule m;
