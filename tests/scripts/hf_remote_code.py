@@ -21,9 +21,7 @@ rest OUT: the other checks, in one process: generation (model.generate, greedy, 
   OUT/unknown with an unknown head kind in its plan: one ValueError naming it.
 """
 import json
-import math
 import os
-import shutil
 import struct
 import sys
 

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from hf_remote_code import first_batch, head_values, tokens_file, write_src  # noqa: E402
+from hf_remote_code import first_batch, tokens_file, write_src  # noqa: E402
 
 B, T = 2, 24
 QWEN_PLAN = [["softmax", "linear", "sink_window:2:4", "static", "window:5", "softmax"],
