@@ -2,7 +2,7 @@
 # Reproduce the AoH paper's (Autonomy-of-Heads) headline results: quality retention vs sparsity
 # (AoH's spectrum choice vs random KV heads, on language modelling and on MQAR retrieval) and
 # prefill / decode latency and KV memory vs context (a plot).
-#   bash scripts/reproduce/aoh.sh [--scale cpu] [--out DIR] [--smoke]
+#   bash scripts/reproduce/aoh.sh [--scale cpu|gpu|cluster] [--out DIR] [--smoke] [--backend headwise|torch]
 # cpu (default): scripts/aoh_eval_cpu.sh (a corpus model at context 128 and an MQAR model,
 #   S in {0.25, 0.5, 0.75}, 3 random seeds), then the latency part on a model whose decode is bound
 #   by memory, not per-token overhead: GPT-2 124M's shape (12 x 12 x 768, vocabulary 50,304) with
@@ -23,6 +23,8 @@
 #   runs on the CPU backend only (the decoder has no CUDA path), so the job asks for a whole CPU node
 #   (--exclusive) and no GPU. cluster: OUT/jobs/aoh.sbatch and OUT/collect.sh; gpu: the same here.
 #   No quality-retention rows at these scales (they need a corpus and MQAR models: --scale cpu).
+#   --backend torch: the timing runs in PyTorch on a GPU with the converted model's cache, up to 8192
+#   (scripts/reproduce/torch_route.py bench; docs/reproducing.md, "The GPU route").
 # --smoke: the same steps on 2 x 4 x 32 models trained 4 updates, timed at 256 and 512 in 2 rounds
 #   (for CI; numbers meaningless).
 # Writes OUT/retention.{md,csv}, latency.{md,csv}, fig_latency_vs_context.png and OUT/REPORT.md.

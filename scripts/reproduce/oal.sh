@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Reproduce the OAL paper's (Outlier-Aware Attention Linearization) Tables 1-3, Fig. 2 (error vs
 # group count) and Fig. 3 (latency and memory vs length against our softmax kernel).
-#   bash scripts/reproduce/oal.sh [--scale cpu|gpu|cluster] [--out DIR] [--smoke]
+#   bash scripts/reproduce/oal.sh [--scale cpu|gpu|cluster] [--out DIR] [--smoke] [--backend headwise|torch]
 # cpu (default): scripts/oal_eval_cpu.sh on a configs/default_cpu.json corpus model (4 x 4 x 128,
 #   context 128, 300 updates; layers 1-2 converted): Tables 1, 2 and Fig. 2 from `headwise
 #   oal-tables` with DRAWS random-dimension draws (default 50; the script's default is 100),
@@ -33,7 +33,9 @@
 #   names the command): WT2_<M> (default data/wikitext2_<m>: train_*, val_*), WT103_<M> (default
 #   data/wikitext103_<m>: train_*, val_*), WT103_TEST_<M> (default data/wikitext103_<m>_test: val_*,
 #   the test split). STEPS=N shortens the fine-tuning (a trial). Fig. 3 is not part of these scales
-#   (bench-attention --curve: --scale cpu).
+#   (bench-attention --curve: --scale cpu). --backend torch: after headwise's conversion the
+#   fine-tune, PPL and task columns run in PyTorch on a GPU (scripts/reproduce/torch_route.py;
+#   docs/reproducing.md, "The GPU route").
 # Task columns: a next-verse task made from the held-out KJV text, scored on the corpus model and
 #   every Table 3 row (tasks.{md,csv}; the paper's PIQA/HellaSwag/ARC-E columns need its Qwen model).
 # Writes OUT/table1.{md,csv}, table2.*, table3.*, fig2.{png,csv,md}, fig3.{png,csv,md}, tasks.* and OUT/REPORT.md

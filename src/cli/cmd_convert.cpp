@@ -4,8 +4,8 @@
 // whose model is the checkpoint's and whose data section holds at most data.calib = --calib
 // (the calibration data of methods that calibrate), lets it act once (at the
 // first update it would act at), installs the plan change and writes OUT (model.safetensors and
-// config.json as the trainer writes them, plus convert.json: what changed and the planner's
-// report). OUT appears complete or not at all. Methods that calibrate stop with one error line
+// config.json as the trainer writes them, the input's tokenizer files, plus convert.json: what
+// changed and the planner's report). OUT appears complete or not at all. Methods that calibrate stop with one error line
 // when --calib is missing; methods that observe training forwards always do.
 #include <chrono>
 #include <cstdio>
@@ -100,6 +100,7 @@ void add_convert_command(CLI::App& app) {
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
     save_model_files(*model, tmp);
+    copy_side_files(a->checkpoint, tmp);  // the converted model keeps its tokenizer
     io::write_file_atomic(tmp + "/convert.json", record.dump(2) + "\n");
     io::replace_dir_atomic(tmp, a->out);
     const double write_seconds = since(t0);

@@ -1,7 +1,8 @@
 // headwise merge --checkpoint IN --out OUT
 // Folds a checkpoint's LoRA adapters into the weights they adapt (W += alpha/rank (B A)^T in
 // W's layout) and writes OUT without adapters: model.safetensors and config.json as the trainer
-// writes them, so an all-softmax learned-position model opens in transformers as plain GPT-2.
+// writes them (and the input's tokenizer files), so an all-softmax learned-position model opens in
+// transformers as plain GPT-2.
 // OUT appears complete or not at all; prints the largest logit change on a probe sequence.
 #include <algorithm>
 #include <cmath>
@@ -63,6 +64,7 @@ void add_merge_command(CLI::App& app) {
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
     save_model_files(*model, tmp);
+    copy_side_files(a->checkpoint, tmp);  // the merged model keeps its tokenizer
     io::replace_dir_atomic(tmp, a->out);
     std::printf("merged LoRA rank %d (alpha %g) of %s into %s\n", lora.rank, lora.alpha, a->checkpoint.c_str(),
                 a->out.c_str());

@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     if (m.add_commands) m.add_commands(app);
   hw::cli::add_convert_command(app);
   hw::cli::add_merge_command(app);
+  hw::cli::add_export_command(app);
   hw::cli::add_generate_command(app);
   hw::cli::add_bench_infer_command(app);
   hw::cli::add_tokenize_command(app);

@@ -1,5 +1,6 @@
 #include "headwise/model/checkpoint.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -9,9 +10,12 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/kernels/gemv.hpp"
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/device_copy.hpp"
 #include "headwise/model/hf_family.hpp"
+#include "headwise/model/peft_config.hpp"
+#include "headwise/model/remote_code.hpp"
 
 namespace hw {
 
@@ -50,16 +54,25 @@ struct FileTensor {
   uint64_t bytes = 0;
 };
 
+// Head-kind values (static alpha/rho, linear L/groups, performer W, dijiang log_w, taylorshift
+// tau): h.{l}.attn.<kind>.{h}.<name>, kept float32 whatever the weights' dtype.
+bool head_value(const ParamSpec& s) {
+  for (const char* kind : {".attn.static.", ".attn.linear.", ".attn.performer.", ".attn.dijiang.", ".attn.taylorshift."})
+    if (s.name.find(kind) != std::string::npos) return true;
+  return false;
+}
+
 // Shards of at most max_bytes (a larger tensor gets one of its own), in spec order.
-std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, uint64_t max_bytes) {
+std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, uint64_t max_bytes, DType float_dtype) {
   std::vector<std::vector<FileTensor>> shards(1);
   uint64_t in_shard = 0;
   const auto& specs = model.specs();
   for (size_t i = 0; i < specs.size(); ++i) {
     if (specs[i].adapter) continue;  // adapter_model.safetensors: model.safetensors stays the base model
     const auto pieces = hf_tensors(model.config(), specs[i]);
+    const DType dt = specs[i].is_int ? DType::I32 : head_value(specs[i]) ? DType::F32 : float_dtype;
     for (size_t k = 0; k < pieces.size(); ++k) {
-      FileTensor f{i, k, pieces[k], specs[i].is_int ? DType::I32 : DType::F32, 4};
+      FileTensor f{i, k, pieces[k], dt, dtype_size(dt)};
       for (int64_t d : f.t.shape) f.bytes *= uint64_t(d);
       if (in_shard > 0 && in_shard + f.bytes > max_bytes) {
         shards.emplace_back();
@@ -131,17 +144,38 @@ void check_int_tensor(const Model<float>& model, const ParamSpec& s, const std::
                             where + ": tensor '" + s.name + "'");
 }
 
+// Each linear head's group count G (its L is (G+1)x(G+1)), 0 for the other heads: per layer, per head.
+nlohmann::json linear_groups(const Model<float>& model) {
+  const ModelConfig& c = model.config();
+  nlohmann::json j = nlohmann::json::array();
+  for (int l = 0; l < c.n_layer; ++l) {
+    nlohmann::json row = nlohmann::json::array();
+    for (int h = 0; h < c.n_head; ++h) {
+      const std::string name = "h." + std::to_string(l) + ".attn.linear." + std::to_string(h) + ".L";
+      const Tensor* L = model.params().find(name);
+      if (!L) L = model.buffers().find(name);
+      row.push_back(L ? L->dim(0) - 1 : 0);
+    }
+    j.push_back(std::move(row));
+  }
+  return j;
+}
+
 }  // namespace
 
-void save_model_files(const Model<float>& model, const std::string& dir, uint64_t max_shard_bytes) {
+void save_model_files(const Model<float>& model, const std::string& dir, uint64_t max_shard_bytes,
+                      DType float_dtype) {
   check(max_shard_bytes > 0, "checkpoint: the shard size must be positive");
+  check(float_dtype == DType::F32 || float_dtype == DType::BF16 || float_dtype == DType::F16,
+        std::string("checkpoint: weights are written as F32, BF16 or F16, not ") + dtype_name(float_dtype));
   io::ensure_dir(dir);
-  const auto shards = shard_plan(model, max_shard_bytes);
+  const auto shards = shard_plan(model, max_shard_bytes, float_dtype);
   const auto& specs = model.specs();
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   uint64_t total = 0;
   std::set<std::string> weight_files;
   std::vector<float> compact, stored, piece;  // each tensor staged through the host (the writer copies it)
+  std::vector<uint16_t> half;
   for (size_t sh = 0; sh < shards.size(); ++sh) {
     const std::string file = shards.size() == 1 ? io::kWeightsFile : shard_name(sh, shards.size());
     io::SafetensorsWriter w;
@@ -163,9 +197,20 @@ void save_model_files(const Model<float>& model, const std::string& dir, uint64_
         stored_from_compact(s, layout_for(model, s), compact.data(), stored.data());
         staged = f.spec;
       }
-      piece.resize(size_t(f.bytes / 4));
+      piece.resize(size_t(f.bytes / dtype_size(f.dtype)));
       hf_split(s, f.t, stored.data(), piece.data());
-      w.add(f.t.name, DType::F32, f.t.shape, piece.data());
+      if (f.dtype == DType::F32) {
+        w.add(f.t.name, DType::F32, f.t.shape, piece.data());
+      } else {
+        half.resize(piece.size());
+        for (size_t e = 0; e < piece.size(); ++e) {
+          half[e] = f.dtype == DType::BF16 ? cpu::float_to_bf16(piece[e]) : cpu::float_to_f16(piece[e]);
+          check(!std::isfinite(piece[e]) || (half[e] & 0x7c00u) != 0x7c00u || f.dtype != DType::F16,
+                "checkpoint: tensor '" + f.t.name + "' has a value (" + std::to_string(piece[e]) +
+                    ") beyond float16's range: write it as F32 or BF16");
+        }
+        w.add(f.t.name, f.dtype, f.t.shape, half.data());
+      }
     }
     w.write(dir + "/" + file);
     weight_files.insert(file);
@@ -191,13 +236,45 @@ void save_model_files(const Model<float>& model, const std::string& dir, uint64_
     fs::remove(dir + "/" + kAdapterWeightsFile);
     fs::remove(dir + "/" + kAdapterConfigFile);
   }
-  io::write_file_atomic(dir + "/config.json", model.config().to_hf_config().dump(2) + "\n");
+  nlohmann::json config = model.config().to_hf_config();
+  if (float_dtype != DType::F32) config["torch_dtype"] = float_dtype == DType::BF16 ? "bfloat16" : "float16";
+  if (model.config().head_plan.count(attn::HeadKind::Linear) > 0) config["headwise_linear_groups"] = linear_groups(model);
+  if (model.config().head_plan.all_softmax()) {
+    remove_remote_code(dir);
+  } else {
+    write_remote_code(dir);
+  }
+  io::write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
+}
+
+std::vector<std::string> copy_side_files(const std::string& from_dir, const std::string& to_dir) {
+  std::vector<std::string> copied;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
+    const fs::path from = fs::path(from_dir) / f;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec)) continue;
+    io::copy_file_atomic(from.string(), to_dir + "/" + f);
+    copied.push_back(f);
+  }
+  return copied;
 }
 
 ModelConfig read_checkpoint_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing config.json");
-  return ModelConfig::from_hf_config(read_json(path, path), path);
+  ModelConfig c = ModelConfig::from_hf_config(read_json(path, path), path);
+  // PEFT's adapter_config.json beside the weights describes the adapters (those headwise wrote,
+  // or an adapter directory's two files copied in): it decides the LoRA the model holds.
+  if (fs::exists(dir + "/" + kAdapterConfigFile)) {
+    const PeftAdapters pa = read_peft_adapters(dir, c);
+    c.lora = pa.lora;
+    try {
+      c.lora.validate(c);
+    } catch (const Error& e) {
+      fail(pa.path + ": " + e.what());
+    }
+  }
+  return c;
 }
 
 HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg) {

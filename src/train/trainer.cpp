@@ -218,16 +218,25 @@ void Trainer::init_from(const std::string& dir, const attn::HeadPlan* plan) {
             ") does not match the config's model section");
   // Adapters: the checkpoint's own (read back), or the config's on a checkpoint without any
   // (fine-tuning a base model: fresh adapters, base weights as saved).
+  // Their shape (rank, alpha, layers, targets) is the checkpoint's; dropout and freeze_base are the
+  // run's to choose.
   const LoraConfig wanted = cfg_.model.lora;  // (a copy: cfg_.model becomes the checkpoint's)
-  check(!ck.lora.enabled() || !wanted.enabled() || ck.lora == wanted,
+  const bool same_shape = ck.lora.rank == wanted.rank && ck.lora.alpha == wanted.alpha &&
+                          ck.lora.layers == wanted.layers && ck.lora.targets == wanted.targets;
+  check(!ck.lora.enabled() || !wanted.enabled() || same_shape,
         "--init-from " + dir + ": the checkpoint's LoRA adapters (" + ck.lora.to_json().dump() +
             ") differ from the config's model.lora (" + wanted.to_json().dump() + "); merge them first (headwise merge)");
   io::SafetensorsSet st(dir);
-  cfg_.model = ck;
+  ModelConfig ck_run = ck;
+  if (ck.lora.enabled() && wanted.enabled()) {
+    ck_run.lora.dropout = wanted.dropout;
+    ck_run.lora.freeze_base = wanted.freeze_base;
+  }
+  cfg_.model = ck_run;
   const HeadExtras extras = read_head_extras(st, ck);
   opt_.reset();  // free the fresh model's memory before the checkpoint's is allocated
   model_.reset();
-  model_ = make_model(ck, extras);
+  model_ = make_model(ck_run, extras);
   load_weights(*model_, st);
   // The run's own plan on the pretrained weights (new heads take their defaults).
   if (plan && *plan != model_->config().head_plan) model_->install_plan(*plan, model_->head_extras());

@@ -65,7 +65,7 @@ def evaluate(ckpt, threads, text_jsonl, task_args):
     tm = TaskManager(include_path=tdir, include_defaults=True)
     # One model object for every run (what `--model hf --model_args pretrained=CKPT,dtype=float32`
     # builds), so each task's time is its own: building its requests and scoring them.
-    lm = HFLM(pretrained=ckpt, dtype="float32", batch_size=8, device="cpu")
+    lm = HFLM(pretrained=ckpt, dtype="float32", batch_size=8, device="cpu", trust_remote_code=True)
     out = {"tasks": [], "text": {}}
     for (tname, fmt, path), name in zip(tasks, names):
         t0 = time.time()
