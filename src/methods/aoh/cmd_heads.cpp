@@ -41,7 +41,10 @@ void add_commands(CLI::App& app) {
   cmd->callback([a] {
     check(a->sparsity >= 0 && a->sparsity <= 1, "--sparsity must be in [0, 1], got " + nlohmann::json(a->sparsity).dump());
     check(a->sink >= 0 && a->window >= 1, "--sink must be >= 0 and --window >= 1");
-    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
+    // Only the attention weights are read (the rest keeps its zeros and costs no memory).
+    const ModelConfig cfg = read_checkpoint_config(a->checkpoint);
+    const std::set<std::string> scored = aoh::scored_weights(cfg);
+    auto model = load_model(a->checkpoint, cfg, cpu_backend<float>(), /*trainable=*/false, &scored);
     const ModelConfig& mc = model->config();
     aoh::HeadScores scores = aoh::score_model(*model);
     const int n_stream = aoh::classify(scores.kv, a->sparsity, a->per_layer);

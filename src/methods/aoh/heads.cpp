@@ -13,6 +13,12 @@
 
 namespace hw::aoh {
 
+std::set<std::string> scored_weights(const ModelConfig& cfg) {
+  std::set<std::string> names;
+  for (int l = 0; l < cfg.n_layer; ++l) names.insert("h." + std::to_string(l) + ".attn.c_attn.weight");
+  return names;
+}
+
 HeadScores score_model(const Model<float>& model) {
   const ModelConfig& mc = model.config();
   HeadScores s;
