@@ -15,6 +15,7 @@
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/aoh/heads.hpp"
+#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::aoh {
@@ -95,7 +96,8 @@ void add_commands(CLI::App& app) {
                               {"n_streaming_kv_heads", n_stream},
                               {"sparsity", a->sparsity},
                               {"per_layer", a->per_layer},
-                              {"head_plan", out["head_plan"]}};
+                              {"head_plan", out["head_plan"]},
+                              {"peak_rss_bytes", peak_rss_bytes()}};
     if (!a->json.empty()) summary["json"] = a->json;
     std::printf("%s\n", summary.dump().c_str());
   });
