@@ -177,6 +177,7 @@ void add_convert_command(CLI::App& app) {
                               {"method", a->method},
                               {"changed_heads", changed.size()},
                               {"layout_kept", kept},
+                              {"peak_rss_bytes", peak_rss_bytes()},
                               {"head_plan", after.head_plan.to_json()}};
     std::printf("%s\n", summary.dump().c_str());
   });
