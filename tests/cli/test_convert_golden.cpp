@@ -204,3 +204,16 @@ TEST_CASE("AoH's convert and heads on a bf16 model stay within 1.1x of its store
     CHECK(peak <= 1.1 * double(stored));
   }
 }
+
+TEST_CASE("convert gives a model gradients only for a method that runs backward passes", "[cli][convert]") {
+  // SAF's gate_taylor selector scores heads from backward passes (Planner::needs_gradients);
+  // every other method gets a model without a gradient block.
+  const std::string dir = test::cli_temp_dir("convert_gradients");
+  const auto r = test::run_headwise("convert --checkpoint " + kFixtures + "/hf_tiny_llama --out " + dir +
+                                    "/gt --method saf --calib " + kFixtures +
+                                    "/convert_golden/calib_v96.bin --set method.calib_seqs=4 --set "
+                                    "method.selector=gate_taylor --seq-len 32");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("\"changed_heads\":2") != std::string::npos);
+}
