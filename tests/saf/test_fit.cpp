@@ -132,7 +132,7 @@ TEST_CASE("fit: marginals equal the dense column and distance sums") {
 // of several blocks, to the last bits (the vectorised row walks fuse their multiply-adds where
 // the scalar column loops rounded the product first), and marginals_packed bit for bit what
 // marginals gives for the same matrix.
-TEST_CASE("fit: marginals by rows equal the column loops bit for bit, dense and packed") {
+TEST_CASE("fit: marginals by rows equal the column loops, dense and packed alike") {
   const int T = 150;
   Mat P = random_target(T, 43);
   std::vector<double> inv(static_cast<size_t>(T));
