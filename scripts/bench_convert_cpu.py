@@ -7,8 +7,9 @@ random weights by transformers: a Qwen2.5-0.5B-shaped Qwen2ForCausalLM in float3
 wide, 14 heads, 2 KV heads, MLP 4864, vocabulary 151,936, tied) and a Llama-3.2-1B-shaped
 LlamaForCausalLM in bfloat16 (16 layers, 2048 wide, 32 heads, 8 KV heads, MLP 8192, vocabulary
 128,256, tied, Llama 3 RoPE scaling); a calibration shard of 164,840 random 32-bit token ids.
-Each run's peak RSS is the child's ru_maxrss (wait4), its stages the line `convert` prints on
-stderr.
+Each run's peak RSS is the one the program reports (peak_rss_bytes in its JSON line: VmHWM,
+whose count starts at exec; a child's ru_maxrss would include this Python process's own peak),
+its stages the line `convert` prints on stderr.
 
 Bounds: the FLOPs a run cannot avoid, at the rates this machine reaches at the same thread count
 (fp32 and fp64 2048^3 matrix products in torch, best of 3): SAF = the calibration forwards (every
@@ -97,21 +98,15 @@ def read_gbps(threads):
 
 
 def run(cmd, threads):
-    """Wall seconds, peak RSS bytes (the child's own ru_maxrss, from wait4), stderr and stdout."""
-    import tempfile
+    """Wall seconds, peak RSS bytes (the program's own peak_rss_bytes), stderr and stdout."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    with tempfile.TemporaryFile("w+") as fo, tempfile.TemporaryFile("w+") as fe:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, stdout=fo, stderr=fe, env=env)
-        _, status, usage = os.wait4(p.pid, 0)
-        wall = time.perf_counter() - t0
-        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
-        fo.seek(0)
-        fe.seek(0)
-        out, err = fo.read(), fe.read()
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t0
     if p.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{err[-3000:]}")
-    return wall, usage.ru_maxrss * 1024, err, out
+        sys.exit(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr[-3000:]}")
+    summary = json.loads(p.stdout.strip().splitlines()[-1])
+    return wall, summary["peak_rss_bytes"], p.stderr, p.stdout
 
 
 def stage_line(err):

@@ -24,7 +24,7 @@ struct Marginals {
 Marginals marginals(const double* P, int T);  // throws hw::Error on a non-finite cell
 // The same from a packed lower triangle (row i's cells j <= i start at i(i+1)/2, as
 // HeadStatsAccumulator keeps its mean): the mean pattern's marginals without a dense T x T.
-// Bit for bit marginals() of the dense matrix (the same sums in the same order).
+// Bit for bit marginals() of the dense matrix.
 Marginals marginals_packed(const double* packed, int T);
 
 // Scratch for marginal_loss, sized once per fit (no allocation per step).
