@@ -60,7 +60,7 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const ModelConf
 // model never sits in memory twice.
 // only, when given: the model tensors (spec names) to read; every other one is still checked
 // (present, its shape) but not read, and keeps its zeros, which cost no memory (arena pages are
-// mapped when first written): a method that reads a few tensors (AoH: the attention weights)
+// mapped when first written): a method that reads a few tensors (the attention weights, say)
 // loads a model of any size in the memory of those.
 using LoadedTensorHook = std::function<void(const std::string& name, Tensor& t)>;
 void load_weights(Model<float>& model, const io::SafetensorsSet& st, const LoadedTensorHook& on_loaded = {},

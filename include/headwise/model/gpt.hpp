@@ -194,7 +194,7 @@ class Model {
   // Static heads' row normalisers (log Z_i, derived from alpha and rho, O(i) each) are computed
   // only for the rows a step or a decoder reads: every step makes rows [0, T) valid
   // (reserve_activations), a decoder rows [0, its context). A model that is converted and
-  // written without a step never computes them (SAF at block_size 32768: 84 heads x 32768^2 / 2
+  // written without a step never computes them (84 static heads at block_size 32768: 84 x 32768^2 / 2
   // exponentials). A cache of alpha/rho, hence const.
   void ensure_static_normalisers(int64_t rows) const;
 

@@ -79,7 +79,8 @@ class Planner {
   // The model tensors act() reads (names as Model::specs() gives them), or nullopt for any of
   // them (the default). A caller that loads a model for this planner alone (convert) reads only
   // these from the checkpoint: the others then hold zeros, cost no memory, and are copied into
-  // the converted checkpoint as they were (AoH reads the attention weights of a 1B model only).
+  // the converted checkpoint as they were (a method that scores heads from their attention
+  // weights reads those of a 1B model only).
   virtual std::optional<std::set<std::string>> weights_read(const ModelConfig& /*model*/) const {
     return std::nullopt;
   }
