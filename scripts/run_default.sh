@@ -16,8 +16,9 @@ HEADWISE_BUILD_TARGET=headwise bash scripts/setup.sh build
 bash scripts/prepare_default_corpus.sh build/headwise data/kjv
 # OpenMP threads that spin-wait steal the cores OpenBLAS needs between parallel regions.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-passive}
-rm -rf "$RUN_DIR"
-build/headwise train --config configs/default_cpu.json --out "$RUN_DIR"
+# --resume auto: a second run of this script reports the finished run (or continues an
+# interrupted one) instead of training again.
+build/headwise train --config configs/default_cpu.json --out "$RUN_DIR" --resume auto
 build/headwise eval --checkpoint "$RUN_DIR/checkpoints/step_300" --data 'data/kjv/val_*.bin' --batches 20 \
   --micro-batch 16 --seq-len 128
 echo "run directory: $RUN_DIR (metrics.jsonl, summary.json, checkpoints/)"

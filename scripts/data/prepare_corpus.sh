@@ -6,10 +6,10 @@
 #
 #   scripts/data/prepare_corpus.sh --tokenizer TOK.json --out DIR --input FILE... [options]
 #
-# Exit 77 when the packages cannot be installed (no network, no pip).
+# Exit 77 when the package index cannot be reached to install them (scripts/python_env.sh).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv=${HEADWISE_VENV:-build/pyvenv}
-bash "$here/../python_env.sh" "$venv" "pyarrow==26.0.1" "tokenizers==0.23.3" >&2 || exit $?
-exec 8<"$(realpath -m "$venv").lock" && flock -s 8  # held while Python runs (python_env.sh)
-exec "$venv/bin/hwpy" "$here/prepare_corpus.py" "$@"
+. "$here/../references.sh"
+python_reference "$venv" "pyarrow==26.0.1" "tokenizers==0.23.3" >&2  # holds the venv's use lock while Python runs
+exec "$PY" "$here/prepare_corpus.py" "$@"

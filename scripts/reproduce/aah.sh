@@ -3,8 +3,9 @@
 #   bash scripts/reproduce/aah.sh [--scale cpu|gpu|cluster] [--out DIR] [--smoke]
 # cpu (default): the five regimes (configs/experiment_aah_cpu.json) and the screening ablations
 #   (configs/experiment_aah_ablations_cpu.json) on the embedded corpus, 4 layers x 4 heads x 128
-#   wide at context 512, windows {64, 128, 256, 512}, 150 updates of 1,024 tokens, one seed
-#   (about 10 minutes on 2 cores); Table 6 from each branch's final checkpoint.
+#   wide at context 512, windows {64, 128, 256, 512}, 150 updates of 1,024 tokens, seeds SEEDS
+#   (default "1337 1338 1339": the val-loss claims read the seeds' spread), 5 A-B-B-A speed rounds
+#   (SPEED_ROUNDS); Table 6 from each branch's final checkpoint (mean over the seeds).
 # gpu: the paper's protocol on one GPU (configs/experiment_aah_1b_4k.json for Tables 4 and 6:
 #   16 layers x 12 heads x 1536 wide, context 4096, WikiText-2 in GPT-2 BPE from WIKITEXT2_DIR
 #   (default data/wikitext2, made by scripts/data/prepare_corpus.sh), bf16, dropout 0.1, 10,000
@@ -21,10 +22,15 @@
 # Writes OUT/table4.{md,csv}, table5.*, table6.*, fig_acr_vs_loss.{png,csv} and OUT/REPORT.md.
 PAPER=aah
 source "$(dirname "$0")/common.sh" "$@"
-STEPS=${STEPS:-1000}
 SETS=()
 case "$SCALE" in
-  cpu) NOTE="4 layers x 4 heads x 128 wide, context 512, 150 updates of 1,024 tokens, seed 1337, byte-level KJV corpus"
+  cpu) read -r -a SEED_LIST <<< "${SEEDS:-1337 1338 1339}"
+    for seed in "${SEED_LIST[@]}"; do
+      [[ "$seed" =~ ^[0-9]+$ ]] || { echo "error: SEEDS='${SEEDS:-}': seeds are non-negative integers separated by spaces" >&2; exit 1; }
+    done
+    SEED_JSON="[$(IFS=,; echo "${SEED_LIST[*]}")]"
+    NOTE="4 layers x 4 heads x 128 wide, context 512, 150 updates of 1,024 tokens, seeds ${SEED_LIST[*]} (one trunk each), byte-level KJV corpus; update speed: ${SPEED_ROUNDS:-5} A-B-B-A rounds of fresh processes per regime"
+    SETS=(--set experiment.speed_rounds="${SPEED_ROUNDS:-5}" --set "experiment.seeds=$SEED_JSON")
     if [ "$SMOKE" = 1 ]; then  # the same protocol on a tiny model: every file is written, the numbers mean nothing
       NOTE="SMOKE RUN (numbers meaningless): 2 layers x 4 heads x 32 wide, context 128, windows {16, 32, 64, 128}, 6 updates of 256 tokens"
       SETS=(--set model.n_layer=2 --set model.n_embd=32 --set model.block_size=128 --set train.seq_len=128

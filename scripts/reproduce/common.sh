@@ -2,22 +2,32 @@
 #   --scale cpu|gpu|cluster (default cpu), --out DIR (default runs/reproduce/<paper>-<scale>)
 #   --smoke: the cpu protocol shrunk to a tiny model and a few steps (under 2 minutes), for CI:
 #   every table, CSV, PNG and claim line is written, the numbers mean nothing. Scripts read SMOKE=1.
+#   --backend headwise|torch (default headwise; gpu/cluster scales of OAL and AoH): torch runs the
+#   stages after headwise's conversion in PyTorch (transformers, PEFT, lm-evaluation-harness) on the
+#   GPU, through the model converted checkpoints carry (scripts/reproduce/torch_route.py), with the
+#   Python of TORCH_VENV (default build/pyvenv, made by scripts/python_env.sh). Scripts read BACKEND.
 # HEADWISE_BIN names the binary; otherwise build/headwise is built by scripts/setup.sh.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 SCALE=cpu
 SMOKE=0
 OUT=""
+BACKEND=headwise
 while [ $# -gt 0 ]; do
   case "$1" in
     --scale) SCALE=${2:-}; shift 2 ;;
     --out) OUT=${2:-}; shift 2 ;;
     --smoke) SMOKE=1; shift ;;
+    --backend) BACKEND=${2:-}; shift 2 ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | sed 's/^# \{0,1\}//' | head -n -1; exit 0 ;;
-    *) echo "error: unknown option '$1' (use --scale cpu|gpu|cluster, --out DIR, --smoke)" >&2; exit 1 ;;
+    *) echo "error: unknown option '$1' (use --scale cpu|gpu|cluster, --out DIR, --smoke, --backend headwise|torch)" >&2; exit 1 ;;
   esac
 done
 case "$SCALE" in cpu|gpu|cluster) ;; *) echo "error: --scale must be cpu, gpu or cluster, got '$SCALE'" >&2; exit 1 ;; esac
+case "$BACKEND" in headwise|torch) ;; *) echo "error: --backend must be headwise or torch, got '$BACKEND'" >&2; exit 1 ;; esac
+if [ "$BACKEND" = torch ] && { [ "$SCALE" = cpu ] || { [ "$PAPER" != oal ] && [ "$PAPER" != aoh ]; }; }; then
+  echo "error: --backend torch is the GPU route of OAL's and AoH's --scale gpu|cluster runs on pretrained models" >&2; exit 1
+fi
 if [ "$SMOKE" = 1 ] && [ "$SCALE" != cpu ]; then
   echo "error: --smoke shrinks the cpu protocol; it cannot be combined with --scale $SCALE" >&2; exit 1
 fi
@@ -42,6 +52,15 @@ run() {  # run CMD...: log it for the report, run it
   "$@"
 }
 [ "$SCALE" != cpu ] || [ -e data/kjv/train_000000.bin ] || run bash scripts/prepare_default_corpus.sh "$HW" data/kjv
+# --backend torch: the job lines that make the Python environment (scripts/python_env.sh, once per
+# VENV) and name its Python (TORCH_PY) in a job's text.
+torch_env_lines() {
+  local venv
+  venv=$(realpath -m "${TORCH_VENV:-build/pyvenv}")
+  echo "bash scripts/python_env.sh $(printf %q "$venv") torch transformers==5.24.0 safetensors peft==0.21.2 'lm_eval[hf]==0.4.13' || { echo 'error: the PyTorch environment could not be installed' >&2; exit 1; }"
+  echo "TORCH_PY=$(printf %q "$venv/bin/hwpy")"
+  echo 'export HF_HUB_OFFLINE=1'
+}
 # The task columns (zero-shot multiple choice, `headwise eval-tasks`) of the models LABEL=CKPT...:
 # at cpu scale a next-verse task made from the held-out end of the KJV text (the last 5%, which
 # `prepare` keeps for validation; --smoke: short verses from anywhere, to fit a context of 32);

@@ -1,12 +1,17 @@
 # shellcheck shell=bash
 # OAL at --scale gpu|cluster on the pretrained models the user passes (sourced by
-# scripts/reproduce/oal.sh after common.sh; its header says what runs). Every command runs on the
-# CPU backend: Qwen2/Llama (RMSNorm, SwiGLU), LoRA adapters, the linear head and the baseline heads
-# have no CUDA ops (src/model/gpt.cpp stops a CUDA model with them at its first line), and
-# oal-tables, eval-tasks and the PPL evaluation below run on the CPU. So the jobs ask for CPUs only,
-# and no GPU check runs (it checks the CUDA backend, which they do not use).
-T=4096
-declare -A LAYERS=([qwen]=3-20 [llama]=1-14)  # the paper's App. F: Qwen keeps 3 softmax layers at each end
+# scripts/reproduce/oal.sh after common.sh; its header says what runs). With --backend headwise
+# every command runs on the CPU backend: Qwen2/Llama (RMSNorm, SwiGLU), LoRA adapters, the linear
+# head and the baseline heads have no CUDA ops (src/model/gpt.cpp stops a CUDA model with them at
+# its first line), and oal-tables, eval-tasks and the PPL evaluation below run on the CPU. So those
+# jobs ask for CPUs only, and no GPU check runs (it checks the CUDA backend, which they do not use).
+# With --backend torch headwise converts (CPU) and the LoRA fine-tune, the PPL and the task columns
+# run in PyTorch on the job's GPU (scripts/reproduce/torch_route.py); the Tables 1-2 unit stays
+# headwise's (oal-tables, CPU). SEQ_LEN and LAYERS_QWEN / LAYERS_LLAMA change the paper's T 4096 and
+# layer ranges for a trial on a small model (the tests' tiny Llama).
+T=${SEQ_LEN:-4096}
+# the paper's App. F: Qwen keeps 3 softmax layers at each end
+declare -A LAYERS=([qwen]=${LAYERS_QWEN:-3-20} [llama]=${LAYERS_LLAMA:-1-14})
 declare -A PAPER_NAME=([qwen]=Qwen2.5-0.5B [llama]=Llama-3.2-1B)
 declare -A HF_TYPE=([qwen]=qwen2 [llama]=llama)
 TABLE_LAYERS=4,12,20                          # Tables 1-2: Qwen's layers 4, 12 and 20 (App. A.2, Sec. 5.1)
@@ -68,7 +73,9 @@ unit_body() {
   base=$(base_of "$m") dir=$OUTA/$m init=$base ft=$OUTA/$m/ft_$row
   best=$ft/checkpoints/best test=$(test_of "$m")
   echo "mkdir -p $(q "$dir")"
-  if [ "$row" = softmax_lora ]; then
+  if [ "$row" = softmax_lora ] && [ "$BACKEND" = torch ]; then
+    sets=(--lora 8,16,0.05)
+  elif [ "$row" = softmax_lora ]; then
     sets=(--set model.lora.rank=8 --set model.lora.alpha=16 --set model.lora.dropout=0.05 --set model.lora.freeze_base=true)
   else
     init=$dir/conv_$row
@@ -80,7 +87,12 @@ unit_body() {
   fi
   [ -z "${STEPS:-}" ] || sets+=(--set train.steps="$STEPS" --set train.warmup_steps=$(( (STEPS * 5 + 99) / 100 ))
                                 --set train.eval_every=$(( STEPS < 128 ? STEPS : 128 )))
-  echo "[ -s $(q "$ft/summary.json") ] || $(q "$HWA" train --config configs/oal_pretrained_ft.json --out "$ft" --init-from "$init" \
+  [ "$T" = 4096 ] || sets+=(--set train.seq_len="$T" --set train.total_batch_tokens="$T")
+  if [ "$BACKEND" = torch ]; then
+    unit_body_torch
+    return
+  fi
+  echo "[ -s $(q "$ft/summary.json") ] || $(q "$HWA" train --config configs/oal_pretrained_ft.json --out "$ft" --resume auto --init-from "$init" \
     --set "data.train=$(wt103_of "$m")/train_*.bin" --set "data.val=$(wt103_of "$m")/val_*.bin" "${sets[@]}")"
   # Every whole 4096-token block of the test split (a block reads T + 1 tokens: T predictions).
   echo "blocks=\$(python3 -c 'import struct, sys; T = int(sys.argv[1]); print(sum((struct.unpack(\"<3i\", open(f, \"rb\").read(12))[2] - 1) // T for f in sys.argv[2:]))' $T $(printf %q "$test")/val_*.bin)"
@@ -92,6 +104,19 @@ unit_body() {
     echo "[ -s $(q "$OUTA/tasks/${m}_$row.json") ] || $(q "$HWA" eval-tasks --checkpoint "$best" "${targs[@]}" --json "$OUTA/tasks/${m}_$row.json" --no-progress)"
   fi
 }
+# --backend torch: a Table 3 unit's fine-tune, PPL and task columns in PyTorch (unit_body's locals).
+unit_body_torch() {
+  local tr='"$TORCH_PY" scripts/reproduce/torch_route.py'
+  echo "[ -s $(q "$ft/summary.json") ] || $tr $(q finetune --checkpoint "$init" --config configs/oal_pretrained_ft.json \
+    --out "$ft" --set "data.train=$(wt103_of "$m")/train_*.bin" --set "data.val=$(wt103_of "$m")/val_*.bin" "${sets[@]}")"
+  echo "[ -s $(q "$dir/ppl_$row.json") ] || { $tr $(q ppl --checkpoint "$best" --data "$test/val_*.bin" --seq-len $T) | tail -n 1 > $(q "$dir/ppl_$row.json.part") && mv $(q "$dir/ppl_$row.json.part" "$dir/ppl_$row.json"); }"
+  if [ ${#TASK_FILES[@]} -gt 0 ]; then
+    local targs=() f
+    for f in "${TASK_FILES[@]}"; do targs+=(--task "$(realpath "$f")"); done
+    echo "mkdir -p $(q "$OUTA/tasks")"
+    echo "[ -s $(q "$OUTA/tasks/${m}_$row.json") ] || $tr $(q tasks --checkpoint "$best" "${targs[@]}" --json "$OUTA/tasks/${m}_$row.json") > /dev/null"
+  fi
+}
 UNITS=()
 for m in "${MODELS[@]}"; do
   [ "$m" != qwen ] || UNITS+=(qwen_tables)
@@ -100,7 +125,20 @@ done
 [ "$SCALE" != cluster ] || require_slurm
 mkdir -p "$OUT/jobs"
 for u in "${UNITS[@]}"; do
-  if [ "$SCALE" = cluster ]; then
+  torch_unit=0
+  [ "$BACKEND" = torch ] && [ "$u" != qwen_tables ] && torch_unit=1
+  if [ "$SCALE" = cluster ] && [ $torch_unit = 1 ]; then
+    {
+      printf '%s\n' '#!/usr/bin/env bash' "#SBATCH --job-name=oal-$u" '#SBATCH --nodes=1' '#SBATCH --ntasks=1' \
+        "#SBATCH --cpus-per-task=${OAL_CPUS:-16}" '#SBATCH --gpus-per-node=1' '#SBATCH --time=24:00:00' \
+        "#SBATCH --output=$OUTA/jobs/%x-%j.out" \
+        '# --backend torch: headwise converts on the CPU, then PyTorch fine-tunes (PEFT LoRA), measures the PPL and' \
+        '# runs lm-evaluation-harness on the GPU (scripts/reproduce/torch_route.py).' \
+        'set -euo pipefail' "cd \"$(pwd)\"" 'export OMP_NUM_THREADS=${OMP_NUM_THREADS:-${SLURM_CPUS_PER_TASK:-1}}'
+      torch_env_lines
+      unit_body "$u"
+    } > "$OUT/jobs/$u.sbatch"
+  elif [ "$SCALE" = cluster ]; then
     {
       printf '%s\n' '#!/usr/bin/env bash' "#SBATCH --job-name=oal-$u" '#SBATCH --nodes=1' '#SBATCH --ntasks=1' \
         "#SBATCH --cpus-per-task=${OAL_CPUS:-32}" '#SBATCH --time=96:00:00' "#SBATCH --output=$OUTA/jobs/%x-%j.out" \
@@ -110,7 +148,8 @@ for u in "${UNITS[@]}"; do
       unit_body "$u"
     } > "$OUT/jobs/$u.sbatch"
   else
-    { printf '%s\n' '#!/usr/bin/env bash' 'set -euo pipefail' "cd \"$(pwd)\""; unit_body "$u"; } > "$OUT/jobs/$u.sh"
+    { printf '%s\n' '#!/usr/bin/env bash' 'set -euo pipefail' "cd \"$(pwd)\""; [ $torch_unit = 0 ] || torch_env_lines
+      unit_body "$u"; } > "$OUT/jobs/$u.sh"
   fi
 done
 if [ "$SCALE" = cluster ]; then
@@ -120,16 +159,21 @@ if [ "$SCALE" = cluster ]; then
   done
   [ -z "${TASKS_DIR:-}" ] || env_line+="TASKS_DIR=$(q "$(realpath "$TASKS_DIR")")"
   [ -z "${STEPS:-}" ] || env_line+="STEPS=$STEPS "
+  [ -z "${SEQ_LEN:-}" ] || env_line+="SEQ_LEN=$SEQ_LEN "
+  [ -z "${LAYERS_QWEN:-}" ] || env_line+="LAYERS_QWEN=$LAYERS_QWEN "
+  [ -z "${LAYERS_LLAMA:-}" ] || env_line+="LAYERS_LLAMA=$LAYERS_LLAMA "
+  [ -z "${TORCH_VENV:-}" ] || env_line+="TORCH_VENV=$(q "$(realpath -m "$TORCH_VENV")")"
   cat > "$OUT/collect.sh" <<COLLECT
 #!/usr/bin/env bash
 # Builds OUT/REPORT.md from the finished jobs' outputs.
 set -euo pipefail
 cd "$(pwd)"
-COLLECT_ONLY=1 ${env_line}HEADWISE_BIN=$(q "$HWA")bash scripts/reproduce/oal.sh --scale cluster --out $(q "$OUTA")
+COLLECT_ONLY=1 ${env_line}HEADWISE_BIN=$(q "$HWA")bash scripts/reproduce/oal.sh --scale cluster --backend $BACKEND --out $(q "$OUTA")
 COLLECT
   chmod +x "$OUT/collect.sh"
   if [ -z "${COLLECT_ONLY:-}" ]; then
-    echo "reproduce[oal]: wrote $(cd "$OUT/jobs" && ls -- *.sbatch | tr '\n' ' ')in $OUT/jobs (CPU jobs); submit them with sbatch, then run $OUT/collect.sh"
+    kind="CPU jobs"; [ "$BACKEND" = torch ] && kind="GPU jobs for PyTorch, Tables 1-2 on the CPU"
+    echo "reproduce[oal]: wrote $(cd "$OUT/jobs" && ls -- *.sbatch | tr '\n' ' ')in $OUT/jobs ($kind); submit them with sbatch, then run $OUT/collect.sh"
     exit 0
   fi
 else
@@ -157,7 +201,9 @@ if [ ${#TASK_FILES[@]} -gt 0 ]; then
 else
   python3 scripts/reproduce/tasks_table.py "$OUT" --not-run "no task files: set TASKS_DIR to a folder of eval-tasks JSONL files (PIQA, HellaSwag, ARC-Easy)"
 fi
-NOTE="the paper's protocol on the CPU backend: $(for m in "${MODELS[@]}"; do printf '%s (layers %s converted) ' "${PAPER_NAME[$m]}" "${LAYERS[$m]}"; done)at T $T; Tables 1-2 on Qwen's layers $TABLE_LAYERS (1,000 random draws, 16 held-out WikiText-2 windows); Table 3 after ${STEPS:-512} LoRA updates of one 4096-token block (rank 8, alpha 16, dropout 0.05), PPL of the best checkpoint on every 4096-token block of the WikiText-103 test split"
+ON="the CPU backend"
+[ "$BACKEND" = torch ] && ON="PyTorch (--backend torch: headwise converts, transformers + PEFT + lm-evaluation-harness fine-tune and evaluate)"
+NOTE="the paper's protocol on $ON: $(for m in "${MODELS[@]}"; do printf '%s (layers %s converted) ' "${PAPER_NAME[$m]}" "${LAYERS[$m]}"; done)at T $T; Tables 1-2 on Qwen's layers $TABLE_LAYERS (1,000 random draws, 16 held-out WikiText-2 windows); Table 3 after ${STEPS:-512} LoRA updates of one $T-token block (rank 8, alpha 16, dropout 0.05), PPL of the best checkpoint on every $T-token block of the WikiText-103 test split"
 WALL=$(( $(date +%s) - START_S ))
 printf '%s\n' "${COMMANDS[@]}" > "$OUT/commands.txt"
 python3 scripts/reproduce/oal_pretrained_report.py "$OUT" "$SCALE" "$NOTE" "$WALL" "$MACHINE" "${MODELS[@]}"

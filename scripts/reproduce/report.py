@@ -8,15 +8,17 @@ Spec: {"paper": str, "title": str, "scale": str, "scale_note": str, "wall_s": fl
        "figures": [{"file": "x.png", "csv": "x.csv", "caption": str}],
        "claims": [{"claim": str, "paper": str, "ours": str, "verdict": str}],
        "rule": str}
-Verdicts are "holds", "does not hold" or "not measurable at this scale"; the paper script
-decides them by the rule it states in "rule".
+Verdicts are those of verdicts.py (holds, does not hold, not shown at this scale, not measurable at
+this scale, by construction); the paper script decides them by the shared rules there and states
+its own thresholds in "rule". REPORT.md counts as findings only rows that hold or do not hold.
 """
 import csv
 import json
 import os
 import sys
 
-VERDICTS = ("holds", "does not hold", "not measurable at this scale")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from verdicts import BY_CONSTRUCTION, DOES_NOT_HOLD, HOLDS, NOT_SHOWN, VERDICTS, tally  # noqa: E402
 
 
 def fmt(v):
@@ -53,7 +55,15 @@ def main():
                        markdown(t["reference"]["columns"], t["reference"]["rows"])]
     for fig in spec.get("figures", []):
         report += [f"## {fig['caption']}\n", f"![{fig['caption']}]({fig['file']}) (data: {fig['csv']})\n"]
+    t = tally(spec["claims"])
     report += ["## Claims\n", f"Rule: {spec['rule']}\n",
+               "Shared rules (scripts/reproduce/verdicts.py): a timing claim is read from alternated rounds in "
+               "fresh processes and holds only when every round's ratio lies on the claimed side of 1 (rounds on "
+               "both sides: not shown at this scale); a row that follows from how the experiment is built is "
+               "'by construction' and is not counted as a finding.\n",
+               f"Tally: {t['findings']} findings ({t[HOLDS]} hold, {t[DOES_NOT_HOLD]} do not hold); "
+               f"{t[NOT_SHOWN]} not shown at this scale, {t['not measurable at this scale']} not measurable, "
+               f"{t[BY_CONSTRUCTION]} by construction.\n",
                markdown(["claim", "paper", "ours", "verdict"],
                         [[c["claim"], c["paper"], c["ours"], c["verdict"]] for c in spec["claims"]])]
     for c in spec["claims"]:

@@ -43,7 +43,9 @@ python3 -c "import json,sys; s=json.loads(sys.argv[1]); assert isinstance(s, lis
   "$SEEDS" 2>/dev/null || { echo "error: SEEDS must be a JSON list of non-negative integers, e.g. [1337,1338], got '$SEEDS'" >&2; exit 1; }
 # Commands go to the report shell-quoted (their JSON arguments must survive a copy and paste).
 run() { COMMANDS+=("$(printf '%q ' "$@")"); echo "reproduce[saf]: ${COMMANDS[-1]}" >&2; "$@"; }
-SPEED_ROUNDS=1
+# A-B-B-A rounds of the update-speed phase (each 2 pairs of fresh processes): the speed claims read
+# the interval of the pairs (scripts/reproduce/verdicts.py).
+SPEED_ROUNDS=5
 SETS=()
 MQAR_OPTS=()
 set_all() { for s in "$@"; do SETS+=(--set "$s"); done; }
@@ -54,6 +56,7 @@ case "$SCALE" in
     if [ "$SMOKE" = 1 ]; then
       SEEDS='[1337,1338]'
       CONTEXTS="16 32"; MAIN_T=32
+      SPEED_ROUNDS=1
       set_all model.n_layer=2 model.n_head=2 model.n_embd=32 model.block_size=32 train.seq_len=32 \
         train.micro_batch=2 train.total_batch_tokens=64 train.steps=4 train.warmup_steps=1 train.eval_batches=2 \
         train.log_every=1 method.calib_seqs=4 method.fit_steps=10
@@ -76,7 +79,7 @@ case "$SCALE" in
     CFG_MAIN=configs/saf_124m_4k_learned.json
     MAIN_T=4096
     CONTEXTS="4096 8192 16384"
-    SPEED_ROUNDS=2
+    SPEED_ROUNDS=3
     if [ "$SCALE" = gpu ]; then
       STEPS=${STEPS:-500}
       set_all train.steps="$STEPS" train.warmup_steps=$(( STEPS / 10 )) train.eval_every=0 train.checkpoint_every=0

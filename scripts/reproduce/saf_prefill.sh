@@ -32,7 +32,7 @@ if [ "$SMOKE" = 1 ]; then
   for r in 25 50; do
     ck=$OUT/train_$r/checkpoints/step_4
     [ -e "$ck/config.json" ] && continue
-    "$HW" train --config "$OUT/smoke_config.json" --out "$OUT/train_$r" \
+    "$HW" train --config "$OUT/smoke_config.json" --out "$OUT/train_$r" --resume auto \
       --set model.n_layer=2 --set model.n_head=2 --set model.n_embd=32 --set model.block_size=32 \
       --set train.seq_len=32 --set train.micro_batch=2 --set train.total_batch_tokens=64 --set train.steps=4 \
       --set train.warmup_steps=1 --set train.eval_batches=2 --set train.log_every=1 --set method.name=saf \

@@ -15,6 +15,15 @@
 #       The same with your config (its data paths must exist): runs `headwise train --config
 #       CONFIG --out OUT --set train.device=cpu` as 2 srun tasks and compares with the given
 #       reference metrics.jsonl, or with a single-process run of CONFIG made here first.
+#   selftest_local_cluster.sh --requeue HEADWISE_BINARY
+#       Preemption and time limits on the sbatch script's own path: the tiny config made slower
+#       (wider, 300 updates, no periodic checkpoints) runs as a 2-task job that is stopped twice
+#       mid-run: first USR1 to the batch shell, as --signal=B:USR1@120 sends it before the time
+#       limit (the tasks checkpoint, exit 75, the script requeues the job), then `scontrol
+#       requeue`, as a preemption does (Slurm sends SIGTERM, the tasks checkpoint, Slurm
+#       requeues). The job must end COMPLETED after 2 restarts with every step logged once, the
+#       losses of a single-process uninterrupted run (within 1e-12: 2 ranks sum the same
+#       micro-batches) and its final weights byte for byte.
 #   selftest_local_cluster.sh --smoke TEST_PROGRAM
 #       Checks the cluster plumbing without the trainer: the same sbatch script runs a stand-in
 #       for headwise that runs TEST_PROGRAM (e.g. build/test_dist, the communicator tests) as
@@ -42,6 +51,12 @@ say() { echo "selftest: $*"; }
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[0]}"; exit 2; }
 mode=train
+requeue=0
+if [ "${1:-}" = "--requeue" ]; then
+  requeue=1
+  shift
+  [ $# -eq 1 ] || usage
+fi
 if [ "${1:-}" = "--rendezvous" ]; then
   mode=rendezvous
   [ $# -eq 2 ] || usage
@@ -182,6 +197,10 @@ if [ "$mode" = train ] && [ -z "$config" ]; then
   "$headwise" prepare --input "$work/corpus.txt" --output "$work/data" --val-fraction 0.1 > "$work/prepare.log" 2>&1 \
     || { cat "$work/prepare.log" >&2; die "headwise prepare failed"; }
   extra+=(--set "data.train=$work/data/train_*.bin" --set "data.val=$work/data/val_*.bin")
+  # --requeue: updates of ~10 ms, 300 of them, so the job can be stopped twice in the middle.
+  [ "$requeue" = 0 ] || extra+=(--set model.n_embd=128 --set model.block_size=64 --set train.seq_len=64
+    --set train.micro_batch=4 --set train.total_batch_tokens=512 --set train.steps=300 --set train.eval_every=100
+    --set train.checkpoint_every=1000 --set train.log_every=50)
 fi
 for a in "${extra[@]}"; do
   [[ "$a" != *" "* ]] || die "argument '$a' has a space: the sbatch script's EXTRA is split on spaces"
@@ -279,6 +298,58 @@ STANDIN
   n=$(grep -c '^error: rendezvous (rank 0 of 2): rank 1 of 2 never arrived .* within 3 s' "$work/absent.out" || true)
   [ "$n" = 1 ] || { cat "$work/absent.out" >&2; die "absent task: expected one error from rank 0 naming rank 1"; }
   say "an absent task: job $st after $(( $(date +%s) - t0 )) s with: $(grep -m1 '^error: ' "$work/absent.out")"
+  say "PASS"
+  exit 0
+fi
+
+if [ "$requeue" = 1 ]; then
+  # job_field NAME: a field of `scontrol show job` for the job.
+  job_field() { scontrol show job -o "$job_id" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+  # updates: the update lines of OUT/metrics.jsonl so far.
+  updates() { local n; n=$(grep -c '"loss"' "$out/metrics.jsonl" 2>/dev/null); echo "${n:-0}"; }
+  # wait_until SECONDS WHAT COMMAND...: poll COMMAND until it succeeds.
+  wait_until() {
+    local limit=$1 what=$2 t0
+    shift 2
+    t0=$(date +%s)
+    until "$@"; do
+      [ $(( $(date +%s) - t0 )) -lt "$limit" ] || die "$what: not after $limit s (job state $(job_field JobState))"
+      sleep 0.2
+    done
+  }
+  running_past() { [ "$(job_field JobState)" = RUNNING ] && [ "$(job_field Restarts)" = "$1" ] && [ "$(updates)" -ge "$2" ]; }
+  job_id=$(CONFIG="$config" OUT="$out" HEADWISE="$headwise" EXTRA="--set train.device=cpu ${extra[*]}" \
+    sbatch --parsable --nodes=1 --ntasks-per-node=2 --gpus-per-node=0 --cpus-per-task=1 --time=60 \
+      --job-name=hw-requeue --output="$work/job.out" --chdir="$work" "$sbatch_script")
+  job_id=${job_id%%;*}
+  say "submitted job $job_id (300 updates)"
+  wait_until 300 "job $job_id past update 40" running_past 0 40
+  # What --signal=B:USR1@120 does before the time limit: USR1 to the batch shell only.
+  scancel --batch --signal=USR1 "$job_id"
+  say "USR1 to the batch shell at update $(updates)"
+  wait_until 300 "job $job_id requeued by its script and past update 160" running_past 1 160
+  stop1=$(grep -o 'stopped by SIGUSR1 after update [0-9]*' "$work/job.out" | head -1)
+  [ -n "$stop1" ] || die "no 'stopped by SIGUSR1' line in the job's output"
+  # What a preemption does: SIGTERM to the job's processes, then a requeue by Slurm.
+  scontrol requeue "$job_id"
+  say "scontrol requeue at update $(updates)"
+  wait_until 600 "job $job_id finished" sh -c "scontrol show job -o $job_id | grep -qE 'JobState=(COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY)'"
+  [ "$(job_field JobState)" = COMPLETED ] || die "job $job_id ended $(job_field JobState)"
+  [ "$(job_field Restarts)" = 2 ] || die "job $job_id restarted $(job_field Restarts) times, not 2"
+  stop2=$(grep -o 'stopped by SIGTERM after update [0-9]*' "$work/job.out" | head -1)
+  [ -n "$stop2" ] || die "no 'stopped by SIGTERM' line in the job's output"
+  grep -q 'second stop signal' "$work/job.out" && die "a task took a second stop signal (exited without its checkpoint)"
+  python3 "$here/../../tests/dist_train/compare_losses.py" "$out/metrics.jsonl" "$reference" --tol 1e-12 --steps 300 \
+    || die "the requeued job's losses differ from the uninterrupted run's"
+  python3 - "$out/metrics.jsonl" <<'PY' || die "metrics.jsonl does not hold each step once"
+import json, sys
+steps = [json.loads(l)["step"] for l in open(sys.argv[1]) if '"loss"' in l]
+sys.exit(0 if steps == list(range(300)) else 1)
+PY
+  cmp -s "$out/checkpoints/step_300/model.safetensors" "$work/ref/checkpoints/step_300/model.safetensors" \
+    || die "final weights differ from the uninterrupted run's"
+  say "job $job_id: $stop1 (requeued by its script), $stop2 (requeued by Slurm), COMPLETED after 2 restarts"
+  say "every step once, losses as the uninterrupted single-process run (1e-12), final weights byte for byte"
   say "PASS"
   exit 0
 fi

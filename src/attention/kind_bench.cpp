@@ -148,13 +148,21 @@ nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_di
   return rows;
 }
 
-nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats) {
+nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats,
+                                     const std::vector<std::string>& kinds) {
   check_args(Ts, head_dim, 1, repeats);
+  std::vector<KindCase> cases;
+  for (const KindCase& k : curve_kinds())
+    if (kinds.empty() || std::find(kinds.begin(), kinds.end(), k.name) != kinds.end()) cases.push_back(k);
+  for (const std::string& name : kinds)
+    check(std::any_of(cases.begin(), cases.end(), [&](const KindCase& k) { return k.name == name; }),
+          "bench-attention --kinds: '" + name + "' is not a curve kind (softmax, linear G=1, linear G=4, performer, "
+          "dijiang, taylorshift)");
   Rng rng(1234);
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : Ts) {
     double softmax_cpu = 0;
-    for (const KindCase& k : curve_kinds()) {
+    for (const KindCase& k : cases) {
       const Timed t = time_head(k, T, head_dim, 1, repeats, rng);
       if (k.spec.kind == HeadKind::Softmax) softmax_cpu = t.cpu_ms;
       rows.push_back({{"kind", k.name},

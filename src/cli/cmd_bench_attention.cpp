@@ -27,6 +27,7 @@ void add_bench_attention_command(CLI::App& app) {
     std::string precision = "fp32";
     bool curve = false;
     std::string csv;
+    std::vector<std::string> kinds;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("bench-attention", "Time attention per head kind (CPU) or per layer plan (--layer)");
@@ -40,13 +41,16 @@ void add_bench_attention_command(CLI::App& app) {
   cmd->add_option("--precision", o->precision, "fp32 or bf16 activations (with --layer)")->capture_default_str();
   cmd->add_flag("--curve", o->curve, "Latency and memory vs T: softmax, linear G=1, linear G=4 and the linearization baselines");
   cmd->add_option("--csv", o->csv, "With --curve: also write the rows to this CSV file");
+  cmd->add_option("--kinds", o->kinds, "With --curve: only these kinds, comma separated (e.g. 'softmax,linear G=4')")
+      ->delimiter(',');
   cmd->callback([o] {
     check(o->csv.empty() || o->curve, "bench-attention: --csv needs --curve");
+    check(o->kinds.empty() || o->curve, "bench-attention: --kinds needs --curve");
     if (o->curve) {
       check(!o->layer, "bench-attention: --curve and --layer are exclusive");
       check(o->device == "cpu", "bench-attention: --curve runs on the CPU only");
       check(o->batch == 1, "bench-attention: --curve times batch 1");
-      const nlohmann::json rows = attn::bench_attention_curve(o->Ts, o->head_dim, o->repeats);
+      const nlohmann::json rows = attn::bench_attention_curve(o->Ts, o->head_dim, o->repeats, o->kinds);
       std::printf("%s", attn::bench_curve_markdown(rows).c_str());
       std::printf("%s\n", rows.dump().c_str());
       if (!o->csv.empty()) io::write_file_atomic(o->csv, attn::bench_curve_csv(rows));

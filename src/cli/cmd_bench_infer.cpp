@@ -1,6 +1,6 @@
 // headwise bench-infer --checkpoint CKPT --context N [--plan-from CKPT2 | --method NAME
 //                      [--set method.key=value]...] [--prefill-warmup 3] [--prefill-runs 10]
-//                      [--decode-warmup 50] [--decode-runs 100] [--seed S]
+//                      [--decode-warmup 50] [--decode-runs 100] [--seed S] [--side both|plan|all-softmax]
 // Cached inference of one plan against all-softmax on the same weights, in one run (DuoAttention's
 // protocol): prefill latency of N tokens (warm-up, then timed runs), decode latency per token at
 // context N (the cache prefilled with N - warmup - runs tokens, then warm-up and timed steps, so
@@ -8,6 +8,8 @@
 // cache, scratch) and the process's peak RSS during each side. The plan is the checkpoint's own,
 // CKPT2's (same shapes; weights stay CKPT's), or the one a data-free method makes of CKPT
 // (data_free_method.hpp, as `convert` does: e.g. --method aoh --set method.sparsity=0.5).
+// --side plan|all-softmax times one side alone, so that a script can alternate the two in fresh
+// processes (A-B-B-A rounds: scripts/reproduce/aoh.sh) instead of trusting one process's order.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -37,6 +39,7 @@ struct BenchInferArgs {
   uint64_t seed = 1337;
   std::string weights = "fp32";
   std::string kv_cache;  // empty: kv_precision_for's default
+  std::string side = "both";
 };
 
 struct Side {
@@ -154,6 +157,10 @@ void add_bench_infer_command(CLI::App& app) {
   cmd->add_option("--kv-cache", a->kv_cache,
                   "Precision of the KV cache's K/V rows: fp32, bf16 or fp16 (default: fp32 with fp32 weights, fp16 "
                   "with 16-bit ones)");
+  cmd->add_option("--side", a->side,
+                  "Time both sides (default), or only the plan or only all-softmax (one process per side, for "
+                  "alternated rounds)")
+      ->check(CLI::IsMember({"both", "plan", "all-softmax"}));
   cmd->callback([a] {
     const infer::KvPrecision kv = infer::kv_precision_for(infer::parse_weight_precision(a->weights), a->kv_cache);
     // (bad values fail before any loading)
@@ -193,15 +200,36 @@ void add_bench_infer_command(CLI::App& app) {
     for (auto& t : tokens) t = int32_t(rng.below(uint64_t(cfg.vocab_size)));
     std::fprintf(stderr, "bench-infer: context %lld, %s plan vs all-softmax ...\n", static_cast<long long>(N),
                  plan_name.c_str());
-    Side plan = run_side(*model, tokens, *a);
-    plan.plan_name = plan_name;
+    const bool time_plan = a->side != "all-softmax", time_ref = a->side != "plan";
+    Side plan, ref;
+    if (time_plan) {
+      plan = run_side(*model, tokens, *a);
+      plan.plan_name = plan_name;
+    }
     model.reset();  // the reference side loads its own copy: the two peaks share the same baseline
-    auto ref_model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
-    if (ref_model->config().lora.enabled()) ref_model->merge_adapters();
-    if (!ref_model->config().head_plan.all_softmax())
-      ref_model->install_plan(attn::HeadPlan::uniform(cfg.n_layer, cfg.n_head), {});
-    Side ref = run_side(*ref_model, tokens, *a);
-    ref.plan_name = "all-softmax";
+    if (time_ref) {
+      auto ref_model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
+      if (ref_model->config().lora.enabled()) ref_model->merge_adapters();
+      if (!ref_model->config().head_plan.all_softmax())
+        ref_model->install_plan(attn::HeadPlan::uniform(cfg.n_layer, cfg.n_head), {});
+      ref = run_side(*ref_model, tokens, *a);
+      ref.plan_name = "all-softmax";
+    }
+    nlohmann::json out = {{"context", N},
+                          {"plan_source", plan_name},
+                          {"side", a->side},
+                          {"weights", a->weights},
+                          {"kv_cache", infer::kv_precision_name(kv)}};
+    if (!time_plan || !time_ref) {  // one side: its figures alone; the caller pairs the processes
+      const Side& s = time_plan ? plan : ref;
+      std::printf("bench-infer: context %lld, %s only: prefill %.3f ms, decode %.4f ms/token (median %.4f), "
+                  "KV %lld bytes\n",
+                  static_cast<long long>(N), s.plan_name.c_str(), s.prefill_ms, s.decode_ms, s.decode_median_ms,
+                  static_cast<long long>(s.kv_bytes));
+      out[time_plan ? "plan" : "all_softmax"] = side_json(s);
+      std::printf("%s\n", out.dump().c_str());
+      return;
+    }
     auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
     std::printf("bench-infer: context %lld (decode timed at %lld..%lld), %lld+%lld prefills, %lld+%lld decode steps\n",
                 static_cast<long long>(N), static_cast<long long>(N - a->decode_runs),
@@ -227,19 +255,15 @@ void add_bench_infer_command(CLI::App& app) {
                 "read bandwidth GB/s", bw, a->weights.c_str(), infer::kv_precision_name(kv));
     std::printf("KV heads (%s): %d full, %d sink+ring, %d V-only, %d state-only, %d none\n", plan.plan_name.c_str(),
                 plan.n_full, plan.n_ring, plan.n_v_only, plan.n_state_only, plan.n_none);
-    nlohmann::json out = {{"context", N},
-                          {"plan_source", plan_name},
-                          {"weights", a->weights},
-                          {"kv_cache", infer::kv_precision_name(kv)},
-                          {"read_bandwidth_gb_per_s", bw},
-                          {"plan", side_json(plan)},
-                          {"all_softmax", side_json(ref)},
-                          {"prefill_ratio", ratio(plan.prefill_ms, ref.prefill_ms)},
-                          {"decode_ratio", ratio(plan.decode_ms, ref.decode_ms)},
-                          {"decode_median_ratio", ratio(plan.decode_median_ms, ref.decode_median_ms)},
-                          {"kv_bytes_ratio", ratio(double(plan.kv_bytes), double(ref.kv_bytes))},
-                          {"decoder_bytes_ratio", ratio(double(plan.decoder_bytes), double(ref.decoder_bytes))},
-                          {"peak_rss_ratio", ratio(double(plan.peak_rss), double(ref.peak_rss))}};
+    out.update({{"read_bandwidth_gb_per_s", bw},
+                {"plan", side_json(plan)},
+                {"all_softmax", side_json(ref)},
+                {"prefill_ratio", ratio(plan.prefill_ms, ref.prefill_ms)},
+                {"decode_ratio", ratio(plan.decode_ms, ref.decode_ms)},
+                {"decode_median_ratio", ratio(plan.decode_median_ms, ref.decode_median_ms)},
+                {"kv_bytes_ratio", ratio(double(plan.kv_bytes), double(ref.kv_bytes))},
+                {"decoder_bytes_ratio", ratio(double(plan.decoder_bytes), double(ref.decoder_bytes))},
+                {"peak_rss_ratio", ratio(double(plan.peak_rss), double(ref.peak_rss))}});
     std::printf("%s\n", out.dump().c_str());
   });
 }

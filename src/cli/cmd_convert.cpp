@@ -5,8 +5,8 @@
 // whose model is the checkpoint's and whose data section holds at most data.calib = --calib
 // (the calibration data of methods that calibrate), lets it act once (at the
 // first update it would act at), installs the plan change and writes OUT (model.safetensors and
-// config.json as the trainer writes them, plus convert.json: what changed and the planner's
-// report). OUT appears complete or not at all. Methods that calibrate stop with one error line
+// config.json as the trainer writes them, the input's tokenizer files, plus convert.json: what
+// changed and the planner's report). OUT appears complete or not at all. Methods that calibrate stop with one error line
 // when --calib is missing; methods that observe training forwards always do.
 // Memory: the model is loaded without gradients (unless the method runs backward passes), and
 // only the tensors the method reads (Planner::weights_read); weights are written in the dtype
@@ -24,6 +24,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/io/safetensors_set.hpp"
+#include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
@@ -77,6 +78,9 @@ void add_convert_command(CLI::App& app) {
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
+    // One writer per output (folder_lock.hpp): OUT is replaced whole by a rename, so the lock
+    // is OUT.lock beside it, held from here to the rename.
+    const io::FolderLock lock = io::FolderLock::beside(a->out, "convert");
     const std::optional<DType> out_dtype = parse_dtype(a->dtype);
     using Clock = std::chrono::steady_clock;
     auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -135,6 +139,7 @@ void add_convert_command(CLI::App& app) {
     for (const auto& s : model->specs())
       if (reads && !s.head_value && !s.is_int && !s.adapter && !reads->count(s.name)) save.unread.insert(s.name);
     save_model_files(*model, tmp, save);
+    copy_side_files(a->checkpoint, tmp);  // the converted model keeps its tokenizer
     io::write_file_atomic(tmp + "/convert.json", record.dump(2) + "\n");
     io::replace_dir_atomic(tmp, a->out);
     const double write_seconds = since(t0), write_gb = stage_peak_gb();

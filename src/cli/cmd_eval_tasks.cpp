@@ -13,6 +13,7 @@
 #include "headwise/eval/task_eval.hpp"
 #include "headwise/eval/task_finetune.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -121,7 +122,8 @@ void add_finetune_tasks_command(CLI::App& app) {
     const eval::TaskFile task = eval::read_task_file(a->task, a->limit);
     auto model = load_model(a->checkpoint, cpu_backend<float>());
     const eval::EvalTokenizer tok = eval::EvalTokenizer::for_checkpoint(a->checkpoint, model->config().vocab_size);
-    std::filesystem::create_directories(a->out);
+    // One writer per folder (folder_lock.hpp); it creates --out.
+    const io::FolderLock lock = io::FolderLock::inside(a->out, "finetune-tasks");
     const std::string metrics = a->out + "/metrics.jsonl";
     std::filesystem::remove(metrics);
     eval::finetune_on_task(*model, task, tok, a->opt, metrics);

@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "cli/commands.hpp"
+#include "cli/job_lock.hpp"
 #include "cli/run_setup.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
@@ -28,7 +29,7 @@ void add_experiment_command(CLI::App& app) {
       "Experiment: one trunk through every branch's intervention point, each branch's method from its own point, table");
   cmd->add_option("--config", args->config,
                   "JSON run config with an optional top-level \"experiment\" object (seeds, budget, ratios, "
-                  "controls, at_fractions, branches, speed_rounds)")
+                  "controls, at_fractions, branches, speed_rounds, speed_sets)")
       ->required();
   cmd->add_option("--out", args->out, "Output directory (default: runs/<config name>)");
   cmd->add_option("--set", args->sets, "Override a key: section.key=value, also experiment.key=value (repeatable)");
@@ -41,6 +42,8 @@ void add_experiment_command(CLI::App& app) {
     set_threads(setup.base.train.threads);
     auto comm = dist::make_comm(dist::resolve_comm_kind(setup.base.train.comm, setup.base.train.device == "cuda"));
     if (comm->rank() != 0) spdlog::set_level(spdlog::level::warn);
+    // One writer per folder (folder_lock.hpp): rank 0 holds OUT/.lock for the job.
+    const io::FolderLock lock = lock_folder_for_job(out, "experiment", *comm);
     try {
       const nlohmann::json results = run_experiment(setup, out, *comm);
       if (comm->rank() == 0) {

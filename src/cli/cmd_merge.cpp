@@ -1,7 +1,8 @@
 // headwise merge --checkpoint IN --out OUT
 // Folds a checkpoint's LoRA adapters into the weights they adapt (W += alpha/rank (B A)^T in
 // W's layout) and writes OUT without adapters: model.safetensors and config.json as the trainer
-// writes them, so an all-softmax learned-position model opens in transformers as plain GPT-2.
+// writes them (and the input's tokenizer files), so an all-softmax learned-position model opens in
+// transformers as plain GPT-2.
 // OUT appears complete or not at all; prints the largest logit change on a probe sequence.
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 #include "cli/commands.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 
@@ -45,6 +47,9 @@ void add_merge_command(CLI::App& app) {
     check(fs::exists(a->checkpoint), "--checkpoint " + a->checkpoint + ": no such directory");
     check(!fs::exists(a->out) || !fs::equivalent(a->checkpoint, a->out),
           "--out must not be the input checkpoint (" + a->checkpoint + ")");
+    // One writer per output (folder_lock.hpp): OUT is replaced whole by a rename, so the lock
+    // is OUT.lock beside it, held from here to the rename.
+    const io::FolderLock lock = io::FolderLock::beside(a->out, "merge");
     auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     const LoraConfig lora = model->config().lora;
     check(lora.enabled(), "--checkpoint " + a->checkpoint + ": has no LoRA adapters to merge (config.json has no headwise_lora)");
@@ -59,6 +64,7 @@ void add_merge_command(CLI::App& app) {
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
     save_model_files(*model, tmp);
+    copy_side_files(a->checkpoint, tmp);  // the merged model keeps its tokenizer
     io::replace_dir_atomic(tmp, a->out);
     std::printf("merged LoRA rank %d (alpha %g) of %s into %s\n", lora.rank, lora.alpha, a->checkpoint.c_str(),
                 a->out.c_str());

@@ -16,6 +16,7 @@
 #include "headwise/core/json_parse.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/method_registry.hpp"
 #include "headwise/methods/mqar_adapt.hpp"
@@ -106,7 +107,7 @@ void add_mqar_command(CLI::App& app) {
     set_threads(a->threads);
     auto model = a->checkpoint.empty() ? fresh_model(a->config, a->sets) : load_model(a->checkpoint, cpu_backend<float>());
     a->opt.validate(model->config());
-    io::ensure_dir(a->out);
+    const io::FolderLock lock = io::FolderLock::inside(a->out, "mqar");  // one writer per folder; creates --out
     const std::string label = !a->label.empty() ? a->label : method.is_null() ? "none" : method["name"].get<std::string>();
     nlohmann::json result = {{"label", label},
                              {"checkpoint", a->checkpoint},

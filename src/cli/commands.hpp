@@ -7,6 +7,12 @@
 
 namespace hw::cli {
 
+// Ends the process with `code` and no message of its own: the other ranks of a job whose rank 0
+// reported why (one error line per job, not per rank), or a run that stopped on a signal.
+struct QuietExit {
+  int code = 0;
+};
+
 void add_prepare_command(CLI::App& app);
 void add_train_command(CLI::App& app);
 void add_eval_command(CLI::App& app);
@@ -17,6 +23,7 @@ void add_experiment_command(CLI::App& app);  // SAF experiment protocol (cmd_exp
 void add_mqar_command(CLI::App& app);        // MQAR adaptation and accuracy (cmd_mqar.cpp)
 void add_convert_command(CLI::App& app);     // a data-free method on a checkpoint (cmd_convert.cpp)
 void add_merge_command(CLI::App& app);       // fold LoRA adapters into the weights (cmd_merge.cpp)
+void add_export_command(CLI::App& app);      // a checkpoint as a folder transformers opens (cmd_export.cpp)
 void add_generate_command(CLI::App& app);    // cached decoding from a checkpoint (cmd_generate.cpp)
 void add_bench_infer_command(CLI::App& app); // prefill/decode latency and KV bytes vs all-softmax (cmd_bench_infer.cpp)
 void add_tokenize_command(CLI::App& app);    // ids of a text with a tokenizer.json (cmd_tokenize.cpp)

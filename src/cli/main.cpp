@@ -72,6 +72,7 @@ int main(int argc, char** argv) {
     if (m.add_commands) m.add_commands(app);
   hw::cli::add_convert_command(app);
   hw::cli::add_merge_command(app);
+  hw::cli::add_export_command(app);
   hw::cli::add_generate_command(app);
   hw::cli::add_bench_infer_command(app);
   hw::cli::add_tokenize_command(app);
@@ -90,6 +91,8 @@ int main(int argc, char** argv) {
     const std::string cmd = parsed.empty() ? std::string("headwise") : "headwise " + parsed.front()->get_name();
     std::fprintf(stderr, "error: %s: %s (run '%s --help')\n", cmd.c_str(), e.what(), cmd.c_str());
     return 1;
+  } catch (const hw::cli::QuietExit& q) {
+    return q.code;
   } catch (const hw::Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -57,7 +57,12 @@ std::string default_nccl_id_tag() {
   const char* job = std::getenv("SLURM_JOB_ID");
   const char* step = std::getenv("SLURM_STEP_ID");
   if (job == nullptr) return "";
-  return std::string(job) + "." + (step != nullptr ? step : "");
+  std::string tag = std::string(job) + "." + (step != nullptr ? step : "");
+  // A requeued job keeps its id and numbers its steps from 0 again: without the restart count its
+  // launch would take the files of the attempt before (an id of a dead NCCL group, a failure).
+  const char* restart = std::getenv("SLURM_RESTART_COUNT");
+  if (restart != nullptr && *restart != '\0' && std::string(restart) != "0") tag += ".r" + std::string(restart);
+  return tag;
 }
 
 void write_nccl_id_file(const std::string& dir, const NcclId& id, const std::string& tag) {

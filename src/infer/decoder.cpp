@@ -687,8 +687,10 @@ void Decoder::attention(int l, int64_t n) {
       float* rowsum = m.rowsum.data() + size_t(tid) * size_t(m.chunk);
       const AttnTask task = m.tasks[size_t(t)];
       // fp32 rows [slot0, slot0 + len) of KV head g's K or V: the cache's own, or a 16-bit
-      // cache's widened into this thread's scratch.
-      float* widened = m.widened.data() + size_t(tid) * size_t(m.max_cols - m.chunk) * size_t(D);
+      // cache's widened into this thread's scratch (an fp32 cache has none: no pointer into an
+      // empty buffer, which UBSan reports as an offset applied to null).
+      float* widened =
+          cache_.half() ? m.widened.data() + size_t(tid) * size_t(m.max_cols - m.chunk) * size_t(D) : nullptr;
       auto cache_rows = [&](bool k, int g, int64_t slot0, int64_t len) -> const float* {
         if (!cache_.half()) return k ? cache_.k_row(l, g, slot0) : cache_.v_row(l, g, slot0);
         cpu::kv_widen_rows(widened, k ? cache_.k_row16(l, g, slot0) : cache_.v_row16(l, g, slot0), len * D,

@@ -222,6 +222,7 @@ nlohmann::json speed_phase(const ExperimentSetup& setup, const std::string& out_
     o.exe = setup.bench_exe;
     o.config = dir + "/config.json";
     o.rounds = int(spec.speed_rounds);
+    o.sets = spec.speed_sets;
     o.work_dir = dir + "/" + name;
     spdlog::info("experiment: A-B-B-A update speed of branch {} ({} rounds)", name, o.rounds);
     speed[name] = run_abba(o, ref_plan, plan);

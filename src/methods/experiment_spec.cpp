@@ -70,6 +70,14 @@ ExperimentSpec ExperimentSpec::from_json(const nlohmann::json& j) {
   f.get("eval_batches", s.eval_batches);
   f.get("save_final", s.save_final);
   f.get("speed_rounds", s.speed_rounds);
+  if (const auto* v = f.raw("speed_sets")) {
+    check(v->is_array(), "config key experiment.speed_sets: expected a list of \"key=value\" strings");
+    for (const auto& x : *v) {
+      check(x.is_string() && x.get<std::string>().find('=') != std::string::npos,
+            "config key experiment.speed_sets: expected \"key=value\" strings, got " + json_brief(x));
+      s.speed_sets.push_back(x.get<std::string>());
+    }
+  }
   if (const auto* v = f.raw("seeds"))
     for (double x : number_list(*v, "seeds")) {
       check(x == std::floor(x) && x >= 0, "config key experiment.seeds: seeds must be non-negative integers");
@@ -145,7 +153,8 @@ nlohmann::json ExperimentSpec::to_json() const {
   nlohmann::json b = nlohmann::json::array();
   for (const auto& br : branches) b.push_back({{"name", br.name}, {"method", br.method}});
   return {{"seeds", seeds},         {"budget", budget},         {"eval_batches", eval_batches},
-          {"save_final", save_final}, {"speed_rounds", speed_rounds}, {"branches", b}};
+          {"save_final", save_final}, {"speed_rounds", speed_rounds}, {"speed_sets", speed_sets},
+          {"branches", b}};
 }
 
 ExperimentSetup experiment_from_json(nlohmann::json doc) {

@@ -1,12 +1,17 @@
 #include "headwise/model/adapter_files.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/json_parse.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "headwise/model/peft_config.hpp"
 
 namespace hw {
 
@@ -151,6 +156,87 @@ void load_llama_adapters(Model<float>& model, const std::string& dir) {
                                            std::to_string(expected));
 }
 
+// An adapter directory described by PEFT's adapter_config.json (peft_config.hpp): every module it
+// names, at its own rank and scaling, into the model's adapters (the largest rank, zero-padded;
+// the module's scaling folded into B). Adapters the file has no module for stay zero.
+void load_peft_adapters(Model<float>& model, const std::string& dir) {
+  const ModelConfig& cfg = model.config();
+  const LoraConfig& lora = cfg.lora;
+  const PeftAdapters pa = read_peft_adapters(dir, cfg);
+  const std::string path = dir + "/" + kAdapterWeightsFile;
+  check(pa.lora.rank == lora.rank && pa.lora.targets == lora.targets && pa.lora.layers == lora.layers &&
+            std::abs(pa.lora.alpha - lora.alpha) <= 1e-12 * std::abs(lora.alpha),
+        pa.path + " describes LoRA " + pa.lora.to_json().dump() + ", but the model holds " + lora.to_json().dump());
+  io::SafetensorsReader st(path);
+  const int64_t C = cfg.n_embd, R = lora.rank, hd = cfg.head_dim(), H = cfg.n_head, KV = cfg.kv_heads();
+  const int64_t qkv_rows[3] = {H * hd, KV * hd, KV * hd}, qkv_row0[3] = {0, H * hd, (H + KV) * hd};
+  const int64_t full_qkv = (H + 2 * KV) * hd;
+  // Zeros first: layers and targets the file has no module for.
+  for (int l = 0; l < cfg.n_layer; ++l)
+    for (int t = 0; t < kLoraTargets; ++t)
+      if (lora.on_layer(l) && lora.has(LoraTarget(t)))
+        for (const bool a : {true, false}) {
+          const std::string name = a ? lora_a_name(l, LoraTarget(t)) : lora_b_name(l, LoraTarget(t));
+          write_stored(model, name, std::vector<float>(size_t(stored_numel(spec_named(model, name))), 0.f));
+        }
+  std::set<std::string> used;
+  auto read = [&](const std::string& name, std::vector<int64_t> shape) {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    std::vector<float> v(static_cast<size_t>(n));
+    st.read_f32(name, shape, v.data());  // F32, BF16, F16 or F64 in the file
+    used.insert(name);
+    return v;
+  };
+  // A [r, in] and B [rows, r] of one module into target t: rows [row0, row0 + rows) of B, padded to R.
+  auto put = [&](int l, LoraTarget t, const std::vector<float>& A, const std::vector<float>& B, int64_t r, int64_t in,
+                 int64_t b_cols, int64_t row0, int64_t rows, int64_t col0, double factor) {
+    std::vector<float> a(size_t(R * in), 0.f), b(size_t(rows * R), 0.f);
+    std::copy(A.begin() + col0 * in, A.begin() + (col0 + r) * in, a.begin());
+    for (int64_t o = 0; o < rows; ++o)
+      for (int64_t k = 0; k < r; ++k) b[size_t(o * R + k)] = float(B[size_t((row0 + o) * b_cols + col0 + k)] * factor);
+    write_stored(model, lora_a_name(l, t), a);
+    write_stored(model, lora_b_name(l, t), b);
+  };
+  for (const PeftModule& m : pa.modules) {
+    const std::string p = "base_model.model." + m.module + ".lora_";
+    const double factor = m.scaling / lora.scaling();
+    const int64_t r = m.rank;
+    if (!separate_projections(cfg) && m.target == LoraTarget::Q) {  // GPT-2's fused c_attn
+      const std::vector<float> A = read(p + "A.weight", {r, C}), B = read(p + "B.weight", {full_qkv, r});
+      if (pa.packed_c_attn) {  // headwise's own: one rank-R block per targeted projection
+        int i = 0;
+        for (int t = 0; t < 3; ++t) {
+          if (!lora.has(LoraTarget(t))) continue;
+          put(m.layer, LoraTarget(t), A, B, R, C, r, qkv_row0[t], qkv_rows[t], i * R, factor);
+          ++i;
+        }
+        std::vector<int> block_target;  // the targeted projection of each column block of B
+        for (int t = 0; t < 3; ++t)
+          if (lora.has(LoraTarget(t))) block_target.push_back(t);
+        for (int64_t row = 0; row < full_qkv; ++row)
+          for (int64_t col = 0; col < r; ++col) {
+            const size_t blk = size_t(col / R);
+            const int t = blk < block_target.size() ? block_target[blk] : -1;
+            const bool inside = t >= 0 && row >= qkv_row0[t] && row < qkv_row0[t] + qkv_rows[t];
+            check(inside || B[size_t(row * r + col)] == 0.f,
+                  path + ": " + p + "B.weight is not block-diagonal over the q, k, v targets of config.json's "
+                                  "headwise_lora (headwise's packed form)");
+          }
+      } else {  // PEFT's: one adapter over q|k|v; each projection gets its rows of B with the same A
+        for (int t = 0; t < 3; ++t) put(m.layer, LoraTarget(t), A, B, r, C, r, qkv_row0[t], qkv_rows[t], 0, factor);
+      }
+      continue;
+    }
+    const int t = int(m.target);
+    const int64_t in = t == int(LoraTarget::O) ? H * hd : C, out = t == int(LoraTarget::O) ? C : qkv_rows[t];
+    put(m.layer, m.target, read(p + "A.weight", {r, in}), read(p + "B.weight", {out, r}), r, in, r, 0, out, 0, factor);
+  }
+  for (const std::string& n : st.names())
+    check(used.count(n) > 0, path + ": unexpected tensor '" + text_brief(n, 96) + "' (no module of " + pa.path +
+                                 " for this model)");
+}
+
 }  // namespace
 
 void save_adapter_files(const Model<float>& model, const std::string& dir) {
@@ -189,7 +275,7 @@ void save_adapter_files(const Model<float>& model, const std::string& dir) {
 
   nlohmann::json modules = nlohmann::json::array();
   if (m > 0) modules.push_back("c_attn");
-  if (lora.has(LoraTarget::O)) modules.push_back("c_proj");
+  if (lora.has(LoraTarget::O)) modules.push_back("attn.c_proj");  // ("c_proj" would match mlp.c_proj too)
   nlohmann::json j = peft_config(lora, modules, /*fan_in_fan_out=*/true, "h");
   if (m > 1) {  // c_attn's packed adapter: rank m r, alpha m alpha (same scaling)
     j["rank_pattern"]["c_attn"] = m * r;
@@ -205,6 +291,7 @@ void load_adapter_files(Model<float>& model, const std::string& dir) {
   const std::string path = dir + "/" + kAdapterWeightsFile;
   check(std::filesystem::exists(path), "checkpoint " + dir + ": missing " + kAdapterWeightsFile +
                                    " (its config.json declares LoRA adapters)");
+  if (std::filesystem::exists(dir + "/" + kAdapterConfigFile)) return load_peft_adapters(model, dir);
   if (separate_projections(cfg)) return load_llama_adapters(model, dir);
   io::SafetensorsReader st(path);
   const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();

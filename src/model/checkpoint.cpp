@@ -1,5 +1,6 @@
 #include "headwise/model/checkpoint.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,10 +12,12 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/kernels/gemv.hpp"
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/device_copy.hpp"
-#include "headwise/kernels/gemv.hpp"
 #include "headwise/model/hf_family.hpp"
+#include "headwise/model/peft_config.hpp"
+#include "headwise/model/remote_code.hpp"
 
 namespace hw {
 
@@ -95,16 +98,24 @@ std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, const
 }
 
 // Float values in `dtype` (F32, BF16 or F16), handed to `sink` in blocks.
-void encode_floats(const float* v, int64_t n, DType dtype, const io::ByteSink& sink) {
+void encode_floats(const float* v, int64_t n, DType dtype, const io::ByteSink& sink, const std::string& name) {
   if (dtype == DType::F32) return sink(v, size_t(n) * 4);
   constexpr int64_t kBlock = int64_t(1) << 20;
   std::vector<uint16_t> buf(size_t(std::min(n, kBlock)));
   for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
     const int64_t k = std::min(kBlock, n - i0);
-    if (dtype == DType::BF16)
+    if (dtype == DType::BF16) {
       for (int64_t i = 0; i < k; ++i) buf[size_t(i)] = cpu::float_to_bf16(v[i0 + i]);
-    else
-      for (int64_t i = 0; i < k; ++i) buf[size_t(i)] = cpu::float_to_f16(v[i0 + i]);
+    } else {
+      for (int64_t i = 0; i < k; ++i) {
+        const float x = v[i0 + i];
+        buf[size_t(i)] = cpu::float_to_f16(x);
+        // A finite value that rounds to F16's infinity would change the model silently.
+        check(!std::isfinite(x) || (buf[size_t(i)] & 0x7c00u) != 0x7c00u,
+              "checkpoint: tensor '" + name + "' has a value (" + std::to_string(x) +
+                  ") beyond float16's range: write it as F32 or BF16");
+      }
+    }
     sink(buf.data(), size_t(k) * 2);
   }
 }
@@ -181,6 +192,23 @@ void check_int_tensor(const Model<float>& model, const ParamSpec& s, const std::
                             where + ": tensor '" + s.name + "'");
 }
 
+// Each linear head's group count G (its L is (G+1)x(G+1)), 0 for the other heads: per layer, per head.
+nlohmann::json linear_groups(const Model<float>& model) {
+  const ModelConfig& c = model.config();
+  nlohmann::json j = nlohmann::json::array();
+  for (int l = 0; l < c.n_layer; ++l) {
+    nlohmann::json row = nlohmann::json::array();
+    for (int h = 0; h < c.n_head; ++h) {
+      const std::string name = "h." + std::to_string(l) + ".attn.linear." + std::to_string(h) + ".L";
+      const Tensor* L = model.params().find(name);
+      if (!L) L = model.buffers().find(name);
+      row.push_back(L ? L->dim(0) - 1 : 0);
+    }
+    j.push_back(std::move(row));
+  }
+  return j;
+}
+
 }  // namespace
 
 void save_model_files(const Model<float>& model, const std::string& dir, uint64_t max_shard_bytes) {
@@ -255,7 +283,7 @@ void save_model_files(const Model<float>& model, const std::string& dir, const S
           for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
             const int64_t k = std::min(kBlock, n - i0);
             src->read_f32_range(f.source, i0, k, buf.data());
-            encode_floats(buf.data(), k, f.dtype, sink);
+            encode_floats(buf.data(), k, f.dtype, sink, f.t.name);
           }
           return;
         }
@@ -275,7 +303,7 @@ void save_model_files(const Model<float>& model, const std::string& dir, const S
           for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
             const int64_t k = std::min(kBlock, n - i0);
             model.ops().copy_to_host(buf.data(), dev + i0, size_t(k) * sizeof(float));
-            encode_floats(buf.data(), k, f.dtype, sink);
+            encode_floats(buf.data(), k, f.dtype, sink, f.t.name);
           }
           return;
         }
@@ -290,7 +318,7 @@ void save_model_files(const Model<float>& model, const std::string& dir, const S
           v = piece.data();
         }
         if (same_dtype && same_as_source(*src, f.source, 0, v, n)) return src->stream(f.source, sink);
-        encode_floats(v, n, f.dtype, sink);
+        encode_floats(v, n, f.dtype, sink, f.t.name);
       });
     }
     w.write(dir + "/" + file);
@@ -317,13 +345,53 @@ void save_model_files(const Model<float>& model, const std::string& dir, const S
     fs::remove(dir + "/" + kAdapterWeightsFile);
     fs::remove(dir + "/" + kAdapterConfigFile);
   }
-  io::write_file_atomic(dir + "/config.json", model.config().to_hf_config().dump(2) + "\n");
+  nlohmann::json config = model.config().to_hf_config();
+  // torch_dtype: the weights' dtype (that of the first weight; convert keeps each source dtype,
+  // and a checkpoint's weights share one).
+  const DType weights_dtype = [&] {
+    for (const auto& shard : shards)
+      for (const FileTensor& f : shard)
+        if (f.dtype != DType::I32 && !specs[f.spec].head_value) return f.dtype;
+    return DType::F32;
+  }();
+  if (weights_dtype != DType::F32) config["torch_dtype"] = weights_dtype == DType::BF16 ? "bfloat16" : "float16";
+  if (model.config().head_plan.count(attn::HeadKind::Linear) > 0) config["headwise_linear_groups"] = linear_groups(model);
+  if (model.config().head_plan.all_softmax()) {
+    remove_remote_code(dir);
+  } else {
+    write_remote_code(dir);
+  }
+  io::write_file_atomic(dir + "/config.json", config.dump(2) + "\n");
+}
+
+std::vector<std::string> copy_side_files(const std::string& from_dir, const std::string& to_dir) {
+  std::vector<std::string> copied;
+  for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"}) {
+    const fs::path from = fs::path(from_dir) / f;
+    std::error_code ec;
+    if (!fs::is_regular_file(from, ec)) continue;
+    io::copy_file_atomic(from.string(), to_dir + "/" + f);
+    copied.push_back(f);
+  }
+  return copied;
 }
 
 ModelConfig read_checkpoint_config(const std::string& dir) {
   const std::string path = dir + "/config.json";
   check(fs::exists(path), "checkpoint " + dir + ": missing config.json");
-  return ModelConfig::from_hf_config(read_json(path, path), path);
+  ModelConfig c = ModelConfig::from_hf_config(read_json(path, path), path);
+  // PEFT's adapter_config.json beside the weights describes the adapters (those headwise wrote,
+  // or an adapter directory's two files copied in): it decides the LoRA the model holds.
+  if (fs::exists(dir + "/" + kAdapterConfigFile)) {
+    const PeftAdapters pa = read_peft_adapters(dir, c);
+    c.lora = pa.lora;
+    try {
+      c.lora.validate(c);
+    } catch (const Error& e) {
+      fail(pa.path + ": " + e.what());
+    }
+  }
+  return c;
 }
 
 HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg) {

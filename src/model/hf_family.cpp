@@ -8,6 +8,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/io/files.hpp"
+#include "headwise/model/remote_code.hpp"
 
 namespace hw {
 
@@ -71,6 +72,7 @@ void set_hf_model_type(nlohmann::json& j, const ModelConfig& c) {
   j["model_type"] = "headwise";
   j["architectures"] = {"HeadwiseForCausalLM"};
   j["headwise_family"] = c.family;
+  j["auto_map"] = remote_code_auto_map();  // the Python files beside it (remote_code.hpp)
 }
 
 nlohmann::json family_hf_config(const nlohmann::json& j, const std::string& path) {

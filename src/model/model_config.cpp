@@ -215,6 +215,11 @@ nlohmann::json ModelConfig::merged_section(const nlohmann::json& section, const 
     if (!free && merged.contains(key) && merged[key] != mine)
       fail("model." + key + ": the config's " + value_text(it.value()) + " does not match " + value_text(merged[key]) +
            " of " + who + " (give only keys that leave the model's shape alone, or none)");
+    if (key == "lora" && merged.contains("lora") && merged["lora"].is_object() && it.value().is_object()) {
+      // Keys over the checkpoint's adapters (dropout, freeze_base: the run's choice).
+      for (auto kv = it.value().begin(); kv != it.value().end(); ++kv) merged["lora"][kv.key()] = kv.value();
+      continue;
+    }
     merged[key] = it.value();
   }
   return merged;

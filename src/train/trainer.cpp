@@ -18,6 +18,8 @@
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "headwise/train/run_folder.hpp"
+#include "headwise/train/stop_signals.hpp"
 
 namespace hw {
 
@@ -216,16 +218,25 @@ void Trainer::init_from(const std::string& dir, const attn::HeadPlan* plan) {
             ") does not match the config's model section");
   // Adapters: the checkpoint's own (read back), or the config's on a checkpoint without any
   // (fine-tuning a base model: fresh adapters, base weights as saved).
+  // Their shape (rank, alpha, layers, targets) is the checkpoint's; dropout and freeze_base are the
+  // run's to choose.
   const LoraConfig wanted = cfg_.model.lora;  // (a copy: cfg_.model becomes the checkpoint's)
-  check(!ck.lora.enabled() || !wanted.enabled() || ck.lora == wanted,
+  const bool same_shape = ck.lora.rank == wanted.rank && ck.lora.alpha == wanted.alpha &&
+                          ck.lora.layers == wanted.layers && ck.lora.targets == wanted.targets;
+  check(!ck.lora.enabled() || !wanted.enabled() || same_shape,
         "--init-from " + dir + ": the checkpoint's LoRA adapters (" + ck.lora.to_json().dump() +
             ") differ from the config's model.lora (" + wanted.to_json().dump() + "); merge them first (headwise merge)");
   io::SafetensorsSet st(dir);
-  cfg_.model = ck;
+  ModelConfig ck_run = ck;
+  if (ck.lora.enabled() && wanted.enabled()) {
+    ck_run.lora.dropout = wanted.dropout;
+    ck_run.lora.freeze_base = wanted.freeze_base;
+  }
+  cfg_.model = ck_run;
   const HeadExtras extras = read_head_extras(st, ck);
   opt_.reset();  // free the fresh model's memory before the checkpoint's is allocated
   model_.reset();
-  model_ = make_model(ck, extras);
+  model_ = make_model(ck_run, extras);
   load_weights(*model_, st);
   // The run's own plan on the pretrained weights (new heads take their defaults).
   if (plan && *plan != model_->config().head_plan) model_->install_plan(*plan, model_->head_extras());
@@ -281,7 +292,28 @@ void Trainer::resume(const std::string& dir) {
     load_moments(*model_, opt_->m(), opt_->v(), dir + "/optimizer.safetensors");
   }
   restore_planners(j, path);
+  // A stop right after the resume needs no new checkpoint when the one resumed is this run's own.
+  std::error_code ec;
+  const std::string own = out_dir_ + "/checkpoints/step_" + std::to_string(state_.step);
+  resumed_step_ = !out_dir_.empty() && fs::exists(own, ec) && fs::equivalent(dir, own, ec) ? state_.step : -1;
   spdlog::info("resumed from {} at step {}", dir, state_.step);
+  // The run's record continues from the checkpoint: what the earlier run logged past it (the
+  // updates about to be redone) goes, so every step appears once.
+  if (!out_dir_.empty() && comm_.rank() == 0) {
+    const int64_t dropped = truncate_run_record(out_dir_, state_.step, cfg_.train.steps);
+    if (dropped > 0)
+      spdlog::info("{}/metrics.jsonl: kept the lines before step {}, dropped {} after it", out_dir_, state_.step,
+                   dropped);
+  }
+}
+
+// Every rank stops at the same update: a signal reaches the ranks at different moments (or only
+// some of them), so the ranks take the largest signal number any of them got.
+int Trainer::agreed_stop_signal() {
+  if (!stop_signals_installed()) return 0;
+  double sig = double(stop_signal_received());
+  if (comm_.world() > 1) sig = comm_.allreduce_max(sig);
+  return int(sig);
 }
 
 RunConfig Trainer::config() const {
@@ -746,7 +778,12 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   bool acts_after_last = false;
   for (const auto& p : planners_) acts_after_last = acts_after_last || p->acts_at(t.steps);
   bool acted_after_last = false;
+  int64_t saved_at = resumed_step_;  // the step of the newest step_N checkpoint this process wrote or resumed
+  int stop_signal = 0;
   while (state_.step < stop_step) {
+    // A stop signal (stop_signals.hpp) is honoured between updates, after the previous one's
+    // evaluation and checkpoint.
+    if ((stop_signal = agreed_stop_signal()) != 0) break;
     if (!(acted_after_last && state_.step == t.steps)) intervene_if_due();  // not twice at train.steps
     const auto t0 = Clock::now();
     double norm = 0.0, upd_ms = 0.0;
@@ -779,8 +816,14 @@ nlohmann::json Trainer::run(int64_t stop_step) {
         if (main_rank) spdlog::info("step {:>5} | best so far: checkpoints/best", step + 1);
       }
     }
-    if (!out_dir_.empty() && ((t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0) || last))
+    if (!out_dir_.empty() && ((t.checkpoint_every > 0 && state_.step % t.checkpoint_every == 0) || last)) {
       save_checkpoint(out_dir_ + "/checkpoints/step_" + std::to_string(state_.step));
+      saved_at = state_.step;
+    }
+  }
+  if (stop_signal != 0 && !out_dir_.empty() && state_.step > 0 && saved_at != state_.step) {
+    save_checkpoint(out_dir_ + "/checkpoints/step_" + std::to_string(state_.step));
+    saved_at = state_.step;
   }
   nlohmann::json summary = {{"steps", state_.step},
                             {"tokens", state_.tokens},
@@ -794,6 +837,10 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   if (have_eval) {
     summary["val_loss"] = last_eval.loss;
     summary["val_ppl"] = last_eval.ppl;
+  }
+  if (stop_signal != 0) {
+    summary["interrupted"] = signal_name(stop_signal);
+    summary["checkpoint"] = saved_at > 0 ? out_dir_ + "/checkpoints/step_" + std::to_string(saved_at) : "";
   }
   if (state_.best_step >= 0)
     summary["best"] = {{"step", state_.best_step}, {"val_loss", state_.best_val_loss},

@@ -1,7 +1,9 @@
 // The Llama family end to end through the headwise binary: configs/llama_cpu.json trains,
 // `train --init-from` a transformers directory takes its shape from config.json (a conflicting
 // shape key is one error naming both values), eval / generate / inspect read such directories
-// (one of them bf16 shards), and bad directories are one error line.
+// (one of them bf16 shards; inspect's shape and parameter count against config.json and the weight
+// files), a 70,000-token vocabulary's eval loss is a forward of the 32-bit shard's ids read here
+// byte by byte, and bad directories are one error line.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -11,6 +13,9 @@
 
 #include "cli/cli_util.hpp"
 #include "headwise/data/shards.hpp"
+#include "headwise/io/safetensors.hpp"
+#include "headwise/kernels/backend.hpp"
+#include "headwise/model/checkpoint.hpp"
 #include "model/model_test_util.hpp"
 #include "support/temp_dir.hpp"
 
@@ -114,9 +119,28 @@ TEST_CASE("generate, eval and inspect read transformers' Llama-family directorie
     for (size_t i = expected["greedy_prompt"].size(); i < toks.size(); ++i)
       want += (want.empty() ? "" : " ") + std::to_string(toks[i].get<int>());
     CHECK(g.out.find(want) != std::string::npos);
+    // inspect: the shape of config.json and the parameters the weight files hold (tied heads are
+    // one tensor in both), all heads softmax.
     auto in = test::run_headwise("inspect --checkpoint " + fixture(name));
     INFO(in.out);
-    CHECK(in.code == 0);
+    REQUIRE(in.code == 0);
+    const nlohmann::json hf = test::read_json(fixture(name) + "/config.json");
+    int64_t stored = 0;
+    for (const auto& e : std::filesystem::directory_iterator(fixture(name))) {
+      const std::string f = e.path().filename().string();
+      if (f.rfind("model", 0) != 0 || e.path().extension() != ".safetensors") continue;
+      io::SafetensorsReader st(e.path().string());
+      for (const auto& t : st.names()) stored += st.info(t).numel();
+    }
+    const nlohmann::json j = test::last_json_line(in.out);
+    CHECK(j["parameters"].get<int64_t>() == stored);
+    CHECK(j["acr"].get<double>() == 1.0);
+    const std::string shape = std::to_string(hf["num_hidden_layers"].get<int>()) + " layers, " +
+                              std::to_string(hf["num_attention_heads"].get<int>()) + " heads (" +
+                              std::to_string(hf["num_key_value_heads"].get<int>()) + " KV), width " +
+                              std::to_string(hf["hidden_size"].get<int>());
+    CHECK(in.out.find(shape) != std::string::npos);
+    CHECK(in.out.find("vocab " + std::to_string(hf["vocab_size"].get<int>())) != std::string::npos);
   }
   // A directory with a missing shard: one error line naming it.
   std::filesystem::copy(fixture("qwen3"), dir + "/broken");
@@ -159,7 +183,25 @@ TEST_CASE("a vocabulary of 70,000: 32-bit shards through prepare, train, eval an
   auto e = test::run_headwise("eval --checkpoint " + ck + " --data '" + dir + "/data/val_*.bin' --batches 1 --micro-batch 1 --seq-len 64");
   INFO(e.out);
   REQUIRE(e.code == 0);
-  CHECK(std::isfinite(test::last_json_line(e.out)["loss"].get<double>()));
+  // eval's loss is the loss of the first 65 tokens of the 32-bit shard, read here byte by byte
+  // (the llm.c header, then little-endian uint32 ids), in a forward of the checkpoint's model.
+  {
+    std::ifstream in(dir + "/data/val_000000.bin", std::ios::binary);
+    std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    REQUIRE(bytes.size() >= 1024 + 65 * 4);
+    auto word = [&](size_t at) {
+      return uint32_t(bytes[at]) | uint32_t(bytes[at + 1]) << 8 | uint32_t(bytes[at + 2]) << 16 | uint32_t(bytes[at + 3]) << 24;
+    };
+    REQUIRE(word(0) == 20240520);
+    REQUIRE(word(4) == 2);  // version 2: 32-bit ids
+    std::vector<int32_t> x(64), y(64);
+    for (size_t i = 0; i < 64; ++i) x[i] = int32_t(word(1024 + 4 * i)), y[i] = int32_t(word(1024 + 4 * (i + 1)));
+    auto model = load_model(ck, cpu_backend<float>());
+    const double want = model->forward(x.data(), y.data(), 1, 64);
+    // Measured: equal (AVX-512), 1.1e-13 relative (OPENBLAS_CORETYPE=Haswell: another GEMM split).
+    CHECK(test::last_json_line(e.out)["loss"].get<double>() == Approx(want).epsilon(1e-12));
+    CHECK(want == Approx(std::log(70000.0)).epsilon(0.05));  // about uniform after 2 small updates
+  }
   test::write_text(dir + "/prompt.txt", "69999 100 7");
   auto g = test::run_headwise("generate --checkpoint " + ck + " --prompt-tokens " + dir +
                               "/prompt.txt --max-new 4 --temperature 0");

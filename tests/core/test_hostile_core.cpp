@@ -106,26 +106,47 @@ TEST_CASE("sizes: checked products and tensor sizes refuse overflow", "[core][si
 }
 
 TEST_CASE("parallel: an exception inside an OpenMP loop is rethrown after it, the rest skipped", "[core][parallel]") {
+  // What must hold: the exception comes out of rethrow(), and no iteration that calls run()
+  // after the failure is recorded runs its body. The test orders the iterations itself, with
+  // flags of its own (never ParallelErrors' state, which is what is under test): iteration 3
+  // throws once 0..2 have returned from run(), and every later one calls run() only after 3's
+  // run() returned. Deadlock-free with dynamic scheduling: an iteration is handed out after every
+  // lower one, so those are running or done on other threads (or done on this one). One deadline
+  // for the whole loop: a broken ordering fails in seconds, not as a ctest timeout.
   ParallelErrors errors;
-  std::atomic<int> ran{0};
-  // Iterations after 3 start once its failure is recorded (dynamic scheduling hands out 3 before
-  // 4, so some thread runs it), so the count does not depend on how the threads are scheduled:
-  // without the wait a preempted thread let the other run all 1000 on a loaded machine.
+  std::atomic<int> before_done{0}, body_after{0}, body_before{0};
+  std::atomic<bool> thrower_done{false}, body_of_three{false}, timed_out{false};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  auto wait_for = [&](const std::function<bool()>& ready) {
+    while (!ready()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        timed_out = true;
+        return;
+      }
+      std::this_thread::yield();
+    }
+  };
 #pragma omp parallel for schedule(dynamic, 1) num_threads(2)
   for (int i = 0; i < 1000; ++i) {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (i > 3 && !errors.failed() && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+    if (i == 3) wait_for([&] { return before_done.load() == 3; });
+    if (i > 3) wait_for([&] { return thrower_done.load(); });
     errors.run([&] {
-      ++ran;
-      if (i == 3) throw std::bad_alloc();
+      if (i < 3) ++body_before;
+      if (i == 3) {
+        body_of_three = true;
+        throw std::bad_alloc();
+      }
+      if (i > 3) ++body_after;
     });
+    if (i < 3) ++before_done;
+    if (i == 3) thrower_done = true;
   }
+  REQUIRE_FALSE(timed_out.load());
   CHECK(errors.failed());
   CHECK_THROWS_AS(errors.rethrow(), std::bad_alloc);
-  // At most 0..3 ran (one of 0..2 may be skipped if its thread lost the race to 3); every
-  // iteration after the failure returned at once.
-  CHECK(ran.load() >= 1);
-  CHECK(ran.load() <= 4);
+  CHECK(body_before.load() == 3);  // before the failure: every body ran
+  CHECK(body_of_three.load());
+  CHECK(body_after.load() == 0);   // after it: none did
   ParallelErrors quiet;
 #pragma omp parallel for num_threads(2)
   for (int i = 0; i < 10; ++i) quiet.run([] {});

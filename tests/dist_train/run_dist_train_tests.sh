@@ -20,6 +20,10 @@
 # saf: the same through an SAF intervention at step 6 (1 rank, 2 ranks, 2 ranks with ZeRO-1: the
 #   same head plan and losses within 1e-5; after the plan change each ZeRO-1 rank holds only its
 #   new shard; resume after the intervention on 2 ZeRO-1 ranks equals the uninterrupted run exactly).
+# signals: one run folder per job under mpirun (docs/distributed.md): a second 2-rank job on the
+#   folder of a running one ends with one error line (rank 0's) naming the holder; SIGUSR1 to one
+#   rank stops both ranks after the same update with one checkpoint, exit 75; `--resume auto` on 2 ranks then ends as the uninterrupted 1-rank run
+#   (losses within 1e-12, final weights byte for byte).
 #
 # Needs python3 (standard library only). Keeps its temporary folder when a check fails (KEEP=1: always).
 set -euo pipefail
@@ -30,7 +34,7 @@ mpiexec=$2
 part=${3:-core}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 [ -x "$headwise" ] || { echo "FAIL: headwise binary $headwise is not executable" >&2; exit 1; }
-case "$part" in core|saf) ;; *) echo "FAIL: unknown part '$part' (core or saf)" >&2; exit 2 ;; esac
+case "$part" in core|saf|signals) ;; *) echo "FAIL: unknown part '$part' (core, saf or signals)" >&2; exit 2 ;; esac
 
 work=$(mktemp -d /tmp/hw_dist_train.XXXXXX)
 ok=0
@@ -254,6 +258,57 @@ EOF
     --resume "$work/saf_z/checkpoints/step_10"
   compare "$work/saf_zr/metrics.jsonl" "$work/saf_z/metrics.jsonl" --tol 0 --steps $steps --from-step 10
   say "resume after the intervention on 2 ZeRO-1 ranks equals the uninterrupted run"
+fi
+
+if [ "$part" = signals ]; then
+  long=(--set train.steps=300 --set train.eval_every=100 --set train.checkpoint_every=1000 --set train.log_every=100)
+  updates() { local n; n=$(grep -c '"loss"' "$1" 2>/dev/null); echo "${n:-0}"; }
+  run sig_ref one train "${common[@]}" "${long[@]}" --out "$work/sig_ref"
+  # (mpirun itself in the background, not a function: the signal must reach mpirun)
+  "$mpiexec" --allow-run-as-root --oversubscribe -np 2 "$headwise" train "${common[@]}" "${long[@]}" --out "$work/sig" \
+    > "$work/sig_job.log" 2>&1 &
+  job=$!
+  for _ in $(seq 600); do [ "$(updates "$work/sig/metrics.jsonl")" -ge 20 ] && break; sleep 0.1; done
+  [ "$(updates "$work/sig/metrics.jsonl")" -ge 20 ] || die "the 2-rank job did not reach update 20"
+  # Its ranks (mpirun's children) are paused meanwhile, so it is surely still running, however
+  # slow the second job's start.
+  ranks=$(pgrep -P "$job" | tr '\n' ' ')
+  [ -n "$ranks" ] || die "no rank processes under mpirun $job"
+  kill -STOP $ranks
+  # A second job on the same folder: refused by its rank 0, the others quiet.
+  if np2 train "${common[@]}" "${long[@]}" --out "$work/sig" > "$work/sig_second.log" 2>&1; then
+    kill -CONT $ranks
+    die "a second 2-rank job ran in the folder of a running one"
+  fi
+  # SIGUSR1 to one rank only (a signal may reach some ranks only, or at other moments): both must
+  # still stop after the same update, as they agree on it over the communicator.
+  kill -USR1 "${ranks%% *}"
+  kill -CONT $ranks
+  [ "$(grep -c '^error: ' "$work/sig_second.log")" = 1 ] || { cat "$work/sig_second.log" >&2; die "the second job: not one error line"; }
+  grep -q "^error: '$work/sig' is in use by another headwise process (train, pid " "$work/sig_second.log" \
+    || { cat "$work/sig_second.log" >&2; die "the second job's error does not name the folder and its holder"; }
+  # Ranks that disagree on the stop would hang in a collective: a minute at most, then a failure.
+  for _ in $(seq 600); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    kill -KILL $ranks "$job" 2>/dev/null || true
+    tail -n 30 "$work/sig_job.log" >&2
+    die "the job still ran 60 s after SIGUSR1 reached one rank (did the ranks disagree on the stop?)"
+  fi
+  set +e
+  wait "$job"
+  rc=$?
+  set -e
+  [ "$rc" = 75 ] || { tail -n 30 "$work/sig_job.log" >&2; die "SIGUSR1 to mpirun: exit $rc, not 75"; }
+  n=$(updates "$work/sig/metrics.jsonl")
+  [ "$n" -lt 300 ] || die "the job was not stopped before its end"
+  grep -q "stopped by SIGUSR1 after update $n: checkpoint $work/sig/checkpoints/step_$n; exit status 75" "$work/sig_job.log" \
+    || { tail -n 30 "$work/sig_job.log" >&2; die "no 'stopped by SIGUSR1 after update $n' line"; }
+  [ "$(grep -c 'SIGUSR1: stopping after this update' "$work/sig_job.log")" = 1 ] || die "expected one rank to take the signal"
+  check_ckpt "$work/sig/checkpoints/step_$n" 2 false
+  run sig_resume np2 train "${common[@]}" "${long[@]}" --out "$work/sig" --resume auto
+  compare "$work/sig/metrics.jsonl" "$work/sig_ref/metrics.jsonl" --tol 1e-12 --steps 300
+  same_files "$work/sig/checkpoints/step_300" "$work/sig_ref/checkpoints/step_300" model.safetensors optimizer.safetensors
+  say "a second job on a running job's folder is refused; SIGUSR1 to one rank stops both at update $n with a checkpoint (exit 75); resumed on 2 ranks it ends as the uninterrupted run"
 fi
 
 ok=1

@@ -111,9 +111,12 @@ TEST_CASE("a Llama-family bf16 step matches a double model within bf16 rounding"
         worst[k] = test::worse(worst[k], test::max_rel_err(t->f32(), ref.grads().get(t->name).as<double>(), t->numel()));
     }
     INFO("fp32 loss " << loss_err[0] << " grad " << worst[0] << "; bf16 loss " << loss_err[1] << " grad " << worst[1]);
-    CHECK(worst[0] < 1e-5);
-    CHECK(loss_err[1] < 1e-3);
-    CHECK(worst[1] < 2e-2);
+    // Measured (llama / qwen3, the larger of AVX-512 and OPENBLAS_CORETYPE=Haswell): fp32 loss
+    // 1.1e-9 / 1.5e-9, grad 4.7e-7 / 5.5e-7; bf16 loss 8.4e-6 / 2.7e-5, grad 8.8e-3 / 1.2e-2.
+    CHECK(loss_err[0] < 2e-8);   // (new)
+    CHECK(worst[0] < 6e-6);      // (was 1e-5)
+    CHECK(loss_err[1] < 3e-4);   // (was 1e-3)
+    CHECK(worst[1] < 2e-2);      // (unchanged: 1.7x the measured 1.2e-2, bf16 rounding)
     CHECK(worst[1] > 10 * worst[0]);  // the bf16 step rounded
     CHECK(half.activations().get("h.0.qkv").dtype == DType::BF16);
   }

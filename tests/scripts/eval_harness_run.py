@@ -5,6 +5,7 @@ every example's log-likelihoods and greedy flags, acc / acc_norm and the time pe
 built and scored; the model is loaded once before), and the perplexity metrics of the texts.
 
 Usage: eval_harness_run.py CKPT OUT.json THREADS TEXT_JSONL NAME:FORMAT=FILE.jsonl...
+(tests/reference/make_eval_golden.py calls evaluate() for the committed golden numbers.)
 """
 import json
 import os
@@ -36,9 +37,9 @@ def data_files(path):
         f"    {s}: {json.dumps(path)}\n" for s in ("train", "validation", "test", "dev"))
 
 
-def main():
-    ckpt, out_path, threads, text_jsonl = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-    tasks = [(a.split(":", 1)[0],) + tuple(a.split(":", 1)[1].split("=", 1)) for a in sys.argv[5:]]
+def evaluate(ckpt, threads, text_jsonl, task_args):
+    """What the harness computes on CKPT: the tasks NAME:FORMAT=FILE and the texts of TEXT_JSONL."""
+    tasks = [(a.split(":", 1)[0],) + tuple(a.split(":", 1)[1].split("=", 1)) for a in task_args]
     torch.set_num_threads(threads)
     root = os.path.join(os.path.dirname(lm_eval.__file__), "tasks")
     tdir = tempfile.mkdtemp()
@@ -64,7 +65,7 @@ def main():
     tm = TaskManager(include_path=tdir, include_defaults=True)
     # One model object for every run (what `--model hf --model_args pretrained=CKPT,dtype=float32`
     # builds), so each task's time is its own: building its requests and scoring them.
-    lm = HFLM(pretrained=ckpt, dtype="float32", batch_size=8, device="cpu")
+    lm = HFLM(pretrained=ckpt, dtype="float32", batch_size=8, device="cpu", trust_remote_code=True)
     out = {"tasks": [], "text": {}}
     for (tname, fmt, path), name in zip(tasks, names):
         t0 = time.time()
@@ -88,6 +89,12 @@ def main():
     text = lm_eval.simple_evaluate(model=lm, tasks=["hw_text"], log_samples=False, task_manager=tm)
     t = text["results"]["hw_text"]
     out["text"] = {k: t[k + ",none"] for k in ("word_perplexity", "byte_perplexity", "bits_per_byte")}
+    return out
+
+
+def main():
+    ckpt, out_path, threads, text_jsonl = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    out = evaluate(ckpt, threads, text_jsonl, sys.argv[5:])
     with open(out_path, "w") as f:
         json.dump(out, f, indent=1)
 

@@ -15,6 +15,9 @@
 #      within the budget, and the table and logs still come back;
 #   5. SIGKILL in the middle of a step: $OUT holds whole files with every finished step, and the
 #      running step's log as of the last 15 s publish.
+# Nothing here waits on a guess: each gpu_check run is bounded (RUN_LIMIT, a hang is a failure
+# that says so), and run 5 polls for the events it needs (the step started, a publish of its log
+# landed) with bounds, failing fast with what did not happen.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 W=$(mktemp -d /tmp/gpu_check_mock.XXXX)
@@ -89,10 +92,21 @@ S
 printf 'kernel | registers | spill stores | spill loads | stack\nattention_backward_kernel<128, bf16> | 255 | spill stores 16 | spill loads 16 | 16\n' \
   >"$W/bundle/kernel_resources.txt"
 chmod +x "$W/bin/"* "$W/bundle/bin/"*
-run_check() {  # run_check LOG [gpu_check options...]
-  local log=$1; shift
-  TMPDIR="$W" PATH="$W/bin:$PATH" PYTHON="$W/bin/mockpy" OUT="$W/out" bash "$ROOT/scripts/gpu_check.sh" --bundle "$W/bundle" "$@" \
-    >"$log" 2>&1
+RUN_LIMIT=120  # the longest run below takes about 40 s
+run_check() {  # run_check LOG [gpu_check options...]: gpu_check's exit status; a hang fails the test
+  local log=$1 rc=0; shift
+  TMPDIR="$W" PATH="$W/bin:$PATH" PYTHON="$W/bin/mockpy" OUT="$W/out" timeout -k 5 "$RUN_LIMIT" \
+    bash "$ROOT/scripts/gpu_check.sh" --bundle "$W/bundle" "$@" >"$log" 2>&1 || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then tail -5 "$log"; fail "gpu_check $* did not finish within $RUN_LIMIT s"; fi
+  return "$rc"
+}
+# wait_for SECONDS WHAT CMD...: polls CMD every 0.2 s; fails naming WHAT after SECONDS.
+wait_for() {
+  local limit=$1 what=$2 t0=$SECONDS; shift 2
+  until "$@"; do
+    [ $((SECONDS - t0)) -lt "$limit" ] || fail "$what did not happen within $limit s"
+    sleep 0.2
+  done
 }
 
 # 1. Parity fails; everything fits the budget.
@@ -151,10 +165,11 @@ grep -q "## headwise GPU check on MOCK H200" "$W/run4.log" || fail "no table aft
 
 # 5. SIGKILL of the whole run while a 40 s benchmark step runs.
 rm -rf "${W:?}/out/"*
-MOCK_STEP_SECONDS=40 setsid bash -c "$(declare -f run_check); W=$W ROOT=$ROOT run_check $W/run5.log --no-parity --budget 300" &
+MOCK_STEP_SECONDS=40 setsid bash -c "$(declare -f run_check fail); W=$W ROOT=$ROOT RUN_LIMIT=$RUN_LIMIT run_check $W/run5.log --no-parity --budget 300" &
 pid=$!
-for _ in $(seq 60); do grep -q "bench hw_t1024 (limit" "$W/run5.log" 2>/dev/null && break; sleep 1; done
-sleep 20  # into the step, past one 15 s publish
+wait_for 60 "the 40 s benchmark step's start" grep -qs "bench hw_t1024 (limit" "$W/run5.log"
+published() { tar -xzOf "$W/out/logs.tar.gz" ./hw_t1024.log 2>/dev/null | grep -q "starting bench"; }
+wait_for 30 "a 15 s publish of the running step's log" published
 kill -9 -- -"$pid" 2>/dev/null
 wait "$pid" 2>/dev/null
 grep -q "| nccl | ok |" "$W/out/table.txt" || fail "the steps finished before the kill are not in \$OUT/table.txt"

@@ -2,31 +2,34 @@
 # LoRA adapters with PEFT's names on a transformers-made Qwen2 model (issue 38):
 #  - adapters headwise trained (train --init-from, model.lora.rank 4, freeze_base) load with
 #    PeftModel.from_pretrained: PEFT's loss equals `headwise eval`'s, and the logits of
-#    `headwise merge`'s checkpoint (opened by transformers) equal PEFT's within 1e-4;
+#    `headwise merge`'s checkpoint (opened by transformers) equal PEFT's (bounds below);
 #  - adapters PEFT trained (get_peft_model, q/k/v/o_proj, save_pretrained) load in headwise: its
 #    loss equals PEFT's;
 #  - an adapter file with a renamed tensor or a B of the wrong rank: one error line, exit 1.
-# torch, transformers and peft come from VENV (scripts/python_env.sh installs what is missing);
-# exits 77 (ctest: skipped) when they cannot be installed.
+# torch, transformers and peft come from VENV (scripts/python_env.sh installs what is missing); a
+# skip (77) only when the package index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_peft_adapters.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
 set -euo pipefail
 HW=$1
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 VENV=${2:-$HOME/.cache/headwise/pyvenv}
-bash "$SRC/scripts/python_env.sh" "$VENV" "transformers==5.24.0" safetensors "peft==0.21.2" || exit 77
-exec 8<"$(realpath -m "$VENV").lock" && flock -s 8  # held to the end: no concurrent install swaps packages under this test (python_env.sh)
-PY="$VENV/bin/hwpy"
-"$PY" -c "import torch, transformers, peft" 2>/dev/null || { echo "SKIP: torch/transformers/peft not importable"; exit 77; }
+. "$SRC/scripts/references.sh"
+python_reference "$VENV" torch "transformers==5.24.0" safetensors "peft==0.21.2"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 "$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
 P="$SRC/tests/scripts/peft_adapters.py"
 field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
-close() {  # close A B WHAT: |A - B| < 1e-4
-  "$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) < 1e-4 else 1)" "$1" "$2" ||
-    { echo "FAIL: $3: $1 vs $2"; exit 1; }
-  echo "ok: $3: $1 vs $2"
+# Bounds, about 10x the largest measured on an AVX-512 machine / with OPENBLAS_CORETYPE=Haswell
+# ATEN_CPU_CAPABILITY=avx2 (AVX2 kernels) (both were 1e-4): losses 9e-7 (headwise-trained
+# adapters 3.1e-8 / 8.7e-8, PEFT-trained 7.5e-8 / 6.8e-8), merged logits 7e-5 (7.3e-6 / 4.3e-6).
+LOSS_TOL=9e-7
+LOGITS_TOL=7e-5
+close() {  # close A B TOL WHAT: |A - B| < TOL
+  "$PY" -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); sys.exit(0 if abs(a - b) < $3 else 1)" "$1" "$2" ||
+    { echo "FAIL: $4: $1 vs $2 (tolerance $3)"; exit 1; }
+  echo "ok: $4: $1 vs $2"
 }
 hw_loss() { "$HW" eval --checkpoint "$1" --data "$TMP/tokens.bin" --batches 1 --micro-batch 2 --seq-len 24 | field loss; }
 cat > "$TMP/run.json" <<JSON
@@ -41,19 +44,19 @@ grep -q '"base_model.model.model.layers.1.self_attn.o_proj.lora_B.weight"' "$ck/
   { echo "FAIL: PEFT's Qwen2 names missing from $ck/adapter_model.safetensors"; exit 1; }
 hw=$(hw_loss "$ck")
 peft=$("$PY" "$P" load "$TMP/qwen2" "$ck" "$TMP/tokens.bin" 2 24 2>/dev/null | field loss)
-close "$peft" "$hw" "headwise-trained adapters: PeftModel.from_pretrained's loss vs headwise eval"
+close "$peft" "$hw" $LOSS_TOL "headwise-trained adapters: PeftModel.from_pretrained's loss vs headwise eval"
 base=$("$PY" -c "import json; print(json.load(open('$TMP/qwen2/hf_loss.json'))['loss'])")
 "$PY" -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) > 1e-3 else 1)" "$hw" "$base" ||
   { echo "FAIL: headwise's trained adapters changed nothing ($hw vs the base's $base)"; exit 1; }
 "$HW" merge --checkpoint "$ck" --out "$TMP/merged" >/dev/null
 d=$("$PY" "$P" logits "$TMP/merged" "$TMP/tokens.bin" 2 24 "$ck/peft_logits.pt" 2>/dev/null | field max_abs_diff)
-close "$d" 0 "headwise merge's logits (transformers) vs PEFT's, max |difference|"
+close "$d" 0 $LOGITS_TOL "headwise merge's logits (transformers) vs PEFT's, max |difference|"
 
 peft=$("$PY" "$P" train "$TMP/qwen2" "$TMP/peft" "$TMP/tokens.bin" 2 24 4 2>/dev/null | field loss)
 cp -r "$ck" "$TMP/from_peft"
 cp "$TMP/peft/adapter_model.safetensors" "$TMP/from_peft/"
 hw=$(hw_loss "$TMP/from_peft")
-close "$hw" "$peft" "PEFT-trained adapters: headwise eval vs PEFT's loss"
+close "$hw" "$peft" $LOSS_TOL "PEFT-trained adapters: headwise eval vs PEFT's loss"
 "$PY" -c "import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) > 1e-3 else 1)" "$hw" \
   "$(hw_loss "$ck")" || { echo "FAIL: the PEFT adapters changed nothing"; exit 1; }
 

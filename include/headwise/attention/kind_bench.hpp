@@ -26,7 +26,10 @@ std::string bench_attention_markdown(const nlohmann::json& rows);
 // time: robust on a shared machine), relative_to_softmax (of the CPU times), workspace_bytes (the entry
 // point's scratch), total_bytes (scratch + q/k/v, outputs, their gradients, row statistics and
 // parameters)}. Throws hw::Error on bad arguments.
-nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats);
+// kinds: the curve kinds to time, by name ("softmax", "linear G=4", ...); empty: all of them. One
+// kind per process lets a script alternate kinds in fresh processes (scripts/reproduce/oal.sh).
+nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats,
+                                     const std::vector<std::string>& kinds = {});
 std::string bench_curve_markdown(const nlohmann::json& rows);
 std::string bench_curve_csv(const nlohmann::json& rows);  // header line, then one line per row
 

@@ -21,8 +21,9 @@ inline constexpr const char* kNcclIdDirVar = "HEADWISE_NCCL_ID_DIR";
 void share_nccl_id(Comm& comm, NcclId& id);
 
 // The file exchange uses DIR/nccl_id. The file carries a tag naming the launch (by default
-// SLURM_JOB_ID.SLURM_STEP_ID) so that a file left by an earlier job in the same folder is never
-// taken for this job's id.
+// SLURM_JOB_ID.SLURM_STEP_ID, plus ".r<SLURM_RESTART_COUNT>" in a requeued job) so that a file
+// left by an earlier job, or by this job's attempt before a requeue, is never taken for this
+// launch's id.
 std::string nccl_id_path(const std::string& dir);
 std::string default_nccl_id_tag();
 

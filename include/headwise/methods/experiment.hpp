@@ -38,8 +38,12 @@ struct ExperimentSpec {
   // A-B-B-A rounds of the update-speed phase (update_speed_abba.hpp) after the quality runs;
   // 0 = none (the in-run figures only).
   int64_t speed_rounds = 2;
+  // --set overrides ("key=value") of the speed phase's processes only, e.g. a longer context where
+  // the plans' difference in work exceeds the round-to-round spread (the plans stay the branches';
+  // overrides that change the number of layers or heads are refused by the plan check).
+  std::vector<std::string> speed_sets;
 
-  // Keys: seeds, budget, eval_batches, save_final, speed_rounds, and either "branches" ([{name, method}]) or
+  // Keys: seeds, budget, eval_batches, save_final, speed_rounds, speed_sets, and either "branches" ([{name, method}]) or
   // "ratios" (SAF ratios, default [0.25, 0.5]) with "controls" (any of "prune", "random",
   // "gate_taylor"; default all three) at "control_ratio" (default: the first ratio). The
   // generated list is ordinary, saf_<pct>..., prune_<pct>, random_<pct>, gate_taylor_<pct>.

@@ -21,7 +21,12 @@ namespace hw {
 // if the model has any, as adapter_model.safetensors + adapter_config.json (adapter_files.hpp).
 // Tensors carry the family's Hugging Face names (hf_family.hpp). Weights above max_shard_bytes
 // go into shards model-0000k-of-0000n.safetensors with model.safetensors.index.json, as
-// transformers' save_pretrained writes them.
+// transformers' save_pretrained writes them. A mixed plan (model_type "headwise") also gets
+// the PyTorch model's two Python files (remote_code.hpp) and, with linear heads, config.json's
+// headwise_linear_groups (each linear head's G, 0 for other heads: the Python model sizes L
+// from it). SaveOptions::dtype (F32, BF16 or F16) is the weights' dtype in the files (rounded to
+// nearest even; a value beyond F16's range is one error naming the tensor); head-kind values
+// (static alpha/rho, L, W, log_w, tau) and adapters stay F32.
 inline constexpr uint64_t kDefaultMaxShardBytes = uint64_t(2) << 30;
 void save_model_files(const Model<float>& model, const std::string& dir,
                       uint64_t max_shard_bytes = kDefaultMaxShardBytes);
@@ -40,6 +45,11 @@ struct SaveOptions {
   std::optional<DType> dtype;
 };
 void save_model_files(const Model<float>& model, const std::string& dir, const SaveOptions& opt);
+// The files beside the weights that tokenizers and generate read (tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json, generation_config.json): those in from_dir are
+// copied into to_dir (atomically each), so a converted, merged or exported model keeps its
+// tokenizer. Returns their names.
+std::vector<std::string> copy_side_files(const std::string& from_dir, const std::string& to_dir);
 // Model config and head values (static alpha/rho, linear L/groups) of a checkpoint directory.
 ModelConfig read_checkpoint_config(const std::string& dir);
 HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg);

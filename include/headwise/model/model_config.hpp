@@ -95,9 +95,10 @@ struct ModelConfig {
 
   static ModelConfig from_json(const nlohmann::json& section);  // strict: unknown keys are errors
   // The model section of a run that starts from a checkpoint of this config (train --init-from):
-  // this config's keys with `section`'s on top. `section` may give only keys that leave the
-  // shape alone (head_plan, lora, init_std, ...); a shape key it gives with another value than
-  // this config's is one error naming both values and `who` (the checkpoint).
+  // this config's keys with `section`'s on top (model.lora's keys over the checkpoint's adapters,
+  // when it has some). `section` may give only keys that leave the shape alone (head_plan, lora,
+  // init_std, ...); a shape key it gives with another value than this config's is one error
+  // naming both values and `who` (the checkpoint).
   nlohmann::json merged_section(const nlohmann::json& section, const std::string& who) const;
   nlohmann::json to_json() const;
   // Hugging Face config.json of the family's class (plus headwise keys) and back

@@ -72,12 +72,17 @@ class Trainer {
   // Weights only, fresh optimizer; with `plan`, that head plan is installed on them (train
   // --init-from with the run config's model.head_plan).
   void init_from(const std::string& checkpoint_dir, const attn::HeadPlan* plan = nullptr);
-  void resume(const std::string& checkpoint_dir);     // weights, optimizer, position, plan
+  // Weights, optimizer, position, plan. With a run folder, its record (metrics.jsonl, the
+  // interventions) is cut back to the checkpoint's step (run_folder.hpp).
+  void resume(const std::string& checkpoint_dir);
 
   // Train until `stop_step` updates are done (default: train.steps). Writes metrics.jsonl,
   // periodic checkpoints, a final checkpoint and summary.json (when stop_step == train.steps).
   // Planners acting at train.steps act right after the last update, before the final
-  // evaluation and checkpoint (only when this call makes that update).
+  // evaluation and checkpoint (only when this call makes that update). After a stop signal
+  // (stop_signals.hpp, when installed) it returns between updates with a checkpoint of the last
+  // one; the summary then says "interrupted" (the signal) and "checkpoint" (its folder, empty
+  // when no update was made).
   nlohmann::json run(int64_t stop_step = -1);
   // One optimizer update on the next global batch; returns the mean loss. update_ms gets the
   // time of the update itself (accumulation, backward, all-reduce, clip, AdamW), without data
@@ -135,6 +140,8 @@ class Trainer {
   // Rank 0 logs the AdamW bytes per rank (ZeRO-1: its own, the largest, the shards' cover).
   // Collective under ZeRO-1.
   void log_optimizer_memory();
+  // The stop signal every rank agrees on (0: none); collective when the handlers are installed.
+  int agreed_stop_signal();
   void save_optimizer_shard(const std::string& path);
   void load_optimizer_shard(const std::string& path);
   // The planners' states for trainer.json, and their restoration on resume.
@@ -161,6 +168,7 @@ class Trainer {
   bool zero1_ = false;  // train.zero1 with more than one rank: AdamW holds only own_shard()
   int64_t accum_ = 1;
   std::vector<int32_t> inputs_, targets_;
+  int64_t resumed_step_ = -1;  // the step of the run's own checkpoint resume() read (-1: none)
   double update_ms_sum_ = 0.0;
   int64_t update_ms_count_ = 0;
 };

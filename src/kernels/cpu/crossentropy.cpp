@@ -72,8 +72,7 @@ double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, con
   double total = 0.0;
   for (int64_t n0 = 0; n0 < N; n0 += kGroup) {
     const int64_t ng = std::min(kGroup, N - n0);
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(ng * V))
-    for (int64_t r = 0; r < ng; r++) {
+    detail::parallel_for(ng, detail::worth_parallel(ng * V), [&](int64_t r) {
       const int64_t n = n0 + r;
       if (targets[n] == kIgnoreTarget) {  // no loss, no gradient
         part[r] = 0.0;
@@ -83,7 +82,7 @@ double crossentropy_forward_backward(F* losses, F* dlogits, const F* logits, con
         part[r] = ce_row(dlogits ? dlogits + n * V : nullptr, logits + n * V, targets[n], V, dloss);
       }
       if (losses) losses[n] = static_cast<F>(part[r]);
-    }
+    });
     for (int64_t r = 0; r < ng; r++) total += part[r];
   }
   return total;

@@ -9,22 +9,19 @@ namespace hw::cpu {
 
 template <class F>
 void residual_forward(F* out, const F* a, const F* b, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) out[i] = a[i] + b[i];
+  detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) { out[i] = a[i] + b[i]; });
 }
 
 // Zeroing is memory-bound: one thread rarely fills a core's share of bandwidth (gradients and
 // activation gradients are zeroed several times per update).
 template <class F>
 void fill_zero(F* x, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) x[i] = F(0);
+  detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) { x[i] = F(0); });
 }
 
 template <class F>
 void accumulate(F* dst, const F* src, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) dst[i] += src[i];
+  detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) { dst[i] += src[i]; });
 }
 
 // Fixed-size chunks, summed in parallel a group at a time and combined in index order: the
@@ -54,8 +51,7 @@ double sum_squares(const F* x, int64_t n) {
 
 template <class F>
 void scale(F* x, F s, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) x[i] *= s;
+  detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) { x[i] *= s; });
 }
 
 template void residual_forward<float>(float*, const float*, const float*, int64_t);

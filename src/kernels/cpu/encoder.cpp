@@ -9,8 +9,7 @@ namespace hw::cpu {
 
 template <class F>
 void encoder_forward(F* out, const int32_t* tokens, const F* wte, const F* wpe, int64_t B, int64_t T, int64_t C) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(B * T * C))
-  for (int64_t bt = 0; bt < B * T; bt++) {
+  detail::parallel_for(B * T, detail::worth_parallel(B * T * C), [&](int64_t bt) {
     const F* e = wte + static_cast<int64_t>(tokens[bt]) * C;
     F* y = out + bt * C;
     if (wpe) {
@@ -21,7 +20,7 @@ void encoder_forward(F* out, const int32_t* tokens, const F* wte, const F* wpe, 
 #pragma omp simd
       for (int64_t c = 0; c < C; c++) y[c] = e[c];
     }
-  }
+  });
 }
 
 template <class F>
@@ -31,8 +30,7 @@ void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* tokens, in
     // channels and walks all positions in order, so every sum has a fixed order.
     constexpr int64_t kBlock = 64;
     const int64_t nblocks = (C + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(B * T * C))
-    for (int64_t blk = 0; blk < nblocks; blk++) {
+    detail::parallel_for(nblocks, detail::worth_parallel(B * T * C), [&](int64_t blk) {
       const int64_t c0 = blk * kBlock;
       const int64_t w = std::min(kBlock, C - c0);
       for (int64_t bt = 0; bt < B * T; bt++) {
@@ -41,18 +39,17 @@ void encoder_backward(F* dwte, F* dwpe, const F* dout, const int32_t* tokens, in
 #pragma omp simd
         for (int64_t j = 0; j < w; j++) g[j] += d[j];
       }
-    }
+    });
   }
   if (dwpe) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(B * T * C))
-    for (int64_t t = 0; t < T; t++) {
+    detail::parallel_for(T, detail::worth_parallel(B * T * C), [&](int64_t t) {
       F* g = dwpe + t * C;
       for (int64_t b = 0; b < B; b++) {
         const F* d = dout + (b * T + t) * C;
 #pragma omp simd
         for (int64_t c = 0; c < C; c++) g[c] += d[c];
       }
-    }
+    });
   }
 }
 

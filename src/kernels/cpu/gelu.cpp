@@ -19,26 +19,24 @@ constexpr F kCubic = static_cast<F>(0.044715);
 
 template <class F>
 void gelu_forward(F* out, const F* inp, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) {
+  detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) {
     const F x = inp[i];
     const F u = kSqrt2OverPi<F> * (x + kCubic<F> * x * x * x);
     out[i] = x / (F(1) + detail::vexp(F(-2) * u));
-  }
+  });
 }
 
 // d/dx [x s] with s = sigmoid(2u): s + x * 2 s (1 - s) * du/dx, since 1 - tanh(u)^2 = 4 s (1 - s).
 template <class F>
 void gelu_backward(F* dinp, const F* inp, const F* dout, int64_t n) {
-#pragma omp parallel for simd schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) {
+  detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) {
     const F x = inp[i];
     const F x2 = x * x;
     const F u = kSqrt2OverPi<F> * (x + kCubic<F> * x2 * x);
     const F du = kSqrt2OverPi<F> * (F(1) + F(3) * kCubic<F> * x2);
     const F s = F(1) / (F(1) + detail::vexp(F(-2) * u));
     dinp[i] += dout[i] * (s + F(2) * x * s * (F(1) - s) * du);
-  }
+  });
 }
 
 // Column blocks as in matmul's bias_grad (each column's rows summed in order in double, so
@@ -47,8 +45,7 @@ template <class F>
 void gelu_backward_bias(F* dinp, F* dbias, const F* inp, const F* dout, int64_t N, int64_t O) {
   const int64_t block = detail::column_block_width(O);
   const int64_t nblocks = (O + block - 1) / block;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
-  for (int64_t blk = 0; blk < nblocks; blk++) {
+  detail::parallel_for(nblocks, detail::worth_parallel(N * O), [&](int64_t blk) {
     const int64_t o0 = blk * block;
     const int64_t w = std::min(block, O - o0);
     double acc[detail::kMaxColumnBlock] = {};
@@ -71,7 +68,7 @@ void gelu_backward_bias(F* dinp, F* dbias, const F* inp, const F* dout, int64_t 
     }
     if (dbias)
       for (int64_t j = 0; j < w; j++) dbias[o0 + j] += static_cast<F>(acc[j]);
-  }
+  });
 }
 
 template void gelu_forward<float>(float*, const float*, int64_t);

@@ -14,6 +14,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/host_pages.hpp"
 #include "headwise/kernels/cpu.hpp"
+#include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/avx512_sums.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -506,8 +507,7 @@ void matmul_half(float* out, const float* inp, const HalfMatrix& m, const float*
     float* p = panel.data();
     const uint16_t* src = m.w + o0 * I;
     const HalfType t = m.type;
-#pragma omp parallel for schedule(static) if (rows * I >= kMinParallelWork)
-    for (int64_t k = 0; k < rows * I; ++k) p[k] = widen(src[k], t);
+    detail::parallel_for(rows * I, rows * I >= kMinParallelWork, [&](int64_t k) { p[k] = widen(src[k], t); });
     gemm_rows_wt(out + o0, O, inp, p, N, I, rows, bias ? bias + o0 : nullptr);
   }
 }

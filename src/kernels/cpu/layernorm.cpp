@@ -12,8 +12,7 @@ namespace hw::cpu {
 template <class F>
 void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weight, const F* bias, int64_t N, int64_t C,
                        double eps) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * C))
-  for (int64_t n = 0; n < N; n++) {
+  detail::parallel_for(N, detail::worth_parallel(N * C), [&](int64_t n) {
     const F* x = inp + n * C;
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
@@ -33,7 +32,7 @@ void layernorm_forward(F* out, F* mean, F* rstd, const F* inp, const F* weight, 
     for (int64_t i = 0; i < C; i++) y[i] = (x[i] - mf) * rf * weight[i] + bias[i];
     if (mean) mean[n] = mf;
     if (rstd) rstd[n] = rf;
-  }
+  });
 }
 
 template <class F>
@@ -41,8 +40,7 @@ void layernorm_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* i
                         const F* rstd, int64_t N, int64_t C) {
   if (dinp) {
     // dinp = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dout * weight.
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * C))
-    for (int64_t n = 0; n < N; n++) {
+    detail::parallel_for(N, detail::worth_parallel(N * C), [&](int64_t n) {
       const F* x = inp + n * C;
       const F* dy = dout + n * C;
       const F m = mean[n], rs = rstd[n];
@@ -61,15 +59,14 @@ void layernorm_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* i
         const F xhat = (x[i] - m) * rs;
         dx[i] += (dy[i] * weight[i] - g_mean - xhat * gx_mean) * rs;
       }
-    }
+    });
   }
   if (!dweight && !dbias) return;
   // Parameter gradients reduce over rows: columns are split into blocks, each block sums all
   // rows in order, so the result is independent of the thread count and race-free.
   constexpr int64_t kBlock = 64;
   const int64_t nblocks = (C + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * C))
-  for (int64_t blk = 0; blk < nblocks; blk++) {
+  detail::parallel_for(nblocks, detail::worth_parallel(N * C), [&](int64_t blk) {
     const int64_t c0 = blk * kBlock;
     const int64_t w = std::min(kBlock, C - c0);
     double dw_acc[kBlock] = {};
@@ -88,7 +85,7 @@ void layernorm_backward(F* dinp, F* dweight, F* dbias, const F* dout, const F* i
       for (int64_t j = 0; j < w; j++) dweight[c0 + j] += static_cast<F>(dw_acc[j]);
     if (dbias)
       for (int64_t j = 0; j < w; j++) dbias[c0 + j] += static_cast<F>(db_acc[j]);
-  }
+  });
 }
 
 template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t,

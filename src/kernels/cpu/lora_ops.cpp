@@ -10,16 +10,16 @@ namespace hw::cpu {
 
 template <class F>
 void add_columns(F* dst, int64_t stride, int64_t col0, const F* src, int64_t N, int64_t width) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * width))
-  for (int64_t n = 0; n < N; n++)
+  detail::parallel_for(N, detail::worth_parallel(N * width), [&](int64_t n) {
     for (int64_t j = 0; j < width; j++) dst[n * stride + col0 + j] += src[n * width + j];
+  });
 }
 
 template <class F>
 void copy_columns(F* dst, const F* src, int64_t stride, int64_t col0, int64_t N, int64_t width) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * width))
-  for (int64_t n = 0; n < N; n++)
+  detail::parallel_for(N, detail::worth_parallel(N * width), [&](int64_t n) {
     for (int64_t j = 0; j < width; j++) dst[n * width + j] = src[n * stride + col0 + j];
+  });
 }
 
 bool dropout_keeps(uint64_t seed, int64_t i, double p) {
@@ -32,8 +32,8 @@ bool dropout_keeps(uint64_t seed, int64_t i, double p) {
 template <class F>
 void dropout(F* out, const F* in, int64_t n, double p, uint64_t seed) {
   const F keep_scale = F(1.0 / (1.0 - p));
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(n))
-  for (int64_t i = 0; i < n; i++) out[i] = dropout_keeps(seed, i, p) ? in[i] * keep_scale : F(0);
+  detail::parallel_for(n, detail::worth_parallel(n),
+                       [&](int64_t i) { out[i] = dropout_keeps(seed, i, p) ? in[i] * keep_scale : F(0); });
 }
 
 template void add_columns<float>(float*, int64_t, int64_t, const float*, int64_t, int64_t);

@@ -152,8 +152,7 @@ template <class F>
 void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
   const int64_t block = detail::column_block_width(O);
   const int64_t nblocks = (O + block - 1) / block;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
-  for (int64_t blk = 0; blk < nblocks; blk++) {
+  detail::parallel_for(nblocks, detail::worth_parallel(N * O), [&](int64_t blk) {
     const int64_t o0 = blk * block;
     const int64_t w = std::min(block, O - o0);
     double acc[detail::kMaxColumnBlock] = {};
@@ -163,7 +162,7 @@ void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
       for (int64_t j = 0; j < w; j++) acc[j] += static_cast<double>(row[j]);
     }
     for (int64_t j = 0; j < w; j++) dbias[o0 + j] += static_cast<F>(acc[j]);
-  }
+  });
 }
 
 }  // namespace
@@ -177,12 +176,11 @@ void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, 
   // over out (with beta=0 OpenBLAS still makes a pass to zero it).
   F beta = 0;
   if (bias) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * O))
-    for (int64_t r = 0; r < N; r++) {
+    detail::parallel_for(N, detail::worth_parallel(N * O), [&](int64_t r) {
       F* row = out + r * O;
 #pragma omp simd
       for (int64_t j = 0; j < O; j++) row[j] = bias[j];
-    }
+    });
     beta = 1;
   }
   // (float only: double is the test path, whose GEMM summation order the chunked-classifier

@@ -13,6 +13,31 @@ constexpr int64_t kParallelMinWork = 1 << 14;
 
 inline bool worth_parallel(int64_t elements) { return elements >= kParallelMinWork; }
 
+// body(i) for i in [0, n): across the OpenMP team when `parallel`, else on this thread without
+// entering a parallel region. An `if` clause is not enough: libgomp allocates a team record on
+// the heap for every region it enters, one the clause keeps to a single thread included, and a
+// decode step (tens of small kernels) must allocate nothing (tests/infer/test_no_alloc.cpp).
+template <class Body>
+inline void parallel_for(int64_t n, bool parallel, const Body& body) {
+  if (parallel) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++) body(i);
+  } else {
+    for (int64_t i = 0; i < n; i++) body(i);
+  }
+}
+// The same over elements, vectorised.
+template <class Body>
+inline void parallel_for_simd(int64_t n, bool parallel, const Body& body) {
+  if (parallel) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; i++) body(i);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; i++) body(i);
+  }
+}
+
 // Column reductions over an [N x O] row-major matrix (bias gradients) walk the rows in order
 // within blocks of columns, one block per OpenMP iteration. Wide blocks read long contiguous
 // runs of each row (the prefetcher follows them; 64-column blocks of a 4 KiB row stride cost a

@@ -13,8 +13,7 @@ namespace hw::cpu {
 template <class F>
 void rmsnorm_forward(F* out, int64_t out_stride, F* rstd, const F* inp, int64_t in_stride, const F* weight, int64_t N,
                      int64_t heads, int64_t hd, double eps) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * heads * hd))
-  for (int64_t n = 0; n < N; n++)
+  detail::parallel_for(N, detail::worth_parallel(N * heads * hd), [&](int64_t n) {
     for (int64_t h = 0; h < heads; h++) {
       const F* x = inp + n * in_stride + h * hd;
       double sq = 0.0;
@@ -26,6 +25,7 @@ void rmsnorm_forward(F* out, int64_t out_stride, F* rstd, const F* inp, int64_t 
       for (int64_t i = 0; i < hd; i++) y[i] = weight[i] * (x[i] * rs);
       if (rstd) rstd[n * heads + h] = rs;
     }
+  });
 }
 
 // With g = dout * weight and xhat = x * rstd: dx = rstd * (g - xhat * mean(g * xhat)).
@@ -38,8 +38,7 @@ void rmsnorm_backward(F* dinp, int64_t din_stride, F* dweight, const F* dout, in
   if (dweight) {
     constexpr int64_t kBlock = 64;
     const int64_t nblocks = (hd + kBlock - 1) / kBlock;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * heads * hd))
-    for (int64_t blk = 0; blk < nblocks; blk++) {
+    detail::parallel_for(nblocks, detail::worth_parallel(N * heads * hd), [&](int64_t blk) {
       const int64_t c0 = blk * kBlock;
       const int64_t w = std::min(kBlock, hd - c0);
       double acc[kBlock] = {};
@@ -52,11 +51,10 @@ void rmsnorm_backward(F* dinp, int64_t din_stride, F* dweight, const F* dout, in
           for (int64_t j = 0; j < w; j++) acc[j] += static_cast<double>(dy[j] * (x[j] * rs));
         }
       for (int64_t j = 0; j < w; j++) dweight[c0 + j] += static_cast<F>(acc[j]);
-    }
+    });
   }
   if (!dinp) return;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * heads * hd))
-  for (int64_t n = 0; n < N; n++)
+  detail::parallel_for(N, detail::worth_parallel(N * heads * hd), [&](int64_t n) {
     for (int64_t h = 0; h < heads; h++) {
       const F* x = inp + n * in_stride + h * hd;
       const F* dy = dout + n * dout_stride + h * hd;
@@ -74,6 +72,7 @@ void rmsnorm_backward(F* dinp, int64_t din_stride, F* dweight, const F* dout, in
         for (int64_t i = 0; i < hd; i++) dx[i] = (dy[i] * weight[i] - x[i] * rs * gx_mean) * rs;
       }
     }
+  });
 }
 
 #define HW_INSTANTIATE(F)                                                                                        \

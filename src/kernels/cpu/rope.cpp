@@ -24,8 +24,7 @@ void rope_rotate(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, i
   const int64_t half = hd / 2;
   // cos/sin for a block of pair indices live on the stack (no heap scratch for any hd).
   constexpr int64_t kBlock = 64;
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(B * T * n_heads * hd))
-  for (int64_t t = 0; t < T; t++) {
+  detail::parallel_for(T, detail::worth_parallel(B * T * n_heads * hd), [&](int64_t t) {
     for (int64_t i0 = 0; i0 < half; i0 += kBlock) {
       const int64_t w = std::min(kBlock, half - i0);
       F c[kBlock], s[kBlock];
@@ -48,7 +47,7 @@ void rope_rotate(F* x, int64_t B, int64_t T, int64_t row_stride, int64_t col0, i
         }
       }
     }
-  }
+  });
 }
 
 // theta^(-2i/hd): the unscaled frequencies.

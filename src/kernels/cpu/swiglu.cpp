@@ -8,21 +8,19 @@ namespace hw::cpu {
 
 template <class F>
 void swiglu_forward(F* out, const F* inp, int64_t N, int64_t I) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * I))
-  for (int64_t n = 0; n < N; n++) {
+  detail::parallel_for(N, detail::worth_parallel(N * I), [&](int64_t n) {
     const F* g = inp + n * 2 * I;
     const F* u = g + I;
     F* y = out + n * I;
 #pragma omp simd
     for (int64_t i = 0; i < I; i++) y[i] = g[i] / (F(1) + detail::vexp(-g[i])) * u[i];
-  }
+  });
 }
 
 // d gate = dout * up * s (1 + g (1 - s)), d up = dout * g s, s = sigmoid(g). Overwrites dinp.
 template <class F>
 void swiglu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t I) {
-#pragma omp parallel for schedule(static) if (detail::worth_parallel(N * I))
-  for (int64_t n = 0; n < N; n++) {
+  detail::parallel_for(N, detail::worth_parallel(N * I), [&](int64_t n) {
     const F* g = inp + n * 2 * I;
     const F* u = g + I;
     const F* dy = dout + n * I;
@@ -34,7 +32,7 @@ void swiglu_backward(F* dinp, const F* inp, const F* dout, int64_t N, int64_t I)
       dg[i] = dy[i] * u[i] * s * (F(1) + g[i] * (F(1) - s));
       du[i] = dy[i] * g[i] * s;
     }
-  }
+  });
 }
 
 template void swiglu_forward<float>(float*, const float*, int64_t, int64_t);
