@@ -94,7 +94,9 @@ def convert(llama_src, hf_dir, out_file, outtype):
         "    for name in ('TokenizerVersion', 'Tekkenizer', 'SentencePieceTokenizer', 'DATASET_MEAN', 'DATASET_STD'):\n"
         "        setattr(sys.modules[m], name, None)\n"
         "import convert_hf_to_gguf as c\n"
-        "c.TextModel.get_vocab_base_pre = lambda self, tok: 'gpt-2'\n"
+        # (llama.cpp of 2026 moved the model classes into its `conversion` package)
+        "TextModel = getattr(c, 'TextModel', None) or __import__('conversion').TextModel\n"
+        "TextModel.get_vocab_base_pre = lambda self, tok: 'gpt-2'\n"
         "load = c.ModelBase.load_hparams\n"
         "def load_hparams(d, mistral):\n"
         "    h = load(d, mistral)\n"

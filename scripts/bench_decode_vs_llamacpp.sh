@@ -3,7 +3,9 @@
 # peak RSS, GB/s of weights + KV per decode token, greedy-token agreement, fp32/F32 and
 # bf16/F16, at 1 and 2 threads (scripts/bench_decode_vs_llamacpp.py has the details).
 # llama.cpp comes from PyPI's llama-cpp-python source package (pinned below; it vendors
-# llama.cpp), downloaded and built for this CPU once under LLAMA_CACHE. Skips (exit 77) when the
+# llama.cpp), downloaded and built for this CPU once under LLAMA_CACHE (about 10 minutes of 2
+# cores): a cache outside the repository (e.g. LLAMA_CACHE=/work/cache/llamacpp) serves every
+# checkout. A build of another pin is kept beside it, never reused. Skips (exit 77) when the
 # package cannot be fetched or built.
 # Usage: bash scripts/bench_decode_vs_llamacpp.sh [CKPT]   (default: a GPT-2 124M-shaped random
 #   model with the gpt2-style test tokenizer's 3,257 tokens, made under OUT once)
@@ -13,7 +15,7 @@
 #   (~/.cache/headwise/llamacpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PIN=0.3.16  # llama-cpp-python 0.3.16 vendors llama.cpp of 2025-08
+PIN=0.3.36  # llama-cpp-python 0.3.36, the newest source package (0.3.16 vendored llama.cpp of 2025-08)
 CKPT=${1:-}
 HW=${HEADWISE_BIN:-build/headwise}
 OUT=${OUT:-runs/bench_llamacpp}
@@ -32,7 +34,7 @@ if [ ! -f "$SRC/CMakeLists.txt" ]; then
   fi
   tar -xzf "$CACHE/llama_cpp_python-$PIN.tar.gz" -C "$CACHE" || skip "cannot unpack llama-cpp-python==$PIN"
 fi
-BLD="$CACHE/build-cpu"
+BLD="$CACHE/build-$PIN-cpu"
 GREEDY="$BLD/llama_greedy"
 if [ ! -x "$GREEDY" ] || [ ! -x "$BLD/bin/llama-bench" ]; then
   echo "bench: building llama.cpp (CPU, native) once under $BLD ..." >&2

@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """PyTorch CPU baseline for headwise's training benchmark config.
 
-Same shape as the headwise benchmark: GPT-2 style, pre-LN, 4 layers, n_embd 256, 4 heads, vocab 256,
-block 256, T 256, micro-batch 8, fp32, causal SDPA, tanh GELU, tied embeddings, AdamW (lr 6e-4,
+Same shape as the headwise benchmark: GPT-2 style (configs/bench_cpu_small.json), pre-LN, 4 layers,
+n_embd 256, 4 heads, vocab 256, block 256, T 256, micro-batch 8, fp32, causal SDPA, tanh GELU, tied
+embeddings; or with --family llama its Llama-style twin (configs/bench_cpu_small_llama.json:
+RMSNorm, SwiGLU 688, RoPE, GQA 4:2, vocabulary 32,000, tied; pytorch_llama.py). AdamW (lr 6e-4,
 betas 0.9/0.95, weight decay 0.1 on matrices only, as nanoGPT does), grad-norm clip 1.0.
 Random tokens. Prints ONE JSON line: {"impl":"pytorch","ms_per_step":...,"tok_per_s":...,"threads":...}.
 """
@@ -16,8 +18,10 @@ import time
 import torch
 
 from pytorch_gpt import GPT
+from pytorch_llama import Llama
 
-VOCAB, BLOCK, N_EMBD, N_HEAD, N_LAYER = 256, 256, 256, 4, 4
+BLOCK, N_EMBD, N_HEAD, N_LAYER = 256, 256, 4, 4
+VOCAB = {"gpt2": 256, "llama": 32000}
 
 
 def rss_now_bytes():
@@ -33,12 +37,17 @@ def main():
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile")
+    ap.add_argument("--family", choices=["gpt2", "llama"], default="gpt2")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     rss_before_model = rss_now_bytes()
     torch.manual_seed(0)
-    model = GPT(VOCAB, BLOCK, N_LAYER, N_EMBD, N_HEAD)
+    vocab = VOCAB[args.family]
+    if args.family == "llama":
+        model = Llama(vocab, BLOCK, N_LAYER, N_EMBD, N_HEAD, n_kv_head=2, inter=688)
+    else:
+        model = GPT(vocab, BLOCK, N_LAYER, N_EMBD, N_HEAD)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
@@ -53,7 +62,7 @@ def main():
             print(f"torch.compile failed: {type(e).__name__}: {e}", file=sys.stderr)
 
     gen = torch.Generator().manual_seed(1)
-    data = torch.randint(0, VOCAB, (args.warmup + args.steps, args.batch, args.seq + 1), generator=gen)
+    data = torch.randint(0, vocab, (args.warmup + args.steps, args.batch, args.seq + 1), generator=gen)
 
     def train_step(i):
         x, y = data[i, :, :-1], data[i, :, 1:]
@@ -80,7 +89,8 @@ def main():
         loss = train_step(i)
     loss.item()
     dt = (time.perf_counter() - t0) / args.steps
-    print(json.dumps({"impl": "pytorch" + ("-compile" if compiled else ""), "ms_per_step": round(dt * 1e3, 2),
+    print(json.dumps({"impl": "pytorch" + ("-compile" if compiled else ""), "family": args.family,
+                      "ms_per_step": round(dt * 1e3, 2),
                       "tok_per_s": round(args.batch * args.seq / dt, 1), "threads": args.threads,
                       "batch": args.batch, "seq": args.seq, "steps": args.steps,
                       "final_loss": round(loss.item(), 4), "torch": torch.__version__,

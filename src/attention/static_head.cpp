@@ -11,21 +11,28 @@
 namespace hw::attn {
 
 template <class F>
-void static_log_normalisers(F* log_z, const F* alpha, const F* rho, int64_t n) {
-  // O(n^2) once per parameter change; rows are independent, so parallel rows stay
+void static_log_normaliser_rows(F* log_z, const F* alpha, const F* rho, int64_t begin, int64_t end) {
+  // O(i) per row once per parameter change; rows are independent, so parallel rows stay
   // deterministic. Double accumulation: log_z feeds every weight of the row.
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
+#pragma omp parallel for schedule(dynamic, 64)
+  for (int64_t i = begin; i < end; ++i) {
     double mx = -HUGE_VAL;
     for (int64_t k = 0; k <= i; ++k) mx = std::max(mx, double(alpha[k]) + double(rho[i - k]));
     double s = 0.0;
     for (int64_t k = 0; k <= i; ++k) s += std::exp(double(alpha[k]) + double(rho[i - k]) - mx);
-    log_z[i] = F(mx + std::log(s));
+    log_z[i - begin] = F(mx + std::log(s));
   }
+}
+
+template <class F>
+void static_log_normalisers(F* log_z, const F* alpha, const F* rho, int64_t n) {
+  static_log_normaliser_rows(log_z, alpha, rho, 0, n);
 }
 
 template void static_log_normalisers<float>(float*, const float*, const float*, int64_t);
 template void static_log_normalisers<double>(double*, const double*, const double*, int64_t);
+template void static_log_normaliser_rows<float>(float*, const float*, const float*, int64_t, int64_t);
+template void static_log_normaliser_rows<double>(double*, const double*, const double*, int64_t, int64_t);
 
 namespace detail {
 

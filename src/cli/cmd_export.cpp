@@ -42,7 +42,9 @@ void add_export_command(CLI::App& app) {
     auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
-    save_model_files(*model, tmp, kDefaultMaxShardBytes, dt);
+    SaveOptions save;
+    save.dtype = dt;
+    save_model_files(*model, tmp, save);
     const std::vector<std::string> copied = copy_side_files(a->checkpoint, tmp);
     io::replace_dir_atomic(tmp, a->out);
     const ModelConfig& c = model->config();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <utility>
 
 #include "headwise/core/checked_math.hpp"
 #include "headwise/core/device_memory.hpp"
@@ -118,8 +119,15 @@ void Arena::discard(const Tensor& t) {
   check(device_ == Device::CPU && base_ != nullptr && t.data >= base_ &&
             static_cast<const char*>(t.data) + t.nbytes() <= static_cast<const char*>(base_) + bytes_,
         "arena '" + role_ + "': discard of '" + t.name + "', which is not a tensor of this allocated CPU arena");
-  char* a = static_cast<char*>(t.data);
-  char* e = a + t.nbytes();
+  discard_bytes(t.data, t.nbytes());
+}
+
+void Arena::discard_bytes(void* p, size_t n) {
+  char* a = static_cast<char*>(p);
+  char* e = a + n;
+  check(device_ == Device::CPU && base_ != nullptr && a >= static_cast<char*>(base_) &&
+            e <= static_cast<char*>(base_) + bytes_,
+        "arena '" + role_ + "': discard of bytes outside its allocated CPU block");
   const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
   char* pa = reinterpret_cast<char*>((reinterpret_cast<uintptr_t>(a) + page - 1) / page * page);
   char* pe = reinterpret_cast<char*>(reinterpret_cast<uintptr_t>(e) / page * page);
@@ -130,7 +138,14 @@ void Arena::discard(const Tensor& t) {
   std::memset(a, 0, size_t(pa - a));  // the partial pages at both ends stay (neighbours use them)
   std::memset(pe, 0, size_t(e - pe));
   // Whole pages of a private anonymous mapping: dropped, and read as zeros again.
-  check(madvise(pa, size_t(pe - pa), MADV_DONTNEED) == 0, "arena '" + role_ + "': madvise failed for '" + t.name + "'");
+  check(madvise(pa, size_t(pe - pa), MADV_DONTNEED) == 0, "arena '" + role_ + "': madvise failed");
+}
+
+void Arena::swap(Arena& other) {
+  check(device_ == other.device_, "arena '" + role_ + "': swap with an arena of another device");
+  std::swap(tensors_, other.tensors_);
+  std::swap(base_, other.base_);
+  std::swap(bytes_, other.bytes_);
 }
 
 void Arena::zero() {

@@ -237,6 +237,7 @@ Decoder::Decoder(const Model<float>& model, int64_t max_context, int64_t chunk, 
             std::to_string(cfg.block_size) + ")");
   check(chunk >= 1, "decoder: chunk must be >= 1");
   check(split_cols >= 1, "decoder: split_cols must be >= 1");
+  model.ensure_static_normalisers(max_context);  // the static heads' rows this decoder can reach
   check(!cfg.lora.enabled(), "decoder: the model has LoRA adapters (model.lora), which cached decoding does not "
                              "apply: merge them into the weights first (Model::merge_adapters, headwise merge)");
   // The linearization baselines have no cached (recurrent) decode path yet: refuse them by name

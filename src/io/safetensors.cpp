@@ -1,7 +1,13 @@
 #include "headwise/io/safetensors.hpp"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -186,19 +192,63 @@ SafetensorsReader::SafetensorsReader(const std::string& path) : path_(path) {
     prev = idx;
   }
 
-  // Tensors are read from the file when asked for (read_bytes): a checkpoint is never held in
-  // memory twice (file bytes and model weights).
   data_start_ = 8 + header_len;
   data_bytes_ = data_size;
+  // Tensors are copied out of a read-only mapping when asked for, and their pages released
+  // after (release): a checkpoint is never resident twice (file pages and model weights).
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  check(fd_ >= 0, where + ": cannot open: " + std::strerror(errno));
+  map_bytes_ = file_size;
+  void* m = ::mmap(nullptr, size_t(file_size), PROT_READ, MAP_PRIVATE, fd_, 0);
+  if (m == MAP_FAILED) {
+    ::close(fd_);
+    fd_ = -1;
+    fail(where + ": cannot map " + std::to_string(file_size) + " bytes: " + std::strerror(errno));
+  }
+  map_ = static_cast<const unsigned char*>(m);
+}
+
+SafetensorsReader::~SafetensorsReader() {
+  if (map_) ::munmap(const_cast<unsigned char*>(map_), size_t(map_bytes_));
+  if (fd_ >= 0) ::close(fd_);
+}
+
+const unsigned char* SafetensorsReader::bytes_at(uint64_t offset, uint64_t n) const {
+  // A mapped page past the end of a file that shrank would fault (SIGBUS): the size is checked
+  // before every copy instead.
+  struct stat st {};
+  check(::fstat(fd_, &st) == 0 && uint64_t(st.st_size) >= data_start_ + offset + n && data_start_ + offset + n <= map_bytes_,
+        "safetensors file '" + path_ + "': cannot read " + std::to_string(n) + " bytes at " +
+            std::to_string(data_start_ + offset) + " (the file changed or shrank?)");
+  return map_ + data_start_ + offset;
+}
+
+void SafetensorsReader::release(uint64_t offset, uint64_t n) const {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t a = reinterpret_cast<uintptr_t>(map_ + data_start_ + offset) / page * page;
+  const uintptr_t e = reinterpret_cast<uintptr_t>(map_ + data_start_ + offset + n);
+  if (e > a) ::madvise(reinterpret_cast<void*>(a), size_t(e - a), MADV_DONTNEED);  // best effort
 }
 
 void SafetensorsReader::read_bytes(uint64_t offset, uint64_t n, void* dst) const {
   if (n == 0) return;
-  std::ifstream in(path_, std::ios::binary);
-  in.seekg(static_cast<std::streamoff>(data_start_ + offset));
-  in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
-  check(in.good(), "safetensors file '" + path_ + "': cannot read " + std::to_string(n) + " bytes at " +
-                       std::to_string(data_start_ + offset) + " (the file changed or shrank?)");
+  // In pieces, each released once copied: the file's pages never pile up beside the copy.
+  constexpr uint64_t kPiece = uint64_t(4) << 20;
+  for (uint64_t o = 0; o < n; o += kPiece) {
+    const uint64_t k = std::min(kPiece, n - o);
+    std::memcpy(static_cast<char*>(dst) + o, bytes_at(offset + o, k), size_t(k));
+    release(offset + o, k);
+  }
+}
+
+void SafetensorsReader::stream(const std::string& name, const ByteSink& out) const {
+  const TensorInfo& t = info(name);
+  constexpr uint64_t kPiece = uint64_t(4) << 20;
+  for (uint64_t o = 0; o < t.nbytes; o += kPiece) {
+    const uint64_t k = std::min(kPiece, t.nbytes - o);
+    out(bytes_at(t.offset + o, k), size_t(k));
+    release(t.offset + o, k);
+  }
 }
 
 std::vector<std::string> SafetensorsReader::names() const {
@@ -229,40 +279,74 @@ void SafetensorsReader::read_f32(const std::string& name, const std::vector<int6
   const TensorInfo& t = info(name);
   const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
   check(t.shape == shape, tw + " expected shape " + shape_str(shape) + ", got " + shape_str(t.shape));
-  const int64_t n = t.numel();
-  if (t.dtype == DType::F32) return read_bytes(t.offset, t.nbytes, dst);
-  if (t.dtype != DType::BF16 && t.dtype != DType::F16 && t.dtype != DType::F64)
+  read_f32_range(name, 0, t.numel(), dst);
+}
+
+void SafetensorsReader::read_f32_range(const std::string& name, int64_t begin, int64_t n, float* dst) const {
+  const TensorInfo& t = info(name);
+  const std::string tw = "safetensors file '" + path_ + "': tensor '" + name + "'";
+  check(begin >= 0 && n >= 0 && begin + n <= t.numel(), tw + ": elements [" + std::to_string(begin) + ", " +
+                                                         std::to_string(begin + n) + ") are outside its " +
+                                                         std::to_string(t.numel()));
+  if (t.dtype != DType::F32 && t.dtype != DType::BF16 && t.dtype != DType::F16 && t.dtype != DType::F64)
     fail(tw + " has dtype " + dtype_name(t.dtype) + ", which is not a float type (F32, BF16, F16 or F64)");
-  // Converted a block at a time (a bounded buffer, whatever the tensor's size).
-  const int64_t elem = int64_t(dtype_size(t.dtype)), block = int64_t(1) << 20;
-  std::vector<uint8_t> buf(size_t(std::min(n, block) * elem));
-  for (int64_t i0 = 0; i0 < n; i0 += block) {
-    const int64_t k = std::min(block, n - i0);
-    read_bytes(t.offset + uint64_t(i0 * elem), uint64_t(k * elem), buf.data());
-    for (int64_t i = 0; i < k; ++i) {
-      if (t.dtype == DType::F64) {
-        double d = 0;
-        std::memcpy(&d, buf.data() + 8 * i, 8);
-        dst[i0 + i] = static_cast<float>(d);
-      } else {
+  const uint64_t elem = dtype_size(t.dtype);
+  if (t.dtype == DType::F32) return read_bytes(t.offset + uint64_t(begin) * elem, uint64_t(n) * elem, dst);
+  // Widened a block at a time straight from the mapping, each block's pages released after.
+  constexpr int64_t kBlock = int64_t(1) << 20;
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t k = std::min(kBlock, n - i0);
+    const uint64_t off = t.offset + uint64_t(begin + i0) * elem;
+    const unsigned char* src = bytes_at(off, uint64_t(k) * elem);
+    float* d = dst + i0;
+    if (t.dtype == DType::F64) {
+      for (int64_t i = 0; i < k; ++i) {
+        double v = 0;
+        std::memcpy(&v, src + 8 * i, 8);
+        d[i] = static_cast<float>(v);
+      }
+    } else if (t.dtype == DType::BF16) {
+      for (int64_t i = 0; i < k; ++i) {
         uint16_t h = 0;
-        std::memcpy(&h, buf.data() + 2 * i, 2);
-        dst[i0 + i] = t.dtype == DType::BF16 ? bf16_bits_to_float(h) : f16_bits_to_float(h);
+        std::memcpy(&h, src + 2 * i, 2);
+        d[i] = bf16_bits_to_float(h);
+      }
+    } else {
+      for (int64_t i = 0; i < k; ++i) {
+        uint16_t h = 0;
+        std::memcpy(&h, src + 2 * i, 2);
+        d[i] = f16_bits_to_float(h);
       }
     }
+    release(off, uint64_t(k) * elem);
   }
 }
 
-void SafetensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
-                            const void* data) {
+void SafetensorsWriter::check_new(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                                  uint64_t& nbytes) const {
   check(!name.empty() && name != kMetadataKey, "safetensors writer: invalid tensor name '" + name + "'");
   for (const auto& e : entries_) check(e.name != name, "safetensors writer: tensor '" + name + "' added twice");
   const std::optional<uint64_t> n = byte_size(shape, dtype_size(dtype));
   check(n.has_value(), "safetensors writer: tensor '" + name + "' has invalid shape " + shape_str(shape));
-  check(*n == 0 || data != nullptr, "safetensors writer: tensor '" + name + "' has no data");
-  Entry e{name, dtype, shape, std::vector<uint8_t>(*n)};
-  if (*n > 0) std::memcpy(e.bytes.data(), data, *n);
+  nbytes = *n;
+}
+
+void SafetensorsWriter::add(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                            const void* data) {
+  uint64_t n = 0;
+  check_new(name, dtype, shape, n);
+  check(n == 0 || data != nullptr, "safetensors writer: tensor '" + name + "' has no data");
+  Entry e{name, dtype, shape, n, std::vector<uint8_t>(n), {}};
+  if (n > 0) std::memcpy(e.bytes.data(), data, n);
   entries_.push_back(std::move(e));
+}
+
+void SafetensorsWriter::add_stream(const std::string& name, DType dtype, const std::vector<int64_t>& shape,
+                                   Producer produce) {
+  uint64_t n = 0;
+  check_new(name, dtype, shape, n);
+  check(n == 0 || bool(produce), "safetensors writer: tensor '" + name + "' has no producer");
+  entries_.push_back(Entry{name, dtype, shape, n, {}, std::move(produce)});
 }
 
 void SafetensorsWriter::set_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
@@ -279,8 +363,8 @@ void SafetensorsWriter::write(const std::string& path) const {
   for (const auto& e : entries_) {
     header[e.name] = {{"dtype", dtype_name(e.dtype)},
                       {"shape", e.shape},
-                      {"data_offsets", {offset, offset + e.bytes.size()}}};
-    offset += e.bytes.size();
+                      {"data_offsets", {offset, offset + e.nbytes}}};
+    offset += e.nbytes;
   }
   std::string text = header.dump();
   // Pad with spaces so the data section starts 8-byte aligned, as the HF writer does.
@@ -290,7 +374,21 @@ void SafetensorsWriter::write(const std::string& path) const {
   AtomicFile f(path);
   f.write(&len, 8);
   f.write(text.data(), text.size());
-  for (const auto& e : entries_) f.write(e.bytes.data(), e.bytes.size());
+  for (const auto& e : entries_) {
+    if (!e.produce) {
+      f.write(e.bytes.data(), e.bytes.size());
+      continue;
+    }
+    uint64_t written = 0;
+    e.produce([&](const void* data, size_t n) {
+      check(written + n <= e.nbytes, "safetensors writer: tensor '" + e.name + "' produced more than its " +
+                                         std::to_string(e.nbytes) + " bytes");
+      f.write(data, n);
+      written += n;
+    });
+    check(written == e.nbytes, "safetensors writer: tensor '" + e.name + "' produced " + std::to_string(written) +
+                                   " of its " + std::to_string(e.nbytes) + " bytes");
+  }
   f.commit();
 }
 

@@ -96,3 +96,13 @@ void SafetensorsSet::read_f32(const std::string& name, const std::vector<int64_t
 }
 
 }  // namespace hw::io
+
+namespace hw::io {
+
+void SafetensorsSet::read_f32_range(const std::string& name, int64_t begin, int64_t n, float* dst) const {
+  reader_of(name).read_f32_range(name, begin, n, dst);
+}
+
+void SafetensorsSet::stream(const std::string& name, const ByteSink& out) const { reader_of(name).stream(name, out); }
+
+}  // namespace hw::io

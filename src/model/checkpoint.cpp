@@ -2,7 +2,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include "headwise/attention/attention.hpp"
@@ -52,29 +54,39 @@ struct FileTensor {
   HfTensor t;
   DType dtype = DType::F32;
   uint64_t bytes = 0;
+  std::string source;  // its name in SaveOptions::source ("" = none there)
 };
 
-// Head-kind values (static alpha/rho, linear L/groups, performer W, dijiang log_w, taylorshift
-// tau): h.{l}.attn.<kind>.{h}.<name>, kept float32 whatever the weights' dtype.
-bool head_value(const ParamSpec& s) {
-  for (const char* kind : {".attn.static.", ".attn.linear.", ".attn.performer.", ".attn.dijiang.", ".attn.taylorshift."})
-    if (s.name.find(kind) != std::string::npos) return true;
-  return false;
-}
-
 // Shards of at most max_bytes (a larger tensor gets one of its own), in spec order.
-std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, uint64_t max_bytes, DType float_dtype) {
+std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, const SaveOptions& opt) {
   std::vector<std::vector<FileTensor>> shards(1);
   uint64_t in_shard = 0;
   const auto& specs = model.specs();
+  std::map<std::string, std::string> source_names;  // canonical -> name in the source file
+  if (opt.source)
+    for (const auto& n : opt.source->names())
+      if (!ignored_name(n)) source_names.emplace(canonical_name(n), n);
   for (size_t i = 0; i < specs.size(); ++i) {
-    if (specs[i].adapter) continue;  // adapter_model.safetensors: model.safetensors stays the base model
-    const auto pieces = hf_tensors(model.config(), specs[i]);
-    const DType dt = specs[i].is_int ? DType::I32 : head_value(specs[i]) ? DType::F32 : float_dtype;
+    const ParamSpec& s = specs[i];
+    if (s.adapter) continue;  // adapter_model.safetensors: model.safetensors stays the base model
+    const auto pieces = hf_tensors(model.config(), s);
     for (size_t k = 0; k < pieces.size(); ++k) {
-      FileTensor f{i, k, pieces[k], dt, dtype_size(dt)};
+      FileTensor f{i, k, pieces[k], DType::F32, 0, ""};
+      const auto it = source_names.find(f.t.name);
+      if (it != source_names.end()) f.source = it->second;
+      if (s.is_int) {
+        f.dtype = DType::I32;
+      } else if (!s.head_value) {
+        if (opt.dtype) {
+          f.dtype = *opt.dtype;
+        } else if (!f.source.empty()) {
+          const DType d = opt.source->info(f.source).dtype;
+          if (d == DType::F32 || d == DType::BF16 || d == DType::F16) f.dtype = d;
+        }
+      }
+      f.bytes = dtype_size(f.dtype);
       for (int64_t d : f.t.shape) f.bytes *= uint64_t(d);
-      if (in_shard > 0 && in_shard + f.bytes > max_bytes) {
+      if (in_shard > 0 && in_shard + f.bytes > opt.max_shard_bytes) {
         shards.emplace_back();
         in_shard = 0;
       }
@@ -83,6 +95,42 @@ std::vector<std::vector<FileTensor>> shard_plan(const Model<float>& model, uint6
     }
   }
   return shards;
+}
+
+// Float values in `dtype` (F32, BF16 or F16), handed to `sink` in blocks.
+void encode_floats(const float* v, int64_t n, DType dtype, const io::ByteSink& sink, const std::string& name) {
+  if (dtype == DType::F32) return sink(v, size_t(n) * 4);
+  constexpr int64_t kBlock = int64_t(1) << 20;
+  std::vector<uint16_t> buf(size_t(std::min(n, kBlock)));
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t k = std::min(kBlock, n - i0);
+    if (dtype == DType::BF16) {
+      for (int64_t i = 0; i < k; ++i) buf[size_t(i)] = cpu::float_to_bf16(v[i0 + i]);
+    } else {
+      for (int64_t i = 0; i < k; ++i) {
+        const float x = v[i0 + i];
+        buf[size_t(i)] = cpu::float_to_f16(x);
+        // A finite value that rounds to F16's infinity would change the model silently.
+        check(!std::isfinite(x) || (buf[size_t(i)] & 0x7c00u) != 0x7c00u,
+              "checkpoint: tensor '" + name + "' has a value (" + std::to_string(x) +
+                  ") beyond float16's range: write it as F32 or BF16");
+      }
+    }
+    sink(buf.data(), size_t(k) * 2);
+  }
+}
+
+// Whether n floats equal the source tensor's values [begin, begin + n) widened as the loader
+// reads them (bit for bit, so that a NaN or a signed zero counts as itself).
+bool same_as_source(const io::SafetensorsSet& src, const std::string& name, int64_t begin, const float* v, int64_t n) {
+  constexpr int64_t kBlock = int64_t(1) << 20;
+  std::vector<float> buf(size_t(std::min(n, kBlock)));
+  for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+    const int64_t k = std::min(kBlock, n - i0);
+    src.read_f32_range(name, begin + i0, k, buf.data());
+    if (std::memcmp(buf.data(), v + i0, size_t(k) * 4) != 0) return false;
+  }
+  return true;
 }
 
 std::string shard_name(size_t i, size_t n) {
@@ -163,25 +211,54 @@ nlohmann::json linear_groups(const Model<float>& model) {
 
 }  // namespace
 
-void save_model_files(const Model<float>& model, const std::string& dir, uint64_t max_shard_bytes,
-                      DType float_dtype) {
-  check(max_shard_bytes > 0, "checkpoint: the shard size must be positive");
-  check(float_dtype == DType::F32 || float_dtype == DType::BF16 || float_dtype == DType::F16,
-        std::string("checkpoint: weights are written as F32, BF16 or F16, not ") + dtype_name(float_dtype));
+void save_model_files(const Model<float>& model, const std::string& dir, uint64_t max_shard_bytes) {
+  SaveOptions opt;
+  opt.max_shard_bytes = max_shard_bytes;
+  save_model_files(model, dir, opt);
+}
+
+void save_model_files(const Model<float>& model, const std::string& dir, const SaveOptions& opt) {
+  check(opt.max_shard_bytes > 0, "checkpoint: the shard size must be positive");
+  check(!opt.dtype || *opt.dtype == DType::F32 || *opt.dtype == DType::BF16 || *opt.dtype == DType::F16,
+        "checkpoint: weights are written as F32, BF16 or F16");
+  check(opt.unread.empty() || opt.source, "internal: unread tensors without the checkpoint they stay in");
   io::ensure_dir(dir);
-  const auto shards = shard_plan(model, max_shard_bytes, float_dtype);
+  const auto shards = shard_plan(model, opt);
   const auto& specs = model.specs();
   nlohmann::ordered_json weight_map = nlohmann::ordered_json::object();
   uint64_t total = 0;
   std::set<std::string> weight_files;
-  std::vector<float> compact, stored, piece;  // each tensor staged through the host (the writer copies it)
-  std::vector<uint16_t> half;
+  // Model memory is read through the backend only (ops().copy_to_host), as on a GPU. A file
+  // tensor that is a whole tensor of the model as it is in memory (every tensor but the split
+  // or compacted attention ones and the transposed Llama matrices) is read a piece at a time;
+  // the others are staged whole, one spec at a time as its producers run (in file order): the
+  // compact tensor, its stored form when the two differ, and the file tensor's columns.
+  struct Staged {
+    size_t spec = SIZE_MAX;
+    std::vector<float> compact, stored;
+    const float* stored_ptr = nullptr;
+  };
+  auto staged = std::make_shared<Staged>();
+  auto stage = [&model, &specs, staged](size_t i) {
+    if (staged->spec == i) return;
+    const ParamSpec& s = specs[i];
+    const Tensor& t = tensor_of(model, s);
+    read_device(model.ops(), t.as<float>(), t.numel(), staged->compact);
+    if (s.map == StorageMap::Same) {
+      std::vector<float>().swap(staged->stored);
+      staged->stored_ptr = staged->compact.data();
+    } else {
+      staged->stored.assign(size_t(stored_numel(s)), 0.f);
+      stored_from_compact(s, layout_for(model, s), staged->compact.data(), staged->stored.data());
+      staged->stored_ptr = staged->stored.data();
+    }
+    staged->spec = i;
+  };
   for (size_t sh = 0; sh < shards.size(); ++sh) {
     const std::string file = shards.size() == 1 ? io::kWeightsFile : shard_name(sh, shards.size());
     io::SafetensorsWriter w;
     w.set_metadata("format", "pt");
     w.set_metadata("producer", "headwise");
-    size_t staged = SIZE_MAX;  // the spec whose stored values `stored` holds
     for (const auto& f : shards[sh]) {
       const ParamSpec& s = specs[f.spec];
       const Tensor& t = tensor_of(model, s);
@@ -191,26 +268,58 @@ void save_model_files(const Model<float>& model, const std::string& dir, uint64_
         w.add(f.t.name, DType::I32, f.t.shape, read_device(model.ops(), t.i32(), t.numel()).data());
         continue;
       }
-      if (staged != f.spec) {
-        read_device(model.ops(), t.as<float>(), t.numel(), compact);
-        stored.assign(size_t(stored_numel(s)), 0.f);
-        stored_from_compact(s, layout_for(model, s), compact.data(), stored.data());
-        staged = f.spec;
-      }
-      piece.resize(size_t(f.bytes / dtype_size(f.dtype)));
-      hf_split(s, f.t, stored.data(), piece.data());
-      if (f.dtype == DType::F32) {
-        w.add(f.t.name, DType::F32, f.t.shape, piece.data());
-      } else {
-        half.resize(piece.size());
-        for (size_t e = 0; e < piece.size(); ++e) {
-          half[e] = f.dtype == DType::BF16 ? cpu::float_to_bf16(piece[e]) : cpu::float_to_f16(piece[e]);
-          check(!std::isfinite(piece[e]) || (half[e] & 0x7c00u) != 0x7c00u || f.dtype != DType::F16,
-                "checkpoint: tensor '" + f.t.name + "' has a value (" + std::to_string(piece[e]) +
-                    ") beyond float16's range: write it as F32 or BF16");
+      const bool unread = opt.unread.count(s.name) > 0;
+      const io::SafetensorsSet* src = f.source.empty() ? nullptr : opt.source;
+      check(!unread || src, "internal: tensor '" + f.t.name + "' was not read and its checkpoint lacks it");
+      w.add_stream(f.t.name, f.dtype, f.t.shape, [&model, &specs, &stage, staged, f, unread, src](const io::ByteSink& sink) {
+        const ParamSpec& spec = specs[f.spec];
+        int64_t n = 1;
+        for (int64_t d : f.t.shape) n *= d;
+        const bool same_dtype = src && src->info(f.source).dtype == f.dtype;
+        if (unread) {  // never read: the source's values, as they are or converted
+          if (same_dtype) return src->stream(f.source, sink);
+          constexpr int64_t kBlock = int64_t(1) << 20;
+          std::vector<float> buf(size_t(std::min(n, kBlock)));
+          for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+            const int64_t k = std::min(kBlock, n - i0);
+            src->read_f32_range(f.source, i0, k, buf.data());
+            encode_floats(buf.data(), k, f.dtype, sink, f.t.name);
+          }
+          return;
         }
-        w.add(f.t.name, f.dtype, f.t.shape, half.data());
-      }
+        const bool whole = spec.map == StorageMap::Same && !f.t.transpose &&
+                           f.t.width == (spec.stored_shape.empty() ? 1 : spec.stored_shape.back());
+        if (whole) {  // the model's tensor as it is: read a piece at a time
+          const float* dev = tensor_of(model, spec).as<float>();
+          constexpr int64_t kBlock = int64_t(1) << 22;
+          std::vector<float> buf(size_t(std::min(n, kBlock)));
+          bool same = same_dtype;
+          for (int64_t i0 = 0; i0 < n && same; i0 += kBlock) {
+            const int64_t k = std::min(kBlock, n - i0);
+            model.ops().copy_to_host(buf.data(), dev + i0, size_t(k) * sizeof(float));
+            same = same_as_source(*src, f.source, i0, buf.data(), k);
+          }
+          if (same) return src->stream(f.source, sink);
+          for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+            const int64_t k = std::min(kBlock, n - i0);
+            model.ops().copy_to_host(buf.data(), dev + i0, size_t(k) * sizeof(float));
+            encode_floats(buf.data(), k, f.dtype, sink, f.t.name);
+          }
+          return;
+        }
+        stage(f.spec);
+        // The file tensor's values: the stored tensor's columns (transposed for a Llama-family
+        // [out, in] file tensor), or all of it.
+        const float* v = staged->stored_ptr;
+        std::vector<float> piece;
+        if (f.t.transpose || f.t.width != (spec.stored_shape.empty() ? 1 : spec.stored_shape.back())) {
+          piece.resize(size_t(n));
+          hf_split(spec, f.t, staged->stored_ptr, piece.data());
+          v = piece.data();
+        }
+        if (same_dtype && same_as_source(*src, f.source, 0, v, n)) return src->stream(f.source, sink);
+        encode_floats(v, n, f.dtype, sink, f.t.name);
+      });
     }
     w.write(dir + "/" + file);
     weight_files.insert(file);
@@ -237,7 +346,15 @@ void save_model_files(const Model<float>& model, const std::string& dir, uint64_
     fs::remove(dir + "/" + kAdapterConfigFile);
   }
   nlohmann::json config = model.config().to_hf_config();
-  if (float_dtype != DType::F32) config["torch_dtype"] = float_dtype == DType::BF16 ? "bfloat16" : "float16";
+  // torch_dtype: the weights' dtype (that of the first weight; convert keeps each source dtype,
+  // and a checkpoint's weights share one).
+  const DType weights_dtype = [&] {
+    for (const auto& shard : shards)
+      for (const FileTensor& f : shard)
+        if (f.dtype != DType::I32 && !specs[f.spec].head_value) return f.dtype;
+    return DType::F32;
+  }();
+  if (weights_dtype != DType::F32) config["torch_dtype"] = weights_dtype == DType::BF16 ? "bfloat16" : "float16";
   if (model.config().head_plan.count(attn::HeadKind::Linear) > 0) config["headwise_linear_groups"] = linear_groups(model);
   if (model.config().head_plan.all_softmax()) {
     remove_remote_code(dir);
@@ -350,19 +467,20 @@ std::unique_ptr<Model<float>> load_model(const std::string& dir, const Backend<f
 }
 
 std::unique_ptr<Model<float>> load_model(const std::string& dir, const ModelConfig& cfg, const Backend<float>& ops,
-                                         bool trainable) {
+                                         bool trainable, const std::set<std::string>* only) {
   io::SafetensorsSet st(dir);
   auto model = std::make_unique<Model<float>>(cfg, ops, read_head_extras(st, cfg), trainable);
-  load_weights(*model, st);
+  load_weights(*model, st, {}, only);
   if (cfg.lora.enabled()) load_adapter_files(*model, dir);
   return model;
 }
 
-void load_weights(Model<float>& model, const io::SafetensorsSet& st, const LoadedTensorHook& on_loaded) {
+void load_weights(Model<float>& model, const io::SafetensorsSet& st, const LoadedTensorHook& on_loaded,
+                  const std::set<std::string>* only) {
   const TensorNames names(st);
   const auto& by_canonical = names.all();  // canonical name -> name in the file
   std::set<std::string> used;
-  std::vector<float> piece;
+  std::vector<float> piece, stored;
   // A tied checkpoint's lm_head.weight must equal wte: checked as soon as wte is in (before a
   // hook may discard it).
   auto check_tied_head = [&] {
@@ -370,11 +488,11 @@ void load_weights(Model<float>& model, const io::SafetensorsSet& st, const Loade
     if (it == by_canonical.end() || used.count("lm_head.weight")) return;
     used.insert("lm_head.weight");
     const Tensor& wte = model.params().get("wte.weight");
-    std::vector<float> lm(size_t(wte.numel()));
-    st.read_f32(it->second, wte.shape, lm.data());
-    check(lm == read_device(model.ops(), wte.f32(), wte.numel()),
+    const std::vector<float> w = read_device(model.ops(), wte.f32(), wte.numel());
+    check(same_as_source(st, it->second, 0, w.data(), int64_t(w.size())),
           st.path() + ": lm_head.weight differs from wte.weight (headwise ties them)");
   };
+  const bool on_cpu = model.ops().device() == Device::CPU;
   for (const auto& s : model.specs()) {
     if (s.adapter) continue;  // adapters come from adapter_model.safetensors (load_adapter_files)
     Tensor& t = s.role == ParamRole::Param ? model.params().get(s.name) : model.buffers().get(s.name);
@@ -384,6 +502,16 @@ void load_weights(Model<float>& model, const io::SafetensorsSet& st, const Loade
       names.get(p.name);  // throws naming a missing one
       used.insert(p.name);
     }
+    if (only && !s.is_int && !s.head_value && !only->count(s.name)) {
+      // Not read: only its presence and shape are checked; it keeps its zeros.
+      for (const auto& p : pieces) {
+        const io::TensorInfo& info = st.info(names.get(p.name));
+        check(info.shape == p.shape, st.path() + ": tensor '" + p.name + "' has the wrong shape for this model config");
+      }
+      if (s.name == "wte.weight" && model.config().tie_word_embeddings && by_canonical.count("lm_head.weight"))
+        used.insert("lm_head.weight");
+      continue;
+    }
     if (s.is_int) {
       std::vector<int32_t> ints(size_t(t.numel()));
       st.read(names.get(pieces.front().name), DType::I32, s.stored_shape, ints.data());
@@ -391,26 +519,42 @@ void load_weights(Model<float>& model, const io::SafetensorsSet& st, const Loade
       write_device(model.ops(), t.i32(), ints);
       continue;
     }
-    if (model.ops().device() == Device::CPU && pieces.size() == 1 && !pieces[0].transpose &&
-        s.map == StorageMap::Same && pieces[0].shape == s.shape) {
-      // One file tensor of the same layout, on the CPU: straight into the model's memory (no
-      // staging copies of a 150K x 896 embedding).
-      st.read_f32(names.get(pieces[0].name), s.shape, t.as<float>());
+    // Straight into the model's memory on the CPU where the stored tensor is the compact one
+    // (every tensor but the attention ones of a plan with non-softmax heads): no staging copies
+    // of a 150K x 896 embedding. A file tensor that is the whole stored tensor is read in place.
+    float* target = nullptr;
+    if (on_cpu && s.map == StorageMap::Same) {
+      target = t.as<float>();
     } else {
-      std::vector<float> stored(size_t(stored_numel(s))), compact(size_t(t.numel()));
-      for (const auto& p : pieces) {
-        int64_t n = 1;
-        for (int64_t d : p.shape) n = checked_mul(n, d, "tensor size");
-        piece.resize(size_t(n));
-        st.read_f32(names.get(p.name), p.shape, piece.data());  // F32, BF16, F16 or F64 in the file
-        hf_join(s, p, piece.data(), stored.data());
+      stored.assign(size_t(stored_numel(s)), 0.f);
+      target = stored.data();
+    }
+    for (const auto& p : pieces) {
+      const int64_t cols = s.stored_shape.empty() ? 1 : s.stored_shape.back();
+      if (!p.transpose && p.width == cols) {
+        st.read_f32(names.get(p.name), p.shape, target);  // F32, BF16, F16 or F64 in the file
+        continue;
       }
-      compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
-      write_device(model.ops(), t.as<float>(), compact);
+      int64_t n = 1;
+      for (int64_t d : p.shape) n = checked_mul(n, d, "tensor size");
+      piece.resize(size_t(n));
+      st.read_f32(names.get(p.name), p.shape, piece.data());
+      hf_join(s, p, piece.data(), target);
+    }
+    if (target == stored.data()) {
+      if (on_cpu) {
+        compact_from_stored(s, layout_for(model, s), stored.data(), t.as<float>());
+      } else {
+        std::vector<float> compact(size_t(t.numel()));
+        compact_from_stored(s, layout_for(model, s), stored.data(), compact.data());
+        write_device(model.ops(), t.as<float>(), compact);
+      }
     }
     if (s.name == "wte.weight" && model.config().tie_word_embeddings) check_tied_head();
     if (on_loaded && s.role == ParamRole::Param) on_loaded(s.name, t);
   }
+  std::vector<float>().swap(stored);
+  std::vector<float>().swap(piece);
   model.refresh_static_normalisers();  // log Z follows the alpha/rho just read
   for (const auto& [canon, name] : by_canonical)
     check(used.count(canon) > 0, st.path() + ": unexpected tensor '" + text_brief(name, 96) + "' for this model config");

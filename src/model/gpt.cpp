@@ -78,6 +78,7 @@ void Model<F>::build(const HeadExtras& extras) {
   acts_.reset();
   weights16_.reset();
   B_ = T_ = 0;
+  log_z_rows_ = 0;  // new buffers: no static head's normalisers yet
   logits_whole_ = false;
   constexpr DType dt = dtype_of<F>();
   for (const auto& s : specs_) {
@@ -314,6 +315,7 @@ void Model<F>::reserve_activations_as(const ComputeOps<A, F>& o, int64_t B, int6
   check(B > 0 && T > 0, "micro-batch and sequence length must be positive");
   check(T <= cfg_.block_size, "sequence length " + std::to_string(T) + " exceeds model.block_size " +
                                   std::to_string(cfg_.block_size));
+  ensure_static_normalisers(T);  // (a no-op once rows [0, T) are there)
   const int64_t N = B * T, C = cfg_.n_embd, V = cfg_.vocab_size, I_mlp = cfg_.intermediate(), FW = cfg_.fc_width();
   const int64_t R = chunk_rows_for(N);
   if (B == B_ && T == T_ && R == acts_chunk_ && acts_plan_ == cfg_.head_plan && acts_.allocated())

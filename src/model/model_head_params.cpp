@@ -1,5 +1,6 @@
 // The per-head parameters of static and linear heads: setting them up when the arenas are
 // built, uploading static heads' values, reading them back, refreshing their normalisers.
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -103,10 +104,11 @@ void Model<F>::Impl::bind_head_params(Model& m, const HeadExtras& extras) {
 template <class F>
 void Model<F>::upload_static_head(const StaticHeadValues& v, F* alpha, F* rho, F* log_z) {
   const std::vector<F> a(v.alpha.begin(), v.alpha.end()), r(v.rho.begin(), v.rho.end());
-  std::vector<F> lz(a.size());
-  attn::static_log_normalisers(lz.data(), a.data(), r.data(), cfg_.block_size);
   write_device(ops_, alpha, a);
   write_device(ops_, rho, r);
+  if (log_z_rows_ == 0) return;  // computed when a step first needs them (ensure_static_normalisers)
+  std::vector<F> lz(static_cast<size_t>(log_z_rows_));
+  attn::static_log_normalisers(lz.data(), a.data(), r.data(), log_z_rows_);
   write_device(ops_, log_z, lz);
 }
 
@@ -152,16 +154,26 @@ HeadExtras Model<F>::head_extras() const {
 
 template <class F>
 void Model<F>::refresh_static_normalisers() {
-  const int64_t n = cfg_.block_size;
-  std::vector<F> alpha, rho, log_z(static_cast<size_t>(n));
-  for (auto& hp : impl_->head_params)
-    for (auto& sp : hp.statics) {
+  const int64_t n = log_z_rows_;
+  log_z_rows_ = 0;
+  ensure_static_normalisers(n);
+}
+
+template <class F>
+void Model<F>::ensure_static_normalisers(int64_t rows) const {
+  const int64_t n = std::min<int64_t>(rows, cfg_.block_size), r0 = log_z_rows_;
+  if (n <= r0) return;
+  std::vector<F> alpha, rho, log_z;
+  for (const auto& hp : impl_->head_params)
+    for (const auto& sp : hp.statics) {
       if (!sp.alpha) continue;
       read_device(ops_, sp.alpha, n, alpha);
       read_device(ops_, sp.rho, n, rho);
-      attn::static_log_normalisers(log_z.data(), alpha.data(), rho.data(), n);
-      write_device(ops_, const_cast<F*>(sp.log_z), log_z);
+      log_z.resize(size_t(n - r0));
+      attn::static_log_normaliser_rows(log_z.data(), alpha.data(), rho.data(), r0, n);
+      write_device(ops_, const_cast<F*>(sp.log_z) + r0, log_z);
     }
+  log_z_rows_ = n;
 }
 
 // The members defined here, for both model types (the class itself is instantiated once, in
@@ -171,7 +183,8 @@ void Model<F>::refresh_static_normalisers() {
   template void Model<F>::Impl::bind_head_params(Model<F>&, const HeadExtras&);              \
   template void Model<F>::upload_static_head(const StaticHeadValues&, F*, F*, F*);           \
   template HeadExtras Model<F>::head_extras() const;                                        \
-  template void Model<F>::refresh_static_normalisers();
+  template void Model<F>::refresh_static_normalisers();                                      \
+  template void Model<F>::ensure_static_normalisers(int64_t) const;
 HW_HEAD_PARAMS_INSTANTIATE(float)
 HW_HEAD_PARAMS_INSTANTIATE(double)
 #undef HW_HEAD_PARAMS_INSTANTIATE

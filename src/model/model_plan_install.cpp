@@ -62,30 +62,21 @@ bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras
   return false;
 }
 
-// Save the old values, rebuild the arenas for `next`, move values across by name through the
-// stored shapes: trained parameters and frozen weights (model.lora.freeze_base), in either
-// direction, so freezing or unfreezing keeps every value. Head values (static alpha/rho, linear
-// groups) come from `extras` in build(). The copy of the parameter block declares the same
-// tensors in the same order, so it comes across in one piece (through the host: the backend
-// copies host <-> device only).
+// Rebuild the arenas for `next` and move values across by name through the stored shapes:
+// trained parameters and frozen weights (model.lora.freeze_base), in either direction, so
+// freezing or unfreezing keeps every value. Head values (static alpha/rho, linear groups) come
+// from `extras` in build(). The old blocks are not copied: they are swapped out of the model and
+// consumed tensor by tensor (move_arena_values: on the CPU each tensor's old pages go back as it
+// is moved), so a plan change of a model with no gradients costs about one model of memory, not
+// three (the old block, a copy of it and the new one).
 template <class F>
 void Model<F>::rebuild_keeping_values(const ModelConfig& next, const HeadExtras& extras) {
-  Arena old_params{"params.old", ops_.device()}, old_frozen{"frozen.old", ops_.device()};
-  for (const auto& t : params_.tensors()) old_params.declare(t->name, t->shape, t->dtype);
-  for (const auto& s : specs_)
-    if (s.frozen) old_frozen.declare(s.name, buffers_.get(s.name).shape, buffers_.get(s.name).dtype);
-  old_params.allocate();
-  old_frozen.allocate();
-  {
-    std::vector<unsigned char> block(params_.bytes());
-    ops_.copy_to_host(block.data(), params_.base(), block.size());
-    ops_.copy_to_device(old_params.base(), block.data(), block.size());
-    for (const auto& t : old_frozen.tensors()) {
-      std::vector<unsigned char> bytes(t->nbytes());
-      ops_.copy_to_host(bytes.data(), buffers_.get(t->name).data, bytes.size());
-      ops_.copy_to_device(t->data, bytes.data(), bytes.size());
-    }
-  }
+  Arena old_params{"params.old", ops_.device()}, old_buffers{"buffers.old", ops_.device()};
+  old_params.swap(params_);
+  old_buffers.swap(buffers_);
+  grads_.reset();  // zeroed in the new layout anyway: freed before the new blocks exist
+  acts_.reset();
+  weights16_.reset();
   const auto old_specs = specs_;
   const auto old_layouts = layouts_;
   cfg_ = next;
@@ -94,9 +85,14 @@ void Model<F>::rebuild_keeping_values(const ModelConfig& next, const HeadExtras&
   std::vector<ParamSpec> frozen_specs;
   for (const auto& s : specs_)
     if (s.frozen) frozen_specs.push_back(s);
-  for (const Arena* from : {&old_params, &old_frozen}) {
-    remap_arena<F>(ops_, *from, old_specs, old_layouts, params_, specs_, layouts_);
-    remap_arena<F>(ops_, *from, old_specs, old_layouts, buffers_, frozen_specs, layouts_);
+  std::vector<ParamSpec> old_frozen;
+  for (const auto& s : old_specs)
+    if (s.frozen) old_frozen.push_back(s);
+  for (Arena* from : {&old_params, &old_buffers}) {
+    // Only the old block's model weights move: its head values and normalisers are build()'s.
+    const auto& from_specs = from == &old_params ? old_specs : old_frozen;
+    move_arena_values<F>(ops_, *from, from_specs, old_layouts, params_, specs_, layouts_);
+    move_arena_values<F>(ops_, *from, from_specs, old_layouts, buffers_, frozen_specs, layouts_);
   }
 }
 

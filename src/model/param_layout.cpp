@@ -1,5 +1,6 @@
 #include "headwise/model/param_layout.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -71,6 +72,7 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
           sp.frozen = true;
         }
     const auto& plan = cfg.head_plan.layers[static_cast<size_t>(l)];
+    const size_t first_head_value = specs.size();
     for (int h = 0; h < cfg.n_head; ++h) {
       const std::string hp = p + "attn.";
       if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::Linear) {
@@ -96,6 +98,7 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
         add(hp + "taylorshift." + std::to_string(h) + ".tau", {1}, 0.f, 1.f, l);
       }
     }
+    for (size_t i = first_head_value; i < specs.size(); ++i) specs[i].head_value = true;
     if (cfg.lora.on_layer(l)) {  // after the layer's other tensors: a layer's tensors stay contiguous
       const int64_t r = cfg.lora.rank;
       const int64_t in[kLoraTargets] = {C, C, C, int64_t(cfg.n_head) * hd};  // stored input widths
@@ -268,6 +271,62 @@ void remap_arena(const Backend<F>& ops, const Arena& from, const std::vector<Par
   }
 }
 
+namespace {
+
+// Whether a tensor has the same compact form under both layouts (then its memory is copied as is).
+bool same_compact(const ParamSpec& a, const attn::LayerLayout* la, const ParamSpec& b, const attn::LayerLayout* lb) {
+  if (a.shape != b.shape || a.map != b.map || a.part != b.part) return false;
+  switch (a.map) {
+    case StorageMap::Same: return true;
+    case StorageMap::QkvColumns: return la && lb && qkv_segments(*la) == qkv_segments(*lb);
+    case StorageMap::OutRows:
+    case StorageMap::OutColumns: return la && lb && out_segments(*la) == out_segments(*lb);
+    case StorageMap::QkvRows: return la && lb && part_segments(*la, a.part) == part_segments(*lb, b.part);
+  }
+  return false;
+}
+
+}  // namespace
+
+template <class F>
+void move_arena_values(const Backend<F>& ops, Arena& from, const std::vector<ParamSpec>& from_specs,
+                       const std::vector<attn::LayerLayout>& from_layouts, Arena& to,
+                       const std::vector<ParamSpec>& to_specs, const std::vector<attn::LayerLayout>& to_layouts) {
+  if (ops.device() != Device::CPU || from.device() != Device::CPU || to.device() != Device::CPU)
+    return remap_arena(ops, from, from_specs, from_layouts, to, to_specs, to_layouts);
+  auto layout_of = [](const std::vector<attn::LayerLayout>& ls, int l) {
+    return l >= 0 ? &ls[static_cast<size_t>(l)] : nullptr;
+  };
+  std::vector<double> stored;
+  for (const auto& ts : to_specs) {
+    Tensor* dst = to.find(ts.name);
+    Tensor* src = from.find(ts.name);
+    if (!dst || !src || src->nbytes() == 0) continue;
+    const ParamSpec* fs = nullptr;
+    for (const auto& s : from_specs)
+      if (s.name == ts.name) fs = &s;
+    if (!fs || fs->stored_shape != ts.stored_shape) continue;  // e.g. a linear head's L with another G
+    const attn::LayerLayout *lf = layout_of(from_layouts, fs->layer), *lt = layout_of(to_layouts, ts.layer);
+    if (ts.is_int || same_compact(*fs, lf, ts, lt)) {
+      // Piece by piece, each piece's source pages given back once it is across.
+      constexpr size_t kPiece = size_t(64) << 20;
+      char* s = static_cast<char*>(src->data);
+      char* d = static_cast<char*>(dst->data);
+      for (size_t o = 0; o < src->nbytes(); o += kPiece) {
+        const size_t k = std::min(kPiece, src->nbytes() - o);
+        std::memcpy(d + o, s + o, k);
+        from.discard_bytes(s + o, k);
+      }
+      continue;
+    }
+    // Another compact form (an attention tensor whose heads changed kind): through its stored form.
+    stored.assign(static_cast<size_t>(stored_numel(ts)), 0.0);
+    stored_from_compact(*fs, lf, src->as<F>(), stored.data());
+    compact_from_stored(ts, lt, stored.data(), dst->as<F>());
+    from.discard(*src);
+  }
+}
+
 #define HW_INSTANTIATE(F, S)                                                                                  \
   template void compact_from_stored<F, S>(const ParamSpec&, const attn::LayerLayout*, const S*, F*);        \
   template void stored_from_compact<F, S>(const ParamSpec&, const attn::LayerLayout*, const F*, S*);
@@ -282,6 +341,12 @@ HW_INSTANTIATE(double, double)
                                const std::vector<attn::LayerLayout>&);
 HW_INSTANTIATE_REMAP(float)
 HW_INSTANTIATE_REMAP(double)
+template void move_arena_values<float>(const Backend<float>&, Arena&, const std::vector<ParamSpec>&,
+                                       const std::vector<attn::LayerLayout>&, Arena&, const std::vector<ParamSpec>&,
+                                       const std::vector<attn::LayerLayout>&);
+template void move_arena_values<double>(const Backend<double>&, Arena&, const std::vector<ParamSpec>&,
+                                        const std::vector<attn::LayerLayout>&, Arena&, const std::vector<ParamSpec>&,
+                                        const std::vector<attn::LayerLayout>&);
 #undef HW_INSTANTIATE_REMAP
 
 }  // namespace hw

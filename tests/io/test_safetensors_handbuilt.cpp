@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -122,5 +123,65 @@ TEST_CASE("safetensors reader reads the file written by the HF safetensors libra
     double sum = 0;
     for (float x : v) sum += x;
     CHECK(sum == Approx(it.value().at("sum").get<double>()).epsilon(1e-12).margin(1e-12));
+  }
+}
+
+// The mapped reader's pieces (issue 55): element ranges of a float tensor widened from each
+// dtype, and a tensor's stored bytes streamed as they are, against bytes laid out by hand.
+TEST_CASE("safetensors reader reads element ranges and streams stored bytes", "[safetensors]") {
+  hw::test::TempDir dir;
+  // bf16 [5]: 1.0, -2.5, 0.5, 3.0, -0.125 (0x3f80, 0xc020, 0x3f00, 0x4040, 0xbe00); then f16
+  // [3]: 1.0, -2.0, 0.5 (0x3c00, 0xc000, 0x3800).
+  const std::string bf("\x80\x3f" "\x20\xc0" "\x00\x3f" "\x40\x40" "\x00\xbe", 10);
+  const std::string h("\x00\x3c" "\x00\xc0" "\x00\x38", 6);
+  const std::string header = R"({"a":{"dtype":"BF16","shape":[5],"data_offsets":[0,10]},)"
+                             R"("b":{"dtype":"F16","shape":[3],"data_offsets":[10,16]}})";
+  const std::string path = dir.file("ranges.safetensors");
+  hw::test::write_bytes(path, hw::test::le64(header.size()) + header + bf + h);
+  SafetensorsReader r(path);
+  float v[3] = {};
+  r.read_f32_range("a", 1, 3, v);
+  CHECK(v[0] == -2.5f);
+  CHECK(v[1] == 0.5f);
+  CHECK(v[2] == 3.0f);
+  r.read_f32_range("b", 2, 1, v);
+  CHECK(v[0] == 0.5f);
+  CHECK_THROWS_WITH(r.read_f32_range("a", 3, 3, v), Catch::Contains("outside its 5"));
+  std::string streamed;
+  r.stream("a", [&](const void* p, size_t n) { streamed.append(static_cast<const char*>(p), n); });
+  CHECK(streamed == bf);
+  streamed.clear();
+  r.stream("b", [&](const void* p, size_t n) { streamed.append(static_cast<const char*>(p), n); });
+  CHECK(streamed == h);
+}
+
+// A streamed tensor is written from its producer, in pieces; a producer that hands over fewer or
+// more bytes than its dtype and shape hold is an error, and nothing is left at the path.
+TEST_CASE("safetensors writer streams tensors from producers and refuses a wrong byte count", "[safetensors]") {
+  hw::test::TempDir dir;
+  const float w[6] = {1.f, 2.f, 3.f, 4.f, 5.f, 6.f};
+  {
+    hw::io::SafetensorsWriter wr;
+    wr.add_stream("w", DType::F32, {2, 3}, [&](const hw::io::ByteSink& sink) {
+      sink(w, 8);  // two pieces of any size
+      sink(reinterpret_cast<const char*>(w) + 8, 16);
+    });
+    const int32_t b = 7;
+    wr.add("b", DType::I32, {1}, &b);
+    wr.write(dir.file("ok.safetensors"));
+  }
+  SafetensorsReader r(dir.file("ok.safetensors"));
+  float back[6] = {};
+  r.read("w", DType::F32, {2, 3}, back);
+  CHECK(std::memcmp(back, w, sizeof w) == 0);
+  for (size_t short_by : {4, 0}) {
+    hw::io::SafetensorsWriter wr;
+    wr.add_stream("w", DType::F32, {2, 3}, [&](const hw::io::ByteSink& sink) {
+      sink(w, sizeof w - short_by);
+      if (short_by == 0) sink(w, 4);  // one value too many
+    });
+    const std::string bad = dir.file("bad.safetensors");
+    CHECK_THROWS_WITH(wr.write(bad), Catch::Contains("tensor 'w' produced"));
+    CHECK_FALSE(std::filesystem::exists(bad));
   }
 }

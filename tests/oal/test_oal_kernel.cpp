@@ -3,11 +3,13 @@
 // closed forms of the Taylor and embedded kernels, and finite differences of the loss.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
+#include "headwise/methods/oal/calibrate.hpp"
 #include "headwise/methods/oal/kernel.hpp"
 #include "headwise/methods/oal/kernel_moments.hpp"
 #include "headwise/model/gpt.hpp"
@@ -219,5 +221,26 @@ TEST_CASE("oal softmax_outputs equals softmax_output at every position", "[oal][
   for (int i = 0; i < h.T; ++i) {
     oal::softmax_output(h.rows, i, one.data());
     for (int r = 0; r < h.d; ++r) CHECK(all[size_t(i) * size_t(h.d) + size_t(r)] == Approx(one[size_t(r)]).margin(1e-13).epsilon(1e-11));
+  }
+}
+
+// The global kernel's moments summed from a grouping's (issue 55) equal the ones computed directly.
+TEST_CASE("oal global moments from a grouping's equal the direct G = 1 moments", "[oal][kernel]") {
+  const StridedHead h(33);
+  const oal::KernelMoments direct = oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1);
+  for (int G : {2, 3, 5}) {
+    const oal::GroupedKernel k = random_kernel(G, h.d, 50 + uint64_t(G));
+    const oal::KernelMoments m = oal::global_moments(oal::kernel_moments(h.rows, k.groups, G));
+    INFO("G = " << G);
+    REQUIRE(m.G == 1);
+    REQUIRE(m.pairs == 3);
+    REQUIRE(m.groups == direct.groups);
+    REQUIRE(m.Z.size() == direct.Z.size());
+    REQUIRE(m.P.size() == direct.P.size());
+    double zmax = 0, pmax = 0;
+    for (double z : direct.Z) zmax = std::max(zmax, std::abs(z));
+    for (double p : direct.P) pmax = std::max(pmax, std::abs(p));
+    for (size_t i = 0; i < m.Z.size(); ++i) CHECK(std::abs(m.Z[i] - direct.Z[i]) <= 1e-12 * zmax);
+    for (size_t i = 0; i < m.P.size(); ++i) CHECK(std::abs(m.P[i] - direct.P[i]) <= 1e-12 * pmax);
   }
 }

@@ -199,3 +199,32 @@ TEST_CASE("method.capture: a bad value and the backend path on CUDA are one erro
   ref["capture"] = "reference";
   CHECK_NOTHROW(SafPlanner(saf::SafConfig::from_json(ref), cfg));
 }
+
+// add_attention (issue 55) folds each band of a head's softmax into the moments while it is in
+// cache; it must accumulate what the separate softmax_probabilities + add_sample did, bit for
+// bit, except the KL term (log p from the logits), which agrees to about 1e-7 per row.
+TEST_CASE("add_attention accumulates what softmax_probabilities and add_sample accumulate", "[saf][backend_capture]") {
+  const int T = 150, D = 16;  // three bands of 64, the last ragged
+  const int64_t ld = 40;
+  saf::StatsNeeds needs;
+  needs.cell_variance = needs.logit_variance = needs.kl = true;
+  saf::HeadStatsAccumulator fused(T, needs), separate(T, needs);
+  std::vector<float> probs(size_t(T) * T), logits(size_t(T) * T);
+  for (int sample = 0; sample < 3; ++sample) {
+    Rng rng(40 + uint64_t(sample));
+    std::vector<float> q(size_t(T * ld)), k(size_t(T * ld));
+    for (auto& x : q) x = float(1.5 * rng.normal());
+    for (auto& x : k) x = float(1.5 * rng.normal());
+    fused.add_attention(q.data(), k.data(), ld, D);
+    attn::softmax_probabilities<float>(q.data(), k.data(), ld, T, D, logits.data(), probs.data());
+    separate.add_sample(probs.data(), logits.data());
+  }
+  CHECK(fused.count() == 3);
+  CHECK(fused.mean_packed() == separate.mean_packed());
+  CHECK(fused.cell_m2_packed() == separate.cell_m2_packed());
+  CHECK(fused.logit_mean_packed() == separate.logit_mean_packed());
+  CHECK(fused.logit_m2_packed() == separate.logit_m2_packed());
+  CHECK(fused.m2_total() == separate.m2_total());
+  CHECK(fused.neg_entropy_sum() == Approx(separate.neg_entropy_sum()).epsilon(1e-7));
+  CHECK(fused.kl_score() == Approx(separate.kl_score()).epsilon(1e-5));
+}

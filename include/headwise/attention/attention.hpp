@@ -108,5 +108,8 @@ void layer_backward(const LayerPlan& plan, const LayerLayout& layout, const Attn
 // Static heads: fill log_z[0..n) from alpha and rho (call after alpha/rho change).
 template <class F>
 void static_log_normalisers(F* log_z, const F* alpha, const F* rho, int64_t n);
+// Rows [begin, end) only, into log_z[0, end - begin) (row i reads alpha and rho up to i).
+template <class F>
+void static_log_normaliser_rows(F* log_z, const F* alpha, const F* rho, int64_t begin, int64_t end);
 
 }  // namespace hw::attn

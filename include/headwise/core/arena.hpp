@@ -26,6 +26,12 @@ class Arena {
   // Host arenas: tensor t (of this arena) reads as zeros again and its whole pages go back to
   // the system until written (a matrix that lives on elsewhere, e.g. the decoder's 16-bit copy).
   void discard(const Tensor& t);
+  // The same for the bytes [p, p + n) inside the block: its whole pages go back, the partial
+  // pages at both ends are zeroed (a tensor that is consumed piece by piece, then dropped).
+  void discard_bytes(void* p, size_t n);
+  // Exchange tensors and memory with another arena of the same device (names stay): a plan
+  // change keeps the old block alive beside the new one without copying it.
+  void swap(Arena& other);
   // Drop all tensors and memory (used when a head plan changes the layout between steps).
   void reset();
 

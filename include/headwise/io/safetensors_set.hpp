@@ -31,6 +31,8 @@ class SafetensorsSet {
   uint64_t data_bytes() const;
   void read(const std::string& name, DType dtype, const std::vector<int64_t>& shape, void* dst) const;
   void read_f32(const std::string& name, const std::vector<int64_t>& shape, float* dst) const;
+  void read_f32_range(const std::string& name, int64_t begin, int64_t n, float* dst) const;
+  void stream(const std::string& name, const ByteSink& out) const;  // the bytes as stored
 
  private:
   const SafetensorsReader& reader_of(const std::string& name) const;

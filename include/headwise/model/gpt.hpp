@@ -191,6 +191,12 @@ class Model {
   void merge_adapters();
   // Recompute static heads' row normalisers after their alpha/rho buffers were written.
   void refresh_static_normalisers();
+  // Static heads' row normalisers (log Z_i, derived from alpha and rho, O(i) each) are computed
+  // only for the rows a step or a decoder reads: every step makes rows [0, T) valid
+  // (reserve_activations), a decoder rows [0, its context). A model that is converted and
+  // written without a step never computes them (84 static heads at block_size 32768: 84 x 32768^2 / 2
+  // exponentials). A cache of alpha/rho, hence const.
+  void ensure_static_normalisers(int64_t rows) const;
 
  private:
   struct Impl;
@@ -292,6 +298,7 @@ class Model {
   int64_t chunk_rows_ = 0;     // classifier rows per chunk; 0 = all
   bool recompute_gelu_ = false;
   bool forward_only_ = false;
+  mutable int64_t log_z_rows_ = 0;  // rows of every static head's log_z that are valid
   Precision precision_ = Precision::Full;
   int64_t acts_chunk_ = 0;     // the logits rows the activation arena was sized for
   attn::HeadPlan acts_plan_;   // the plan the activation arena (attention workspace) was sized for

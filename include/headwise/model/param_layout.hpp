@@ -42,6 +42,10 @@ struct ParamSpec {
   bool frozen = false;   // a model weight that model.lora.freeze_base keeps fixed (role Buffer)
   bool adapter = false;  // a LoRA matrix (saved in adapter_model.safetensors, not model.safetensors)
   float init_uniform = 0.f;  // adapters' A: uniform in [-bound, bound] from their own stream
+  // A head kind's own values (static alpha/rho, linear L and groups, performer features,
+  // dijiang weights, taylorshift tau), not a weight of the network: checkpoints keep them in
+  // float32 (int32 for groups) whatever dtype the weights are written in.
+  bool head_value = false;
 };
 
 // The names of the adapter matrices of layer l, target t: "h.<l>.attn.<t>.lora_A" / "lora_B".
@@ -55,6 +59,7 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
 // Segments (stored offset, compact offset, width) along the mapped dimension.
 struct Segment {
   int64_t stored = 0, compact = 0, width = 0;
+  bool operator==(const Segment&) const = default;
 };
 std::vector<Segment> qkv_segments(const attn::LayerLayout& layout);
 std::vector<Segment> out_segments(const attn::LayerLayout& layout);
@@ -75,6 +80,16 @@ template <class F>
 void remap_arena(const Backend<F>& ops, const Arena& from, const std::vector<ParamSpec>& from_specs,
                  const std::vector<attn::LayerLayout>& from_layouts, Arena& to,
                  const std::vector<ParamSpec>& to_specs, const std::vector<attn::LayerLayout>& to_layouts);
+
+// remap_arena for a source that is not needed afterwards (a plan change's old block): on the
+// CPU every tensor goes straight across (a tensor whose compact layout did not change is copied
+// as it is, piece by piece), and the source's pages are given back as each piece is copied
+// (Arena::discard_bytes), so that old and new block together never hold much more than one
+// model. The source reads as zeros afterwards. Elsewhere it is remap_arena.
+template <class F>
+void move_arena_values(const Backend<F>& ops, Arena& from, const std::vector<ParamSpec>& from_specs,
+                       const std::vector<attn::LayerLayout>& from_layouts, Arena& to,
+                       const std::vector<ParamSpec>& to_specs, const std::vector<attn::LayerLayout>& to_layouts);
 
 int64_t stored_numel(const ParamSpec& spec);
 

@@ -15,6 +15,7 @@
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 
 #include "headwise/attention/head_plan.hpp"
@@ -75,6 +76,17 @@ class Planner {
   virtual bool observes_at(int64_t /*step*/) const { return false; }
   // The observer for the updates observes_at asked for (see model/attention_observer.hpp).
   virtual AttentionObserver* observer() { return nullptr; }
+  // The model tensors act() reads (names as Model::specs() gives them), or nullopt for any of
+  // them (the default). A caller that loads a model for this planner alone (convert) reads only
+  // these from the checkpoint: the others then hold zeros, cost no memory, and are copied into
+  // the converted checkpoint as they were (a method that scores heads from their attention
+  // weights reads those of a 1B model only).
+  virtual std::optional<std::set<std::string>> weights_read(const ModelConfig& /*model*/) const {
+    return std::nullopt;
+  }
+  // Whether act() runs backward passes (a score from gradients), so that a caller that loads a
+  // model for it alone gives that model a gradient block; none is made otherwise.
+  virtual bool needs_gradients() const { return false; }
   // What the planner needs to continue after a resume (null: nothing).
   virtual nlohmann::json state() const { return nullptr; }
   // Restore what state() returned; called on --resume before the first update. The state comes

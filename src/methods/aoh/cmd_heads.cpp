@@ -15,6 +15,7 @@
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/aoh/heads.hpp"
+#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::aoh {
@@ -41,7 +42,10 @@ void add_commands(CLI::App& app) {
   cmd->callback([a] {
     check(a->sparsity >= 0 && a->sparsity <= 1, "--sparsity must be in [0, 1], got " + nlohmann::json(a->sparsity).dump());
     check(a->sink >= 0 && a->window >= 1, "--sink must be >= 0 and --window >= 1");
-    auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
+    // Only the attention weights are read (the rest keeps its zeros and costs no memory).
+    const ModelConfig cfg = read_checkpoint_config(a->checkpoint);
+    const std::set<std::string> scored = aoh::scored_weights(cfg);
+    auto model = load_model(a->checkpoint, cfg, cpu_backend<float>(), /*trainable=*/false, &scored);
     const ModelConfig& mc = model->config();
     aoh::HeadScores scores = aoh::score_model(*model);
     const int n_stream = aoh::classify(scores.kv, a->sparsity, a->per_layer);
@@ -92,7 +96,8 @@ void add_commands(CLI::App& app) {
                               {"n_streaming_kv_heads", n_stream},
                               {"sparsity", a->sparsity},
                               {"per_layer", a->per_layer},
-                              {"head_plan", out["head_plan"]}};
+                              {"head_plan", out["head_plan"]},
+                              {"peak_rss_bytes", peak_rss_bytes()}};
     if (!a->json.empty()) summary["json"] = a->json;
     std::printf("%s\n", summary.dump().c_str());
   });

@@ -6,12 +6,19 @@
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/parallel_errors.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/methods/aoh/spectrum.hpp"
 #include "headwise/model/device_copy.hpp"
 #include "headwise/model/param_layout.hpp"
 
 namespace hw::aoh {
+
+std::set<std::string> scored_weights(const ModelConfig& cfg) {
+  std::set<std::string> names;
+  for (int l = 0; l < cfg.n_layer; ++l) names.insert("h." + std::to_string(l) + ".attn.c_attn.weight");
+  return names;
+}
 
 HeadScores score_model(const Model<float>& model) {
   const ModelConfig& mc = model.config();
@@ -23,7 +30,6 @@ HeadScores score_model(const Model<float>& model) {
   s.n_embd = mc.n_embd;
   const int C = mc.n_embd, d = mc.head_dim();
   std::vector<float> w;
-  std::vector<double> wq(size_t(C) * size_t(d)), wk(size_t(C) * size_t(d));
   for (int l = 0; l < mc.n_layer; ++l) {
     const attn::LayerLayout& lay = model.layouts()[size_t(l)];
     const attn::LayerPlan& lp = mc.head_plan.layers[size_t(l)];
@@ -54,27 +60,47 @@ HeadScores score_model(const Model<float>& model) {
       read_device(model.ops(), t->as<float>(), t->numel(), w);
     }
     const int64_t width = lay.qkv_width();
+    // Columns [col, col + d) of the layer's weight, as a d_model x d_head double matrix.
+    auto columns = [&](int64_t col) {
+      std::vector<double> m(size_t(C) * size_t(d));
+      for (int i = 0; i < C; ++i)
+        for (int c = 0; c < d; ++c) m[size_t(i) * size_t(d) + size_t(c)] = double(w[size_t(i * width + col + c)]);
+      return m;
+    };
+    std::vector<HeadScore> layer(static_cast<size_t>(mc.n_head));
+    std::vector<bool> kv_used(size_t(mc.kv_heads()), false);
     for (int h = 0; h < mc.n_head; ++h) {
-      HeadScore hs;
+      HeadScore& hs = layer[size_t(h)];
       hs.layer = l;
       hs.head = h;
       hs.kv_head = lay.kv_head_of(h);
       hs.spec = lp[size_t(h)];
-      if (hs.spec.softmax_family()) {
-        check(lay.q_slot[size_t(h)] >= 0 && lay.k_slot[size_t(hs.kv_head)] >= 0,
-              "AoH: layer " + std::to_string(l) + " head " + std::to_string(h) + " has no Q or K weights");
-        const int64_t qc = lay.q_col(h), kc = lay.k_col(hs.kv_head);
-        for (int i = 0; i < C; ++i)
-          for (int c = 0; c < d; ++c) {
-            wq[size_t(i) * size_t(d) + size_t(c)] = double(w[size_t(i * width + qc + c)]);
-            wk[size_t(i) * size_t(d) + size_t(c)] = double(w[size_t(i * width + kc + c)]);
-          }
-        hs.scored = true;
-        hs.sigma = qk_singular_values(wq, wk, C, d);
-        hs.effective_rank = effective_rank(hs.sigma);
-      }
-      s.heads.push_back(std::move(hs));
+      if (!hs.spec.softmax_family()) continue;
+      check(lay.q_slot[size_t(h)] >= 0 && lay.k_slot[size_t(hs.kv_head)] >= 0,
+            "AoH: layer " + std::to_string(l) + " head " + std::to_string(h) + " has no Q or K weights");
+      kv_used[size_t(hs.kv_head)] = true;
     }
+    // Each KV head's R_K once (it serves all its query heads), then every query head; heads in
+    // parallel, each one's numbers its own (the same on any thread count).
+    std::vector<std::vector<double>> rk(size_t(mc.kv_heads()));
+    ParallelErrors errors;  // (a non-finite weight's error leaves the team as one hw::Error)
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int g = 0; g < mc.kv_heads(); ++g)
+      errors.run([&] {
+        if (kv_used[size_t(g)]) rk[size_t(g)] = qr_r_factor(columns(lay.k_col(g)), C, d);
+      });
+    errors.rethrow();
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int h = 0; h < mc.n_head; ++h)
+      errors.run([&] {
+        HeadScore& hs = layer[size_t(h)];
+        if (!hs.spec.softmax_family()) return;
+        hs.scored = true;
+        hs.sigma = qk_singular_values_from_r(qr_r_factor(columns(lay.q_col(h)), C, d), rk[size_t(hs.kv_head)], d);
+        hs.effective_rank = effective_rank(hs.sigma);
+      });
+    errors.rethrow();
+    for (auto& hs : layer) s.heads.push_back(std::move(hs));
   }
   s.kv = kv_scores(s.heads, s.n_layer, s.n_head, s.n_kv_head);
   return s;

@@ -13,6 +13,10 @@ AohPlanner::AohPlanner(const aoh::AohConfig& cfg, const RunConfig& run) : cfg_(c
   cfg_.check_run(run);
 }
 
+std::optional<std::set<std::string>> AohPlanner::weights_read(const ModelConfig& model) const {
+  return aoh::scored_weights(model);
+}
+
 std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   const ModelConfig& mc = ctx.model.config();

@@ -97,26 +97,34 @@ std::vector<double> singular_values(std::vector<double> a, int rows, int cols) {
 
 std::vector<double> qr_r_factor(std::vector<double> a, int rows, int cols) {
   check(rows >= cols && cols >= 0 && a.size() == size_t(rows) * size_t(cols), "qr_r_factor: need rows >= cols");
-  auto at = [&](int i, int j) -> double& { return a[size_t(i) * size_t(cols) + size_t(j)]; };
+  // Worked on column by column: the columns are made contiguous first (a 2048 x 64 row-major
+  // matrix walked down its columns touched one cache line per element). Every sum still runs
+  // down its column in row order.
+  std::vector<double> col(a.size());
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) col[size_t(j) * size_t(rows) + size_t(i)] = a[size_t(i) * size_t(cols) + size_t(j)];
+  auto at = [&](int i, int j) -> double& { return col[size_t(j) * size_t(rows) + size_t(i)]; };
   std::vector<double> v(static_cast<size_t>(rows));
   for (int k = 0; k < cols; ++k) {
+    const double* ck = &at(0, k);
     double norm2 = 0.0;
-    for (int i = k; i < rows; ++i) norm2 += at(i, k) * at(i, k);
+    for (int i = k; i < rows; ++i) norm2 += ck[i] * ck[i];
     const double norm = std::sqrt(norm2);
     if (norm == 0.0) continue;  // column already zero below the diagonal
-    const double alpha = at(k, k) > 0 ? -norm : norm;
+    const double alpha = ck[k] > 0 ? -norm : norm;
     // v = x - alpha e1; H = I - 2 v v^T / (v^T v)
     double vv = 0.0;
     for (int i = k; i < rows; ++i) {
-      v[size_t(i)] = at(i, k) - (i == k ? alpha : 0.0);
+      v[size_t(i)] = ck[i] - (i == k ? alpha : 0.0);
       vv += v[size_t(i)] * v[size_t(i)];
     }
     if (vv == 0.0) continue;
     for (int j = k; j < cols; ++j) {
+      double* cj = &at(0, j);
       double d = 0.0;
-      for (int i = k; i < rows; ++i) d += v[size_t(i)] * at(i, j);
+      for (int i = k; i < rows; ++i) d += v[size_t(i)] * cj[i];
       const double f = 2.0 * d / vv;
-      for (int i = k; i < rows; ++i) at(i, j) -= f * v[size_t(i)];
+      for (int i = k; i < rows; ++i) cj[i] -= f * v[size_t(i)];
     }
   }
   std::vector<double> r(size_t(cols) * size_t(cols), 0.0);
@@ -128,8 +136,12 @@ std::vector<double> qr_r_factor(std::vector<double> a, int rows, int cols) {
 std::vector<double> qk_singular_values(const std::vector<double>& wq_t, const std::vector<double>& wk_t, int d_model,
                                        int d_head) {
   check(d_model >= d_head && d_head > 0, "qk_singular_values: need d_model >= d_head > 0");
-  const std::vector<double> rq = qr_r_factor(wq_t, d_model, d_head);
-  const std::vector<double> rk = qr_r_factor(wk_t, d_model, d_head);
+  return qk_singular_values_from_r(qr_r_factor(wq_t, d_model, d_head), qr_r_factor(wk_t, d_model, d_head), d_head);
+}
+
+std::vector<double> qk_singular_values_from_r(const std::vector<double>& rq, const std::vector<double>& rk, int d_head) {
+  check(d_head > 0 && rq.size() == size_t(d_head) * size_t(d_head) && rk.size() == rq.size(),
+        "qk_singular_values_from_r: R factors must be d_head x d_head");
   // B = R_K R_Q^T
   const size_t d = size_t(d_head);
   std::vector<double> b(d * d, 0.0);

@@ -44,6 +44,44 @@ SampleMoments sample_moments(const HeadSamples& s, const std::vector<int32_t>& g
   return m;
 }
 
+KernelMoments global_moments(const KernelMoments& g) {
+  const int G1 = g.G + 1, NP = g.pairs, T = g.T, d = g.d;
+  KernelMoments m;
+  m.T = T;
+  m.d = d;
+  m.G = 1;
+  m.pairs = 3;
+  m.groups.assign(size_t(d), 1);
+  // Where each grouped pair (a <= b) lands: (0,0) -> (0,0); (0,b) -> (0,1); (a,b), a >= 1 ->
+  // (1,1), twice off the diagonal (s_a s_b and s_b s_a).
+  std::vector<int> to(static_cast<size_t>(NP));
+  std::vector<double> w(static_cast<size_t>(NP));
+  for (int a = 0, p = 0; a < G1; ++a)
+    for (int b = a; b < G1; ++b, ++p) {
+      to[size_t(p)] = a == 0 ? (b == 0 ? 0 : 1) : 2;
+      w[size_t(p)] = a >= 1 && a != b ? 2.0 : 1.0;
+    }
+  m.Z.assign(size_t(T) * 3, 0.0);
+  m.P.assign(size_t(T) * 3 * size_t(d), 0.0);
+  for (int i = 0; i < T; ++i)
+    for (int p = 0; p < NP; ++p) {
+      const int q = to[size_t(p)];
+      const double wp = w[size_t(p)];
+      m.Z[size_t(i) * 3 + size_t(q)] += wp * g.Z[size_t(i) * size_t(NP) + size_t(p)];
+      const double* src = g.P.data() + (size_t(i) * size_t(NP) + size_t(p)) * size_t(d);
+      double* dst = m.P.data() + (size_t(i) * 3 + size_t(q)) * size_t(d);
+      for (int r = 0; r < d; ++r) dst[r] += wp * src[r];
+    }
+  return m;
+}
+
+SampleMoments global_moments(const SampleMoments& grouped) {
+  SampleMoments m;
+  for (const auto& k : grouped.fit) m.fit.push_back(global_moments(k));
+  for (const auto& k : grouped.val) m.val.push_back(global_moments(k));
+  return m;
+}
+
 double validation_mse(const HeadSamples& s, const SampleMoments& m, const GroupedKernel& k) {
   check(s.val_targets.size() == s.val.size() && m.val.size() == s.val.size() && !s.val.empty(),
         "OAL calibration: no validation targets or moments");
@@ -195,11 +233,17 @@ nlohmann::json HeadCalibration::to_json() const {
 
 HeadCalibration calibrate_global(const HeadSamples& s, const CalibOptions& opt, uint64_t seed) {
   check(!s.fit.empty() && !s.val.empty(), "OAL calibration: needs fit and validation sequences");
+  return calibrate_global(s, sample_moments(s, std::vector<int32_t>(size_t(s.fit.front().d), 1), 1), opt, seed);
+}
+
+HeadCalibration calibrate_global(const HeadSamples& s, const SampleMoments& mom, const CalibOptions& opt,
+                                 uint64_t seed) {
+  check(!s.fit.empty() && !s.val.empty(), "OAL calibration: needs fit and validation sequences");
   const int d = s.fit.front().d;
   HeadCalibration out;
   const std::vector<int32_t> ones(size_t(d), 1);
   const GroupedKernel taylor = make_kernel(1, taylor_L(1), ones, opt.eps);
-  const SampleMoments mom = sample_moments(s, ones, 1);  // shared by the three candidates
+  // (mom is shared by the three candidates)
   out.taylor_val_mse = validation_mse(s, mom, taylor);
   Rng noise(candidate_seed(seed, 100));
   keep_best(out, fit_kernel(s, mom, taylor, opt, candidate_seed(seed, 0)), "global:taylor", true);
@@ -216,6 +260,13 @@ HeadCalibration calibrate_global(const HeadSamples& s, const CalibOptions& opt, 
 void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, int G, const std::vector<int32_t>& groups,
                        const CalibOptions& opt, uint64_t seed) {
   check(!c.global.kernel.L.empty(), "OAL calibration: the global kernel must be fitted first");
+  if (G == 1) return calibrate_grouped(c, s, SampleMoments{}, G, groups, opt, seed);
+  calibrate_grouped(c, s, sample_moments(s, groups, G), G, groups, opt, seed);
+}
+
+void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, const SampleMoments& mom, int G,
+                       const std::vector<int32_t>& groups, const CalibOptions& opt, uint64_t seed) {
+  check(!c.global.kernel.L.empty(), "OAL calibration: the global kernel must be fitted first");
   if (G == 1) {
     c.kernel = c.global;
     c.kernel.kernel.groups = groups;
@@ -225,7 +276,7 @@ void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, int G, const st
   c.kernel = FitResult{};
   Rng noise(candidate_seed(seed, 200));
   const std::vector<double> embedded = embed_global(c.global.kernel.L, G);
-  const SampleMoments mom = sample_moments(s, groups, G);  // shared by the three candidates
+  // (mom is shared by the three candidates)
   keep_best(c, fit_kernel(s, mom, make_kernel(G, embedded, groups, opt.eps), opt, candidate_seed(seed, 10)),
             "embedded_global", false);
   keep_best(c, fit_kernel(s, mom, make_kernel(G, taylor_L(G), groups, opt.eps), opt, candidate_seed(seed, 11)),

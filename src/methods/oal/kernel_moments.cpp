@@ -60,10 +60,20 @@ KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& grou
     Qg[size_t(g)] = gather(h.q, h.q_stride, T, cols, 1.0 / std::sqrt(double(d)));
     Kg[size_t(g)] = gather(h.k, h.k_stride, T, cols, 1.0);
   }
-  const std::vector<double> V = gather(h.v, h.v_stride, T, all_columns(d), 1.0);
+  // [V | 1]: the product's extra column is each pair's weight sum Z, so the block's sums come
+  // out of the one BLAS product instead of a serial sum per row and pair beside it.
+  std::vector<double> V(size_t(T) * size_t(d + 1));
+  {
+    const std::vector<double> v = gather(h.v, h.v_stride, T, all_columns(d), 1.0);
+    for (int t = 0; t < T; ++t) {
+      std::copy_n(v.data() + size_t(t) * size_t(d), d, V.data() + size_t(t) * size_t(d + 1));
+      V[size_t(t) * size_t(d + 1) + size_t(d)] = 1.0;
+    }
+  }
 
   m.Z.assign(size_t(T) * size_t(NP), 0.0);
   m.P.assign(size_t(T) * size_t(NP) * size_t(d), 0.0);
+  std::vector<double> PZ(size_t(std::min(kQueryBlock, T)) * size_t(NP) * size_t(d + 1));  // [row][pair][d + 1]
   const int BR = std::min(kQueryBlock, T);
   std::vector<double> S(size_t(G1) * size_t(BR) * size_t(T));  // [g][row][key], leading dimension n
   std::vector<double> W(size_t(BR) * size_t(NP) * size_t(T));  // [row][pair][key]
@@ -86,18 +96,22 @@ KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& grou
         double* wr = W.data() + (size_t(r) * size_t(NP) + size_t(p)) * size_t(n);
         const double* sa = pa[size_t(p)] ? score_row(pa[size_t(p)], r) : nullptr;  // s_0 = 1
         const double* sb = pb[size_t(p)] ? score_row(pb[size_t(p)], r) : nullptr;
-        double z = 0.0;
-        for (int j = 0; j <= i; ++j) {
-          const double v = (sa ? sa[j] : 1.0) * (sb ? sb[j] : 1.0);
-          wr[j] = v;
-          z += v;
-        }
+        if (sa && sb)
+          for (int j = 0; j <= i; ++j) wr[j] = sa[j] * sb[j];
+        else if (sa || sb)
+          std::copy_n(sa ? sa : sb, i + 1, wr);
+        else
+          std::fill(wr, wr + i + 1, 1.0);
         std::fill(wr + i + 1, wr + n, 0.0);  // causal: keys after the query weigh nothing
-        m.Z[size_t(i) * size_t(NP) + size_t(p)] = z;
       }
     }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows * NP, d, n, 1.0, W.data(), n, V.data(), d, 0.0,
-                m.P.data() + size_t(i0) * size_t(NP) * size_t(d), d);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows * NP, d + 1, n, 1.0, W.data(), n, V.data(), d + 1, 0.0,
+                PZ.data(), d + 1);
+    for (int rp = 0; rp < rows * NP; ++rp) {
+      const double* src = PZ.data() + size_t(rp) * size_t(d + 1);
+      std::copy_n(src, d, m.P.data() + (size_t(i0) * size_t(NP) + size_t(rp)) * size_t(d));
+      m.Z[size_t(i0) * size_t(NP) + size_t(rp)] = src[d];
+    }
   }
   return m;
 }

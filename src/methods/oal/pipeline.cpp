@@ -110,8 +110,16 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
         HeadResult& r = out.heads[mine[size_t(j)]];
         const HeadSamples s = head_samples(model, cap, 0, r.head, int(cfg.fit_seqs));
         const uint64_t hs = calibration_seed(seed, r.layer * H + r.head);
-        r.calibration = calibrate_global(s, co, hs);
-        calibrate_grouped(r.calibration, s, r.grouping.n_groups, r.grouping.groups, co, hs);
+        // One grouping's moments serve both fits: the global kernel's are sums of them.
+        const int G = r.grouping.n_groups;
+        if (G == 1) {
+          r.calibration = calibrate_global(s, co, hs);
+          calibrate_grouped(r.calibration, s, G, r.grouping.groups, co, hs);
+        } else {
+          const SampleMoments grouped = sample_moments(s, r.grouping.groups, G);
+          r.calibration = calibrate_global(s, global_moments(grouped), co, hs);
+          calibrate_grouped(r.calibration, s, grouped, G, r.grouping.groups, co, hs);
+        }
       });
     fit_errors.rethrow();
     spdlog::info("OAL fit: layer {} ({}/{}), {} heads, {:.1f} s", cap.layers[0], ++done, n_layers, mine.size(),

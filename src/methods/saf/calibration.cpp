@@ -6,7 +6,6 @@
 #include <cstring>
 #include <string>
 
-#include "headwise/attention/softmax_probs.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/methods/saf/capture.hpp"
@@ -128,12 +127,11 @@ std::vector<HeadStatsAccumulator> CaptureStream::capture(int l1, CaptureTimes* t
   for (int i = 0; i < (l1 - l0) * H; ++i) acc.emplace_back(T, opt_.needs);
   const bool logits_needed = acc.front().needs().logit_mean;
   const bool backend = opt_.path == CapturePath::Backend;
-  // The reference path's float64 buffers, or the backend path's fp32 ones: one head's T x T at a time.
+  // The reference path's float64 T x T buffers (one head at a time); the backend path computes
+  // each head's attention band by band inside its accumulator (add_attention): no T x T at all.
   const size_t TT = size_t(T) * size_t(T);
   std::vector<double> probs(backend ? 0 : TT), logits(!backend && logits_needed ? TT : 0);
-  std::vector<float> probs_f(backend ? TT : 0), logits_f(backend && logits_needed ? TT : 0);
   double* lg = logits_needed && !backend ? logits.data() : nullptr;
-  float* lgf = logits_needed && backend ? logits_f.data() : nullptr;
   // Each batch passes layer l, and every head of l takes its samples (batches in order, rows in
   // order within a batch: the order a whole forward per batch gave).
   auto visit = [&](int l, size_t batch, const std::vector<float>& qkv) {
@@ -146,8 +144,7 @@ std::vector<HeadStatsAccumulator> CaptureStream::capture(int l1, CaptureTimes* t
         const float* k = rows + lay.k_col(lay.kv_head_of(h));
         auto& a = acc[size_t((l - l0) * H + h)];
         if (backend) {
-          attn::softmax_probabilities<float>(q, k, W, T, hd, lgf, probs_f.data());
-          a.add_sample(probs_f.data(), lgf);
+          a.add_attention(q, k, W, hd);
         } else {
           causal_attention(q, W, k, W, T, hd, lg, probs.data());
           a.add_sample(probs.data(), lg);

@@ -70,7 +70,15 @@ void LossWorkspace::resize(int T) {
   for (auto* v : {&ea, &er, &er_rev, &inv_z, &log_z}) v->assign(size_t(T), 0.0);
 }
 
-Marginals marginals(const double* P, int T) {
+namespace {
+
+// marginals() over rows given by row(i) (its cells j <= i). Everything is read row by row: the
+// column and distance sums are split by column (distance) blocks over the threads, each block
+// walking the rows that reach it, so a thread streams row segments instead of striding down
+// columns (a column of a dense 4096 x 4096 matrix touches one cache line per 32 KB). Each sum
+// adds its terms in increasing row order, as the column-wise loops did.
+template <class RowOf>
+Marginals marginals_by_rows(const RowOf& row, int T) {
   check(T >= 1, "saf::marginals: T must be >= 1");
   Marginals m;
   m.T = T;
@@ -78,9 +86,9 @@ Marginals marginals(const double* P, int T) {
   m.d.assign(size_t(T), 0.0);
   std::vector<double> inv_row(static_cast<size_t>(T)), row_negent(static_cast<size_t>(T));
   int bad = 0;
-#pragma omp parallel for schedule(static, 16) reduction(+ : bad)
+#pragma omp parallel for schedule(dynamic, 16) reduction(+ : bad)
   for (int i = 0; i < T; ++i) {
-    const double* p = P + int64_t(i) * T;
+    const double* p = row(i);
     double s = 0.0;
     for (int j = 0; j <= i; ++j) {
       if (!std::isfinite(p[j])) ++bad;
@@ -95,23 +103,38 @@ Marginals marginals(const double* P, int T) {
     row_negent[i] = h;
   }
   check(bad == 0, "saf::marginals: the target pattern has non-finite cells");
-  auto pn = [&](int i, int j) { return std::max(P[int64_t(i) * T + j], kProbFloor) * inv_row[i]; };
-#pragma omp parallel for schedule(static, 16)
-  for (int j = 0; j < T; ++j) {
-    double s = 0.0;
-    for (int i = j; i < T; ++i) s += pn(i, j);
-    m.c[j] = s;
-  }
-#pragma omp parallel for schedule(static, 16)
-  for (int k = 0; k < T; ++k) {
-    double s = 0.0;
-    for (int j = 0; j + k < T; ++j) s += pn(j + k, j);
-    m.d[k] = s;
+  constexpr int kBlock = 64;
+  const int blocks = (T + kBlock - 1) / kBlock;
+  // c_j = sum_{i >= j} pn(i, j); d_k = sum_{i >= k} pn(i, i - k).
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int task = 0; task < 2 * blocks; ++task) {
+    const int b0 = (task % blocks) * kBlock, b1 = std::min(T, b0 + kBlock);
+    const bool columns = task < blocks;
+    double* out = columns ? m.c.data() : m.d.data();
+    for (int i = b0; i < T; ++i) {
+      const double* p = row(i);
+      const double inv = inv_row[size_t(i)];
+      const int e = std::min(b1, i + 1);
+      if (columns)
+        for (int j = b0; j < e; ++j) out[j] += std::max(p[j], kProbFloor) * inv;
+      else
+        for (int k = b0; k < e; ++k) out[k] += std::max(p[i - k], kProbFloor) * inv;
+    }
   }
   double h = 0.0;
   for (int i = 0; i < T; ++i) h += row_negent[i];
   m.neg_entropy = h / T;
   return m;
+}
+
+}  // namespace
+
+Marginals marginals(const double* P, int T) {
+  return marginals_by_rows([P, T](int i) { return P + int64_t(i) * T; }, T);
+}
+
+Marginals marginals_packed(const double* packed, int T) {
+  return marginals_by_rows([packed](int i) { return packed + int64_t(i) * (i + 1) / 2; }, T);
 }
 
 void log_normalisers(const double* alpha, const double* rho, int n, double* log_z) {
@@ -236,12 +259,24 @@ void extend_to_positions(std::vector<double>& alpha, std::vector<double>& rho,
   check(n_positions >= T, "saf::extend_to_positions: n_positions (" +
                               std::to_string(n_positions) + ") is below the fitted length (" +
                               std::to_string(T) + ")");
-  const double rho_last = rho[size_t(T - 1)];
-  alpha.resize(size_t(n_positions), 0.0);
-  rho.resize(size_t(n_positions), rho_last);
+  pad_to_positions(alpha, rho, n_positions);
   log_z.resize(static_cast<size_t>(n_positions));
 #pragma omp parallel for schedule(static, 16)
   for (int i = T; i < n_positions; ++i) log_z[i] = log_normaliser_row(alpha.data(), rho.data(), i);
+}
+
+}  // namespace hw::saf
+
+namespace hw::saf {
+
+void pad_to_positions(std::vector<double>& alpha, std::vector<double>& rho, int n_positions) {
+  const int T = int(alpha.size());
+  check(T >= 1 && int(rho.size()) == T, "saf::pad_to_positions: alpha and rho must have the same non-zero length");
+  check(n_positions >= T, "saf::pad_to_positions: n_positions (" + std::to_string(n_positions) +
+                              ") is below the fitted length (" + std::to_string(T) + ")");
+  const double rho_last = rho[size_t(T - 1)];
+  alpha.resize(size_t(n_positions), 0.0);
+  rho.resize(size_t(n_positions), rho_last);
 }
 
 }  // namespace hw::saf

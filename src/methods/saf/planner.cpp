@@ -46,9 +46,9 @@ void target_pattern(const saf::HeadStatsAccumulator& acc, saf::PatternKind kind,
   fail("SAF: pattern '" + saf::pattern_name(kind) + "' has no dense target");
 }
 
-StaticHeadValues to_static(std::vector<double> alpha, std::vector<double> rho, std::vector<double> log_z,
-                           int n_positions) {
-  saf::extend_to_positions(alpha, rho, log_z, n_positions);
+// (The fit's log_z is not kept: the model derives its own, for the rows a step reads.)
+StaticHeadValues to_static(std::vector<double> alpha, std::vector<double> rho, int n_positions) {
+  saf::pad_to_positions(alpha, rho, n_positions);
   StaticHeadValues v;
   v.alpha.assign(alpha.begin(), alpha.end());
   v.rho.assign(rho.begin(), rho.end());
@@ -134,7 +134,10 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   saf::CaptureTimes capture_times;
   size_t stream_bytes = 0;
   if (need_stats) {
-    std::vector<double> dense(fitted ? size_t(T) * size_t(T) : 0);
+    // A dense T x T target only for the patterns that are not the mean itself (the mean's
+    // marginals come straight from the packed triangle).
+    const bool dense_target = fitted && pattern != saf::PatternKind::Mean;
+    std::vector<double> dense(dense_target ? size_t(T) * size_t(T) : 0);
     // One forward per batch in all: the batches stop at each group's end and go on from there.
     saf::CaptureStream stream(model, source, opt, ctx.comm);
     for (int l0 = 0; l0 < L; l0 += group) {
@@ -149,9 +152,11 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
           HeadSummary& s = summary[size_t(l * H + h)];
           s.variance = a.variance_score();
           if (opt.needs.kl) s.kl = a.kl_score();
-          if (fitted) {
+          if (dense_target) {
             target_pattern(a, pattern, pattern_seed, l * H + h, dense.data());
             s.target = saf::marginals(dense.data(), T);
+          } else if (fitted) {
+            s.target = saf::marginals_packed(a.mean_packed().data(), T);
           }
         }
     }
@@ -222,12 +227,11 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   saf::mark_in_plan(change.plan, sel, freeze ? attn::HeadKind::Static : attn::HeadKind::Pruned);
   if (freeze)
     for (const auto& [l, h] : sel.heads) {
-      std::vector<double> alpha, rho, log_z(static_cast<size_t>(T));
+      std::vector<double> alpha, rho;
       if (fitted) {
         const saf::CompactFit& f = fit_of(l, h);
         alpha = f.alpha;
         rho = f.rho;
-        log_z = f.log_z;
         saf::HeadRecord& r = sel.record(l, h);
         if (!r.tried) {  // ungated selectors (gate_taylor): still report how well the pattern fits
           r.tried = true;
@@ -236,9 +240,8 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
       } else {
         Rng rng = saf::head_rng(pattern_seed, l * H + h);
         saf::structured_random(T, rng, alpha, rho);
-        saf::log_normalisers(alpha.data(), rho.data(), T, log_z.data());
       }
-      change.extras.statics[{l, h}] = to_static(std::move(alpha), std::move(rho), std::move(log_z), mc.block_size);
+      change.extras.statics[{l, h}] = to_static(std::move(alpha), std::move(rho), mc.block_size);
     }
 
   // Fits first met here (ungated selectors) count as fit time; the rest is the values' own.

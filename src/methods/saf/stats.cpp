@@ -285,8 +285,13 @@ double HeadStatsAccumulator::variance_score_from_cells() const {
 double HeadStatsAccumulator::kl_score() const {
   check(needs_.kl, "saf::HeadStatsAccumulator: the KL score was not accumulated");
   require_count(1, "kl_score");
+  // Rows in parallel, summed in row order (the same sum on any thread count).
+  std::vector<double> rows(static_cast<size_t>(T_));
+  const int T = T_;
+#pragma omp parallel for schedule(dynamic, 16)
+  for (int i = 0; i < T; ++i) rows[size_t(i)] = row_neg_entropy(mean_.data() + row_start(i), i + 1);
   double mean_negent = 0.0;
-  for (int i = 0; i < T_; ++i) mean_negent += row_neg_entropy(mean_.data() + row_start(i), i + 1);
+  for (int i = 0; i < T_; ++i) mean_negent += rows[size_t(i)];
   const double kl = neg_entropy_sum_ / (double(count_) * T_) - mean_negent / T_;
   return std::max(kl, 0.0);
 }

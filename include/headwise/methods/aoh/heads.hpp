@@ -10,8 +10,9 @@
 // head none of whose query heads is scored is skipped too and never streams.
 #include <cstdint>
 #include <nlohmann/json.hpp>
-#include <string>
 #include <optional>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "headwise/attention/head_plan.hpp"
@@ -46,6 +47,8 @@ struct HeadScores {
 // Scores of every head of `model` under its current plan, from its c_attn weights (read from
 // the parameter arena through the backend: works for a model on any device).
 HeadScores score_model(const Model<float>& model);
+// The model tensors score_model reads: every layer's attention weight (h.<l>.attn.c_attn.weight).
+std::set<std::string> scored_weights(const ModelConfig& cfg);
 
 // The KV-head scores from per-query-head scores: kv[g] = min over the query heads h of group g
 // (h / (n_head / n_kv_head) == g) with scored[h]; skipped when none is.

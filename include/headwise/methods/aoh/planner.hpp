@@ -24,6 +24,8 @@ class AohPlanner final : public Planner {
   // "n_streaming_kv_heads", "streaming_kv_heads" ([layer, kv head] pairs), "streaming_heads"
   // ([layer, head]), "scores" (aoh::to_json) and "score_seconds".
   std::optional<PlanChange> act(PlannerContext& ctx) override;
+  // The attention weights alone (aoh::scored_weights).
+  std::optional<std::set<std::string>> weights_read(const ModelConfig& model) const override;
 
   int64_t fire_step() const { return fire_step_; }
   const aoh::AohConfig& aoh_config() const { return cfg_; }

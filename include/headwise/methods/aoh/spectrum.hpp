@@ -28,6 +28,9 @@ std::vector<double> qr_r_factor(std::vector<double> a, int rows, int cols);
 // The d_head singular values (descending) of W_K^T W_Q, where column c of `wq_t` / `wk_t`
 // (d_model x d_head, row-major: the transposed PyTorch weights, i.e. the Hugging Face Conv1D
 // columns of the head) is output channel c of the projection.
+// The same from the two R factors (qr_r_factor of wq_t and wk_t): a KV head's R_K serves every
+// query head that reads it.
+std::vector<double> qk_singular_values_from_r(const std::vector<double>& rq, const std::vector<double>& rk, int d_head);
 std::vector<double> qk_singular_values(const std::vector<double>& wq_t, const std::vector<double>& wk_t, int d_model,
                                        int d_head);
 

@@ -51,6 +51,12 @@ struct SampleMoments {
   std::vector<KernelMoments> fit, val;
 };
 SampleMoments sample_moments(const HeadSamples& s, const std::vector<int32_t>& groups, int G);
+// The global kernel's moments (G = 1, every dimension in group 1) from a grouping's: the global
+// score is the sum of the groups' (s = s_1 + .. + s_G), so its pairs are sums of the grouped
+// pairs (Z^01 = sum_b Z^0b, Z^11 = sum_{a,b} Z^ab), the same numbers up to rounding, for a
+// fraction of kernel_moments' two BLAS products.
+KernelMoments global_moments(const KernelMoments& grouped);
+SampleMoments global_moments(const SampleMoments& grouped);
 // validation_mse from the moments (the same number up to rounding).
 double validation_mse(const HeadSamples& s, const SampleMoments& m, const GroupedKernel& k);
 
@@ -92,8 +98,15 @@ struct HeadCalibration {
 
 // The global kernel of `s` alone (three candidates), reusable across groupings of the same head.
 HeadCalibration calibrate_global(const HeadSamples& s, const CalibOptions& opt, uint64_t seed);
+// The same from the global moments (sample_moments with every dimension in group 1, or
+// global_moments of a grouping's).
+HeadCalibration calibrate_global(const HeadSamples& s, const SampleMoments& global, const CalibOptions& opt,
+                                 uint64_t seed);
 // The kernel of `groups` (G groups) from a head whose global kernel is already fitted.
 void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, int G, const std::vector<int32_t>& groups,
                        const CalibOptions& opt, uint64_t seed);
+// The same from that grouping's moments (sample_moments(s, groups, G)).
+void calibrate_grouped(HeadCalibration& c, const HeadSamples& s, const SampleMoments& grouped, int G,
+                       const std::vector<int32_t>& groups, const CalibOptions& opt, uint64_t seed);
 
 }  // namespace hw::oal

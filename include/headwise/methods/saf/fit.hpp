@@ -22,6 +22,10 @@ struct Marginals {
   double neg_entropy = 0.0;
 };
 Marginals marginals(const double* P, int T);  // throws hw::Error on a non-finite cell
+// The same from a packed lower triangle (row i's cells j <= i start at i(i+1)/2, as
+// HeadStatsAccumulator keeps its mean): the mean pattern's marginals without a dense T x T.
+// Bit for bit marginals() of the dense matrix.
+Marginals marginals_packed(const double* packed, int T);
 
 // Scratch for marginal_loss, sized once per fit (no allocation per step).
 struct LossWorkspace {
@@ -61,5 +65,8 @@ void compact_pattern(const double* alpha, const double* rho, int T, double* out)
 // of the padded vectors (rows < T are unchanged: a row's normaliser only sees keys j <= i).
 void extend_to_positions(std::vector<double>& alpha, std::vector<double>& rho,
                          std::vector<double>& log_z, int n_positions);
+// extend_to_positions's padding of alpha and rho alone (what a model stores: it derives log_z
+// itself, for the rows a step reads).
+void pad_to_positions(std::vector<double>& alpha, std::vector<double>& rho, int n_positions);
 
 }  // namespace hw::saf

@@ -28,6 +28,8 @@ class SafPlanner final : public Planner {
   // with scores / selected / fit_kl / skipped), mode, pattern, calibration sizes,
   // "capture_seconds" and "fit_seconds".
   std::optional<PlanChange> act(PlannerContext& ctx) override;
+  // The gate_taylor selector scores heads from backward passes.
+  bool needs_gradients() const override { return cfg_.selector == "gate_taylor"; }
 
   int64_t fire_step() const { return fire_step_; }
   int64_t calib_seq_len() const { return calib_T_; }

@@ -31,6 +31,14 @@ class HeadStatsAccumulator {
   // which is Chan's merge with a batch of one.
   void add_sample(const double* probs, const double* logits = nullptr);
   void add_sample(const float* probs, const float* logits = nullptr);
+  // One sample computed here from a head's queries and keys (T rows each, row stride ldx,
+  // head_dim D): its causal softmax attention in fp32, as attn::softmax_probabilities computes
+  // it (the same tile products, exponentials and sums), folded into the moments one band of 64
+  // rows at a time while the band is in cache, so no T x T matrix is ever written. Means, M2 and
+  // logit moments are add_sample's on those probabilities, bit for bit; the KL term takes each
+  // row's log p from its logits (log p_j = s_j - max - log z, no log per cell), which agrees
+  // with add_sample's to about 1e-7 per row.
+  void add_attention(const float* q, const float* k, int64_t ldx, int D);
   // n samples stacked [n][T][T]: two-pass batch mean and M2, then one Chan merge.
   void add_batch(const double* probs, const double* logits, int n);
   // Chan's parallel merge of another accumulator of the same T and needs (e.g. another
