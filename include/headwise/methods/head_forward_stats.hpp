@@ -1,6 +1,6 @@
 #pragma once
 // Per-head statistics of one layer's attention in an ordinary forward, from what an
-// AttentionObserver sees: the features AAH's controller reads (../shared/notes/methods.md, AAH:
+// AttentionObserver sees: the features AAH's controller reads (docs/methods/aah.md:
 // [mean|q|, std q, mean|k|, std k, mean|v|, std v, e, n, r]), for any planner that scores heads
 // from training. Means and standard deviations run over batch, time and head dimension.
 #include <array>

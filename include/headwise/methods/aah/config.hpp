@@ -1,6 +1,6 @@
 #pragma once
 // AAH's `method.*` keys (method.name = "aah"), parsed, defaulted and validated here and nowhere
-// else. Defaults follow the paper (seed 001) and ../shared/notes/methods.md, section AAH.
+// else. Defaults follow the paper, "Asymmetric Attention Heads" (AAH), arXiv 2608.19203.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,5 +1,5 @@
 #pragma once
-// AAH's per-head features (../shared/notes/methods.md, AAH): [mean|q|, std q, mean|k|, std k,
+// AAH's per-head features (docs/methods/aah.md): [mean|q|, std q, mean|k|, std k,
 // mean|v|, std v, entropy / log T, head-output norm, last-key weight] of every layer's heads,
 // from head_forward_stats over the training forwards a planner observes (summed over the
 // update's micro-steps and averaged), folded into an EMA once per control update:

@@ -1,5 +1,5 @@
 #pragma once
-// AAH's hierarchical grouping of one layer's heads (../shared/notes/methods.md, AAH), pure
+// AAH's hierarchical grouping of one layer's heads (docs/methods/aah.md), pure
 // functions of the heads' feature vectors:
 //  - level 0: greedy leader clustering in head order by cosine similarity to each group's
 //    running centroid (join the most similar group when similarity >= `similarity`, else open a

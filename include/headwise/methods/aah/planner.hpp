@@ -1,7 +1,7 @@
 #pragma once
 // AAH (Asymmetric Attention Heads) as a trainer planner that sets every softmax/window head's
-// window while training runs (../shared/seeds/001_b5afd6aaa20bc553.txt; details in
-// ../shared/notes/methods.md, section AAH).
+// window while training runs ("Asymmetric Attention Heads" (AAH), arXiv 2608.19203;
+// details in docs/methods/aah.md).
 //
 // Timing: updates 0 .. warmup_steps-1 run at full attention; the control updates are warmup,
 // warmup + interval, ...; the planner observes the update right before each control update

@@ -1,5 +1,5 @@
 #pragma once
-// AAH's seeded policy (../shared/notes/methods.md, AAH): a controller MLP (29 inputs, 16 hidden,
+// AAH's seeded policy (docs/methods/aah.md): a controller MLP (29 inputs, 16 hidden,
 // GELU, one logit per candidate window) and a joint sibling scorer (an MLP on a sibling pair's
 // inputs and their difference, 87 -> 32 -> 2 x windows, giving both siblings' logits), both
 // fixed at their seeded initialisation (PyTorch's nn.Linear default: weights and biases

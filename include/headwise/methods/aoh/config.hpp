@@ -1,6 +1,6 @@
 #pragma once
 // AoH's `method.*` keys (method.name = "aoh"), parsed, defaulted and validated here and nowhere
-// else. Defaults follow ../shared/notes/methods.md (section AoH: DuoAttention's S = 64, W = 256).
+// else. Defaults follow the AoH paper (arXiv 2608.06849): DuoAttention's S = 64, W = 256.
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>

@@ -1,6 +1,6 @@
 #pragma once
 // AoH's head scores and the retrieval/streaming split, from a model's weights alone (no data).
-// ../shared/notes/methods.md, section AoH; the paper: ../shared/seeds/003_b396ccf96f5651e4.txt.
+// The paper: "Autonomy-of-Heads" (AoH), arXiv 2608.06849; the method page: docs/methods/aoh.md.
 //
 // Every softmax-family query head h (softmax, window, sink_window) with its KV head g gets the
 // singular values of M_h = W_K^g^T W_Q^h (spectrum.hpp; biases and RoPE are ignored, as in the

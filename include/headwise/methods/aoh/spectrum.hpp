@@ -1,7 +1,7 @@
 #pragma once
 // AoH's linear algebra, in double and without external libraries (d_head <= 256): the singular
 // values of one head's query-key operator M_h = W_K^g^T W_Q^h from d_head-sized factors, and the
-// effective rank of a spectrum. ../shared/notes/methods.md (section AoH).
+// effective rank of a spectrum (AoH, "Autonomy-of-Heads", arXiv 2608.06849; docs/methods/aoh.md).
 //
 // Route: with the projections in PyTorch layout (d_head x d_model; rows are the head's output
 // channels), thin QR of their transposes W^T = Q R (R: d_head x d_head, upper triangular) gives

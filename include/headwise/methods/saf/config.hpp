@@ -1,6 +1,6 @@
 #pragma once
 // SAF's `method.*` keys (method.name = "saf"), parsed, defaulted and validated here and nowhere
-// else. Defaults follow ../shared/notes/methods.md (section SAF).
+// else. Defaults follow the SAF paper (arXiv 2609.34650).
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
