@@ -24,38 +24,28 @@ OUTA=$(realpath "$OUT")
 HWA=$(realpath "$HW")
 BASEA=$(realpath "$BASE_MODEL")
 q() { printf '%q ' "$@"; }
-job_body_torch() {
-  echo "contexts=\$(python3 -c 'import json, sys; c, n, top = int(sys.argv[2]), [], min(int(sys.argv[3]), json.load(open(sys.argv[1])).get(\"max_position_embeddings\", 1 << 30))
-while c <= top: n.append(c); c *= 2
-print(\" \".join(map(str, n)))' $(q "$BASEA/config.json")${FIRST_CONTEXT:-1024} ${MAX_CONTEXT:-8192})"
-  echo "echo \"\$contexts\" > $(q "$OUTA/contexts.txt")"
-  echo "[ -s $(q "$OUTA/heads.json") ] || $(q "$HWA" heads --checkpoint "$BASEA" --sparsity $SPARSITY --sink $SINK --window $WINDOW --json "$OUTA/heads.json")> /dev/null"
-  echo "[ -s $(q "$OUTA/aoh50/config.json") ] || $(q "$HWA" convert --checkpoint "$BASEA" --out "$OUTA/aoh50" --method aoh \
-    --set method.sparsity=$SPARSITY --set method.sink=$SINK --set method.window=$WINDOW)"
-  echo "mkdir -p $(q "$OUTA/bench")"
-  echo 'for c in $contexts; do'
-  echo "  for ((r = 0; r < $ROUNDS; r++)); do"
-  echo '    order="plan all-softmax"; (( r % 2 )) && order="all-softmax plan"'
-  echo '    for side in $order; do'
-  local f
-  f="$(printf %q "$OUTA")/bench/ctx\${c}_round\${r}_\$side.json"
-  echo "      [ -s $f ] || { \"\$TORCH_PY\" scripts/reproduce/torch_route.py bench $(q --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
---side \"\$side\" --context \"\$c\" --dtype ${TORCH_DTYPE:-bf16} --runs $PW $PR $DW $DR | tail -n 1 > $f.part && mv $f.part $f; }"
-  echo '    done'
-  echo '  done'
-  echo 'done'
-}
+# The job's text: the contexts (from the model's config and, for headwise, the node's memory),
+# heads and the 50% conversion once, then ROUNDS alternated rounds of fresh processes per context
+# and side, each result kept (a rerun skips what is there).
 job_body() {
+  local bench
   if [ "$BACKEND" = torch ]; then
     torch_env_lines
-    job_body_torch
-    return
+    echo "contexts=\$(python3 -c 'import json, sys; c, n, top = int(sys.argv[2]), [], min(int(sys.argv[3]), json.load(open(sys.argv[1])).get(\"max_position_embeddings\", 1 << 30))
+while c <= top: n.append(c); c *= 2
+print(\" \".join(map(str, n)))' $(q "$BASEA/config.json")${FIRST_CONTEXT:-1024} ${MAX_CONTEXT:-8192})"
+    bench="\"\$TORCH_PY\" scripts/reproduce/torch_route.py bench $(q --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
+--side \"\$side\" --context \"\$c\" --dtype ${TORCH_DTYPE:-bf16} --runs $PW $PR $DW $DR "
+  else
+    echo "# Node memory: Slurm's allocation when it names one, else MemTotal; the contexts follow from it."
+    echo 'mem=$(( ${SLURM_MEM_PER_NODE:-0} * 1048576 ))'
+    echo '[ "$mem" -gt 0 ] || mem=$(( $(awk '"'"'/MemTotal/ {print $2}'"'"' /proc/meminfo) * 1024 ))'
+    echo 'threads=${OMP_NUM_THREADS:-$(nproc)}'
+    echo "contexts=\$(python3 scripts/reproduce/aoh_contexts.py $(q "$BASEA/config.json")\"\$mem\" \"\$threads\" '${MAX_CONTEXT:-}' ${FIRST_CONTEXT:-1024})"
+    bench="$(q "$HWA" bench-infer --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
+--side \"\$side\" --context \"\$c\" --weights bf16 --prefill-warmup $PW --prefill-runs $PR --decode-warmup $DW --decode-runs $DR \
+"
   fi
-  echo "# Node memory: Slurm's allocation when it names one, else MemTotal; the contexts follow from it."
-  echo 'mem=$(( ${SLURM_MEM_PER_NODE:-0} * 1048576 ))'
-  echo '[ "$mem" -gt 0 ] || mem=$(( $(awk '"'"'/MemTotal/ {print $2}'"'"' /proc/meminfo) * 1024 ))'
-  echo 'threads=${OMP_NUM_THREADS:-$(nproc)}'
-  echo "contexts=\$(python3 scripts/reproduce/aoh_contexts.py $(q "$BASEA/config.json")\"\$mem\" \"\$threads\" '${MAX_CONTEXT:-}' ${FIRST_CONTEXT:-1024})"
   echo "echo \"\$contexts\" > $(q "$OUTA/contexts.txt")"
   echo "[ -s $(q "$OUTA/heads.json") ] || $(q "$HWA" heads --checkpoint "$BASEA" --sparsity $SPARSITY --sink $SINK --window $WINDOW --json "$OUTA/heads.json")> /dev/null"
   echo "[ -s $(q "$OUTA/aoh50/config.json") ] || $(q "$HWA" convert --checkpoint "$BASEA" --out "$OUTA/aoh50" --method aoh \
@@ -67,9 +57,7 @@ job_body() {
   echo '    for side in $order; do'
   local f
   f="$(printf %q "$OUTA")/bench/ctx\${c}_round\${r}_\$side.json"
-  echo "      [ -s $f ] || { $(q "$HWA" bench-infer --checkpoint "$BASEA" --plan-from "$OUTA/aoh50") \
---side \"\$side\" --context \"\$c\" --weights bf16 --prefill-warmup $PW --prefill-runs $PR --decode-warmup $DW --decode-runs $DR \
-| tail -n 1 > $f.part && mv $f.part $f; }"
+  echo "      [ -s $f ] || { $bench| tail -n 1 > $f.part && mv $f.part $f; }"
   echo '    done'
   echo '  done'
   echo 'done'
