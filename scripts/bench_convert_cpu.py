@@ -31,17 +31,7 @@ import time
 
 import torch
 
-
-def make_qwen(out):
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-    if os.path.exists(os.path.join(out, "config.json")):
-        return
-    cfg = Qwen2Config(vocab_size=151936, hidden_size=896, intermediate_size=4864, num_hidden_layers=24,
-                      num_attention_heads=14, num_key_value_heads=2, max_position_embeddings=32768,
-                      rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=True, use_sliding_window=False,
-                      bos_token_id=None, eos_token_id=None)
-    torch.manual_seed(0)
-    Qwen2ForCausalLM(cfg).save_pretrained(out)
+from bench_qwen_cpu import make_model as make_qwen  # the same random Qwen2.5-0.5B-shaped model
 
 
 def make_llama(out):
