@@ -7,6 +7,8 @@
 
 #include "headwise/attention/attention.hpp"
 #include "headwise/attention/head_plan.hpp"
+#include "attention/tile_ops.hpp"
+#include "headwise/kernels/tiles/attention_tiles.hpp"
 
 namespace hw::attn::detail {
 
@@ -40,10 +42,9 @@ struct HeadBwd {
   F* ws = nullptr;
 };
 
-// Keys visible to query i: j <= i && (j < sink || j > i - window). Softmax is window = T.
-struct KeySet {
-  int64_t sink = 0, window = 0;
-};
+// Keys visible to query i: j <= i && (j < sink || j > i - window) (tiles::key_visible, the one
+// definition the CPU heads, the CUDA kernels and cached decoding share). Softmax is window = T.
+using KeySet = tiles::KeyRule;
 KeySet key_set(const HeadSpec& spec, int64_t T);
 
 // ---- softmax family (softmax_family.cpp) ----
@@ -54,6 +55,12 @@ template <class F>
 void softmax_family_backward(const KeySet& ks, const HeadBwd<F>& a);
 
 // ---- static heads (static_head.cpp) ----
+// The weight P(i, j) = exp(alpha_j + rho_{i-j} - log_z_i) (0 for j > i): the one formula the
+// training tiles and cached decoding use.
+template <class F>
+inline F static_weight(const StaticHeadParams<F>& p, int64_t i, int64_t j) {
+  return j <= i ? exp_or_zero(p.alpha[j] + p.rho[i - j] - p.log_z[i]) : F(0);
+}
 int64_t static_scratch(int D);
 template <class F>
 void static_forward(const StaticHeadParams<F>& p, const HeadFwd<F>& a);

@@ -4,10 +4,10 @@
 // shared quadratic-kernel engine (quad_state.cpp); this file only names the kernel.
 #include "attention/quad_state.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace hw::attn::detail {
-namespace {
 
 template <class F>
 QuadKernel<F> linear_kernel(const LinearHeadParams<F>& p, double eps, int D) {
@@ -20,7 +20,42 @@ QuadKernel<F> linear_kernel(const LinearHeadParams<F>& p, double eps, int D) {
   return k;
 }
 
-}  // namespace
+template QuadKernel<float> linear_kernel(const LinearHeadParams<float>&, double, int);
+template QuadKernel<double> linear_kernel(const LinearHeadParams<double>&, double, int);
+
+// Cached decoding keeps the exclusive prefix state S = sum_j X(k_j) (x) [v_j, 1] ([Fw][D + 1])
+// of a KV head and reads it with each linear query head's psi = w (.) X(q): one row at a time,
+// the same kernel as the chunked evaluation.
+void linear_state_add(float* St, const float* k, const float* v, int D, float* X) {
+  quad_features(X, k, D);
+  const int64_t Fw = 1 + D + int64_t(D) * (D + 1) / 2;
+  const int D1 = D + 1;
+  for (int64_t f = 0; f < Fw; ++f) {
+    const float w = X[f];
+    if (w == 0.f) continue;
+    float* Sf = St + f * D1;
+    for (int d = 0; d < D; ++d) Sf[d] += w * v[d];
+    Sf[D] += w;
+  }
+}
+
+bool linear_state_read(const float* St, const float* w, const float* q, int D, float* psi, float* acc, float* out) {
+  quad_features(psi, q, D);
+  const int64_t Fw = 1 + D + int64_t(D) * (D + 1) / 2;
+  const int D1 = D + 1;
+  std::fill(acc, acc + D1, 0.f);
+  for (int64_t f = 0; f < Fw; ++f) {
+    const float p = w[f] * psi[f];
+    if (p == 0.f) continue;
+    const float* Sf = St + f * D1;
+    for (int d = 0; d < D1; ++d) acc[d] += p * Sf[d];
+  }
+  const float den = acc[D];
+  if (!(den > 0.f) || !std::isfinite(den)) return false;
+  const float inv = 1.f / den;
+  for (int d = 0; d < D; ++d) out[d] = acc[d] * inv;
+  return true;
+}
 
 int64_t linear_scratch(int D, int n_groups) { return quad_scratch(D, n_groups); }
 

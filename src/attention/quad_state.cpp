@@ -78,17 +78,7 @@ struct QuadWs {
     // Only L's lower triangle is a parameter; the upper triangle is ignored.
     for (int a = 0; a < G1; ++a)
       for (int b = 0; b < G1; ++b) Ll[a * G1 + b] = b <= a ? k.L[a * G1 + b] : F(0);
-    for (int a = 0; a < G1; ++a)
-      for (int b = 0; b < G1; ++b) {
-        F m = F(0);
-        for (int c = 0; c <= std::min(a, b); ++c) m += Ll[a * G1 + c] * Ll[b * G1 + c];
-        M[a * G1 + b] = m;
-      }
-    w[0] = eps + M[0];
-    for (int r = 0; r < D; ++r) w[1 + r] = F(2) * M[grp[r]] * sc;
-    F* wp = w + 1 + D;
-    for (int r = 0, e = 0; r < D; ++r)
-      for (int c = r; c < D; ++c, ++e) wp[e] = (r == c ? F(1) : F(2)) * M[grp[r] * G1 + grp[c]] * sc * sc;
+    quad_query_weights(k, D, M, w);
   }
 
   // Working rows of the chunk: copies of q (k) rows, normalised when `unit` (norms kept).
@@ -139,16 +129,8 @@ struct QuadWs {
   // Raw features X(x) of n working rows into a token-major block; with `weighted`, psi = w (.) X.
   void features(F* X, const F* rows, int n, bool weighted) const {
     for (int a = 0; a < n; ++a) {
-      const F* x = rows + int64_t(a) * D;
       F* f = X + int64_t(a) * Fw;
-      f[0] = F(1);
-      std::copy(x, x + D, f + 1);
-      F* pp = f + 1 + D;
-      for (int r = 0; r < D; ++r) {
-        const F xr = x[r];
-        for (int c = r; c < D; ++c) pp[c - r] = xr * x[c];
-        pp += D - r;
-      }
+      quad_features(f, rows + int64_t(a) * D, D);
       if (weighted)
         for (int e = 0; e < Fw; ++e) f[e] *= w[e];
     }

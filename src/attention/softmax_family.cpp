@@ -8,42 +8,12 @@
 
 #include "attention/head_kernels.hpp"
 #include "attention/tile_ops.hpp"
+#include "headwise/kernels/tiles/attention_schedule.hpp"
 
 namespace hw::attn::detail {
-namespace {
-
-struct Interval {
-  int64_t lo = 0, hi = 0;
-};
-
-// Key range of query rows [i0, i1) as at most two disjoint intervals: the sink [0, S) and
-// the window (i0 - W, i1), merged when they touch.
-int key_intervals(const KeySet& ks, int64_t i0, int64_t i1, Interval out[2]) {
-  const int64_t sink_hi = std::min(ks.sink, i1);
-  const int64_t win_lo = std::max<int64_t>(0, i0 - ks.window + 1);
-  if (sink_hi <= 0) {
-    out[0] = {win_lo, i1};
-    return 1;
-  }
-  if (win_lo <= sink_hi) {
-    out[0] = {0, i1};
-    return 1;
-  }
-  out[0] = {0, sink_hi};
-  out[1] = {win_lo, i1};
-  return 2;
-}
-
-inline bool visible(const KeySet& ks, int64_t i, int64_t j) { return j <= i && (j < ks.sink || j > i - ks.window); }
-
-}  // namespace
 
 KeySet key_set(const HeadSpec& spec, int64_t T) {
-  switch (spec.kind) {
-    case HeadKind::Window: return {0, spec.window};
-    case HeadKind::SinkWindow: return {spec.sink, spec.window};
-    default: return {0, std::max<int64_t>(T, 1)};
-  }
+  return tiles::key_rule_of({kind_byte(spec.kind), spec.sink, spec.window}, T);
 }
 
 int64_t softmax_scratch(int D) { return 2 * int64_t(kTile) * kTile + int64_t(D) * kTile + 3 * kTile; }
@@ -64,18 +34,18 @@ void softmax_family_forward(const KeySet& ks, const HeadFwd<F>& a) {
       lrow[r] = F(0);
       std::fill(out0 + r * a.ldo, out0 + r * a.ldo + a.D, F(0));
     }
-    Interval iv[2];
-    const int n_iv = key_intervals(ks, i0, i0 + m, iv);
+    int64_t iv[2][2];
+    const int n_iv = tiles::key_intervals(ks, i0, i0 + m, iv);
     for (int t = 0; t < n_iv; ++t) {
-      for (int64_t j0 = iv[t].lo; j0 < iv[t].hi; j0 += kTile) {
-        const int n = static_cast<int>(std::min<int64_t>(kTile, iv[t].hi - j0));
+      for (int64_t j0 = iv[t][0]; j0 < iv[t][1]; j0 += kTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kTile, iv[t][1] - j0));
         tile_abt(S, a.q + i0 * a.ldx, a.ldx, a.k + j0 * a.ldx, a.ldx, m, n, a.D, scale, bt);
         for (int r = 0; r < m; ++r) {
           const int64_t i = i0 + r;
           F* row = S + int64_t(r) * kTile;
           F mx = neg_inf;
           for (int c = 0; c < n; ++c) {
-            if (visible(ks, i, j0 + c)) mx = std::max(mx, row[c]);
+            if (tiles::key_visible(ks, i, j0 + c)) mx = std::max(mx, row[c]);
             else row[c] = neg_inf;
           }
           if (mx == neg_inf) {  // no visible key of this row in this tile
@@ -124,11 +94,11 @@ void softmax_family_backward(const KeySet& ks, const HeadBwd<F>& a) {
       for (int d = 0; d < a.D; ++d) s += o[d] * g[d];
       delta[r] = s;
     }
-    Interval iv[2];
-    const int n_iv = key_intervals(ks, i0, i0 + m, iv);
+    int64_t iv[2][2];
+    const int n_iv = tiles::key_intervals(ks, i0, i0 + m, iv);
     for (int t = 0; t < n_iv; ++t) {
-      for (int64_t j0 = iv[t].lo; j0 < iv[t].hi; j0 += kTile) {
-        const int n = static_cast<int>(std::min<int64_t>(kTile, iv[t].hi - j0));
+      for (int64_t j0 = iv[t][0]; j0 < iv[t][1]; j0 += kTile) {
+        const int n = static_cast<int>(std::min<int64_t>(kTile, iv[t][1] - j0));
         tile_abt(P, a.q + i0 * a.ldx, a.ldx, a.k + j0 * a.ldx, a.ldx, m, n, a.D, scale, bt);
         tile_abt(dS, a.dout + i0 * a.ldo, a.ldo, a.v + j0 * a.ldx, a.ldx, m, n, a.D, F(1), bt);
         for (int r = 0; r < m; ++r) {
@@ -138,7 +108,7 @@ void softmax_family_backward(const KeySet& ks, const HeadBwd<F>& a) {
           F* drow = dS + int64_t(r) * kTile;
 #pragma omp simd
           for (int c = 0; c < n; ++c) {
-            const F p = visible(ks, i, j0 + c) ? exp_or_zero(prow[c] - lse) : F(0);
+            const F p = tiles::key_visible(ks, i, j0 + c) ? exp_or_zero(prow[c] - lse) : F(0);
             prow[c] = p;
             drow[c] = p * (drow[c] - delta[r]) * scale;  // dS, already scaled for dQ/dK
           }

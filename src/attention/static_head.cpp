@@ -46,10 +46,7 @@ void static_tile(F* P, const StaticHeadParams<F>& p, int64_t i0, int m, int64_t 
   for (int r = 0; r < m; ++r) {
     const int64_t i = i0 + r;
     F* row = P + int64_t(r) * kTile;
-    for (int c = 0; c < n; ++c) {
-      const int64_t j = j0 + c;
-      row[c] = j <= i ? exp_or_zero(p.alpha[j] + p.rho[i - j] - p.log_z[i]) : F(0);
-    }
+    for (int c = 0; c < n; ++c) row[c] = static_weight(p, i, j0 + c);
   }
 }
 

@@ -103,9 +103,9 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
     for (int l = 0; l < c.n_layer(); ++l)
       for (int g = 0; g < c.n_kv_head(); ++g) {
         const auto& p = c.policy(l, g);
-        if (p.rows == infer::Rows::All && p.has_k) ++s.n_full;
-        else if (p.rows == infer::Rows::All) ++s.n_v_only;
-        else if (p.rows == infer::Rows::SinkRing) ++s.n_ring;
+        if (p.rows == attn::KvRows::All && p.has_k) ++s.n_full;
+        else if (p.rows == attn::KvRows::All) ++s.n_v_only;
+        else if (p.rows == attn::KvRows::SinkRing) ++s.n_ring;
         else if (p.linear_state) ++s.n_state_only;
         else ++s.n_none;
       }
@@ -162,7 +162,7 @@ void add_bench_infer_command(CLI::App& app) {
                   "alternated rounds)")
       ->check(CLI::IsMember({"both", "plan", "all-softmax"}));
   cmd->callback([a] {
-    const infer::KvPrecision kv = infer::kv_precision_for(infer::parse_weight_precision(a->weights), a->kv_cache);
+    const attn::KvPrecision kv = infer::kv_precision_for(infer::parse_weight_precision(a->weights), a->kv_cache);
     // (bad values fail before any loading)
     check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
           "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
@@ -219,7 +219,7 @@ void add_bench_infer_command(CLI::App& app) {
                           {"plan_source", plan_name},
                           {"side", a->side},
                           {"weights", a->weights},
-                          {"kv_cache", infer::kv_precision_name(kv)}};
+                          {"kv_cache", attn::kv_precision_name(kv)}};
     if (!time_plan || !time_ref) {  // one side: its figures alone; the caller pairs the processes
       const Side& s = time_plan ? plan : ref;
       std::printf("bench-infer: context %lld, %s only: prefill %.3f ms, decode %.4f ms/token (median %.4f), "
@@ -252,7 +252,7 @@ void add_bench_infer_command(CLI::App& app) {
     const double bw = infer::read_bandwidth_gbps();
     row("decode GB/s (weights+KV)", decode_gbps(plan), decode_gbps(ref), "%.2f");
     std::printf("%-26s %16.2f   (%s weights, %s KV cache; 512 MiB sum, same threads, this run)\n",
-                "read bandwidth GB/s", bw, a->weights.c_str(), infer::kv_precision_name(kv));
+                "read bandwidth GB/s", bw, a->weights.c_str(), attn::kv_precision_name(kv));
     std::printf("KV heads (%s): %d full, %d sink+ring, %d V-only, %d state-only, %d none\n", plan.plan_name.c_str(),
                 plan.n_full, plan.n_ring, plan.n_v_only, plan.n_state_only, plan.n_none);
     out.update({{"read_bandwidth_gb_per_s", bw},

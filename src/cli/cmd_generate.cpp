@@ -71,7 +71,7 @@ void add_generate_command(CLI::App& app) {
     check(a->max_new >= 1, "--max-new must be >= 1, got " + std::to_string(a->max_new));
     a->sampling.validate();
     const infer::WeightPrecision weights = infer::parse_weight_precision(a->weights);
-    const infer::KvPrecision kv = infer::kv_precision_for(weights, a->kv_cache);
+    const attn::KvPrecision kv = infer::kv_precision_for(weights, a->kv_cache);
     // (16-bit weights: rounded while loading, the fp32 matrices discarded; adapters merged.)
     infer::DecodingModel loaded = infer::load_for_decoding(a->checkpoint, weights);
     const auto& model = loaded.model;
@@ -149,7 +149,7 @@ void add_generate_command(CLI::App& app) {
                               {"prefill_ms", times.prefill_ms},
                               {"decode_ms_per_token", decode_ms},
                               {"weights", infer::weight_precision_name(weights)},
-                              {"kv_cache", infer::kv_precision_name(kv)},
+                              {"kv_cache", attn::kv_precision_name(kv)},
                               {"weight_bytes_per_token", dec.weight_bytes_per_token()},
                               // the matrices once per token (the KV read is not counted here)
                               {"decode_weight_gb_per_s",

@@ -13,6 +13,7 @@
 #include "headwise/kernels/cpu.hpp"
 #include "headwise/model/device_copy.hpp"
 #include "headwise/model/rope_freqs.hpp"
+#include "model/layer_forward.hpp"
 #include "model/model_impl.hpp"
 
 namespace hw {
@@ -113,15 +114,15 @@ void Model<F>::build(const HeadExtras& extras) {
       auto& L = w.layers[size_t(l)];
       L.ln1_w = find(p + "ln_1.weight");
       L.ln1_b = find(p + "ln_1.bias");
-      L.attn_w = find(p + "attn.c_attn.weight");
+      L.attn_w = find(layer_matrix_name(l, 0));
       L.attn_b = find(p + "attn.c_attn.bias");
-      L.proj_w = find(p + "attn.c_proj.weight");
+      L.proj_w = find(layer_matrix_name(l, 1));
       L.proj_b = find(p + "attn.c_proj.bias");
       L.ln2_w = find(p + "ln_2.weight");
       L.ln2_b = find(p + "ln_2.bias");
-      L.fc_w = find(p + "mlp.c_fc.weight");
+      L.fc_w = find(layer_matrix_name(l, 2));
       L.fc_b = find(p + "mlp.c_fc.bias");
-      L.fcproj_w = find(p + "mlp.c_proj.weight");
+      L.fcproj_w = find(layer_matrix_name(l, 3));
       L.fcproj_b = find(p + "mlp.c_proj.bias");
       for (int t = 0; t < kLoraTargets; ++t) {
         L.lora_a[size_t(t)] = find(lora_a_name(l, LoraTarget(t)));
@@ -147,6 +148,17 @@ void Model<F>::build(const HeadExtras& extras) {
 
 // Walk the gradient tensors (declared like the Param specs, in their order) and cut the block
 // into one range per layer plus the tensors outside the layers.
+template <class F>
+const model_detail::Weights<F>& Model<F>::weights() const {
+  return impl_->w;
+}
+
+template <class F>
+const attn::LayerHeadParams<F>& Model<F>::head_params(int l) const {
+  check(l >= 0 && l < cfg_.n_layer, "head_params: no layer " + std::to_string(l));
+  return impl_->head_params[size_t(l)];
+}
+
 template <class F>
 void Model<F>::build_grad_ranges() {
   std::vector<int> layer_of;
@@ -552,10 +564,11 @@ void Model<F>::forward_start_as(const ComputeOps<A, F>& o, const int32_t* inputs
   // Layer 0's ln_1 reads the embeddings; every later LayerNorm (the next layer's ln_1, or ln_f)
   // reads a residual sum and is fused with it.
   if (cfg_.n_layer > 0)
-    norm_forward(o, S.layers[0].ln1, S.layers[0].ln1_mean, S.layers[0].ln1_rstd, S.encoded, fw.layers[0].ln1_w,
-                 fw.layers[0].ln1_b, N);
+    model_detail::norm_rows(o, model_detail::LayerFamily::of(cfg_), S.layers[0].ln1, S.layers[0].ln1_mean,
+                            S.layers[0].ln1_rstd, S.encoded, fw.layers[0].ln1_w, fw.layers[0].ln1_b, N);
   else
-    norm_forward(o, S.lnf, S.lnf_mean, S.lnf_rstd, S.encoded, fw.lnf_w, fw.lnf_b, N);
+    model_detail::norm_rows(o, model_detail::LayerFamily::of(cfg_), S.lnf, S.lnf_mean, S.lnf_rstd, S.encoded,
+                            fw.lnf_w, fw.lnf_b, N);
 }
 
 // Layer l of the forward: reads its input residual (the embeddings, or layer l-1's resid3) and
@@ -566,58 +579,89 @@ template <class A>
 void Model<F>::forward_layer_as(const ComputeOps<A, F>& o, int l) {
   auto& I = *impl_;
   auto& S = I.template acts<A>();
-  const Weights<A>& cw = I.template compute_weights<A>();
-  const Weights<F>& fw = I.w;
-  const int64_t B = B_, T = T_;
-  const int64_t N = B * T, C = cfg_.n_embd, hd = cfg_.head_dim(), I_mlp = cfg_.intermediate(), FW = cfg_.fc_width();
-  const double eps = cfg_.layer_norm_epsilon;
+  const auto& W = I.template compute_weights<A>().layers[size_t(l)];  // GEMM weights
+  const Weights<F>& fw = I.w;                                        // norm weights (always F)
+  const auto& Wf = fw.layers[size_t(l)];
+  const auto& Ac = S.layers[size_t(l)];
+  const auto& lay = layouts_[size_t(l)];
+  const int64_t N = B_ * T_, C = cfg_.n_embd;
   const double p_resid = dropping(cfg_.resid_pdrop);
-  const attn::AttnDims dims{B, T};
-  const A* in = l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3;
-  {
-    ops_.range_push(fwd_names_[size_t(l)].c_str());
-    const auto& W = cw.layers[size_t(l)];
-    const auto& Wf = fw.layers[size_t(l)];
-    const auto& Ac = S.layers[size_t(l)];
-    const auto& lay = layouts_[size_t(l)];
-    o.matmul_forward(Ac.qkv, Ac.ln1, W.attn_w, W.attn_b, N, C, lay.qkv_width());
-    const bool adapted = cfg_.lora.on_layer(l);
-    if constexpr (std::is_same_v<A, F>)
-      if (adapted && cfg_.lora.targets_any_qkv()) lora_qkv_forward(l);
-    if (cfg_.qk_norm) {  // each q and k head RMS-normalised (Qwen3), before RoPE
-      const int64_t ld = lay.qkv_width(), nq = int64_t(lay.n_q) * hd, nqk = int64_t(lay.n_q + lay.n_k) * hd;
-      o.copy_columns(Ac.qk_raw, Ac.qkv, ld, 0, N, nqk);
-      o.rmsnorm_forward(Ac.qkv, ld, Ac.qk_rstd, Ac.qk_raw, nqk, Wf.q_norm, N, lay.n_q, hd, eps);
-      o.rmsnorm_forward(Ac.qkv + nq, ld, Ac.qk_rstd + N * lay.n_q, Ac.qk_raw + nq, nqk, Wf.k_norm, N, lay.n_k, hd,
-                        eps);
+  const bool last = l + 1 == cfg_.n_layer;
+  ops_.range_push(fwd_names_[size_t(l)].c_str());
+  model_detail::LayerRows<A, F> r;
+  r.n = N;
+  r.layout = &lay;
+  r.in = l == 0 ? S.encoded : S.layers[size_t(l - 1)].resid3;
+  r.ln1 = Ac.ln1;
+  r.qkv = Ac.qkv;
+  r.att = Ac.atty;
+  r.resid2 = Ac.resid2;
+  r.ln2 = Ac.ln2;
+  r.fch = Ac.fch;
+  r.fch_act = Ac.fch_gelu;
+  r.resid3 = Ac.resid3;
+  r.ln_next = last ? S.lnf : S.layers[size_t(l + 1)].ln1;
+  r.ln2_w = Wf.ln2_w;
+  r.ln2_b = Wf.ln2_b;
+  r.next_w = last ? fw.lnf_w : fw.layers[size_t(l + 1)].ln1_w;
+  r.next_b = last ? fw.lnf_b : fw.layers[size_t(l + 1)].ln1_b;
+  r.q_norm = Wf.q_norm;
+  r.k_norm = Wf.k_norm;
+  r.qk_raw = Ac.qk_raw;
+  r.qk_rstd = Ac.qk_rstd;
+  r.ln2_mean = Ac.ln2_mean;
+  r.ln2_rstd = Ac.ln2_rstd;
+  r.next_mean = last ? S.lnf_mean : S.layers[size_t(l + 1)].ln1_mean;
+  r.next_rstd = last ? S.lnf_rstd : S.layers[size_t(l + 1)].ln1_rstd;
+  // The training side of the sequence: the model's weights (or their bf16 copy), LoRA after the
+  // products it adapts, dropout, RoPE over B sequences from position 0, the layer's heads and
+  // the observer.
+  struct Step {
+    Model& m;
+    const ComputeOps<A, F>& o;
+    const model_detail::LayerWeights<A>& W;
+    const model_detail::LayerActs<A, F>& Ac;
+    const attn::LayerLayout& lay;
+    int l;
+    int64_t N, C;
+    double p_resid;
+    void linear(model_detail::LayerMatrix which, A* out, const A* in) {
+      const ModelConfig& cfg = m.cfg_;
+      const bool adapted = cfg.lora.on_layer(l);
+      switch (which) {
+        case model_detail::LayerMatrix::QKV:
+          o.matmul_forward(out, in, W.attn_w, W.attn_b, N, C, lay.qkv_width());
+          if constexpr (std::is_same_v<A, F>)
+            if (adapted && cfg.lora.targets_any_qkv()) m.lora_qkv_forward(l);
+          break;
+        case model_detail::LayerMatrix::Out:
+          o.matmul_forward(out, in, W.proj_w, W.proj_b, N, lay.out_width(), C);
+          if constexpr (std::is_same_v<A, F>)
+            if (adapted && cfg.lora.has(LoraTarget::O)) m.lora_out_forward(l);
+          break;
+        case model_detail::LayerMatrix::Fc: o.matmul_forward(out, in, W.fc_w, W.fc_b, N, C, cfg.fc_width()); break;
+        case model_detail::LayerMatrix::FcProj:
+          o.matmul_forward(out, in, W.fcproj_w, W.fcproj_b, N, cfg.intermediate(), C);
+          break;
+      }
     }
-    rope(o, Ac.qkv, l, /*backward=*/false);  // attention sees rotated q, k
-    o.attention_forward(cfg_.head_plan.layers[size_t(l)], lay, dims, I.head_params[size_t(l)], Ac.qkv, Ac.atty,
-                        Ac.row_stats, S.workspace);
-    if (observer_) observe_layer<A>(l, nullptr);
-    o.matmul_forward(Ac.resid2, Ac.atty, W.proj_w, W.proj_b, N, lay.out_width(), C);
-    if constexpr (std::is_same_v<A, F>)
-      if (adapted && cfg_.lora.has(LoraTarget::O)) lora_out_forward(l);
-    if (p_resid > 0) o.dropout(Ac.resid2, Ac.resid2, N * C, p_resid, dropout_site_seed(l, 1));
-    residual_norm_forward(o, Ac.resid2, Ac.ln2, Ac.ln2_mean, Ac.ln2_rstd, Ac.resid2, in, Wf.ln2_w, Wf.ln2_b, N);
-    if (cfg_.swiglu()) {  // fch = gate | up, then silu(gate) * up
-      o.matmul_forward(Ac.fch, Ac.ln2, W.fc_w, W.fc_b, N, C, FW);
-      o.swiglu_forward(Ac.fch_gelu, Ac.fch, N, I_mlp);
-    } else {
-      o.matmul_gelu_forward(Ac.fch, Ac.fch_gelu, Ac.ln2, W.fc_w, W.fc_b, N, C, I_mlp);
+    bool linear_gelu(A* pre, A* post, const A* in) {
+      o.matmul_gelu_forward(pre, post, in, W.fc_w, W.fc_b, N, C, m.cfg_.intermediate());
+      return true;
     }
-    o.matmul_forward(Ac.resid3, Ac.fch_gelu, W.fcproj_w, W.fcproj_b, N, I_mlp, C);
-    if (p_resid > 0) o.dropout(Ac.resid3, Ac.resid3, N * C, p_resid, dropout_site_seed(l, 2));
-    if (l + 1 < cfg_.n_layer) {
-      const auto& Wn = fw.layers[size_t(l + 1)];
-      const auto& An = S.layers[size_t(l + 1)];
-      residual_norm_forward(o, Ac.resid3, An.ln1, An.ln1_mean, An.ln1_rstd, Ac.resid3, Ac.resid2, Wn.ln1_w, Wn.ln1_b,
-                            N);
-    } else {
-      residual_norm_forward(o, Ac.resid3, S.lnf, S.lnf_mean, S.lnf_rstd, Ac.resid3, Ac.resid2, fw.lnf_w, fw.lnf_b, N);
+    void rope(A* qkv) { m.rope(o, qkv, l, /*backward=*/false); }
+    void attention(const A* qkv, A* att) {
+      o.attention_forward(m.cfg_.head_plan.layers[size_t(l)], lay, attn::AttnDims{m.B_, m.T_},
+                          m.impl_->head_params[size_t(l)], qkv, att, Ac.row_stats,
+                          m.impl_->template acts<A>().workspace);
+      if (m.observer_) m.template observe_layer<A>(l, nullptr);
     }
-    ops_.range_pop();
-  }
+    void dropout(int site, A* x) {
+      if (p_resid > 0) o.dropout(x, x, N * C, p_resid, m.dropout_site_seed(l, site));
+    }
+  } step{*this, o, W, Ac, lay, l, N, C, p_resid};
+  model_detail::layer_forward_rows(o, model_detail::LayerFamily::of(cfg_), r, step);
+  ops_.range_pop();
 }
 
 template <class F>
@@ -864,32 +908,6 @@ void Model<F>::backward_as(const ComputeOps<A, F>& o) {
   o.encoder_backward(I.g.wte, I.g.wpe, S.dresid, I.tokens, B, T, C);
   ops_.range_pop();
   if (grad_ready_hook_) grad_ready_hook_(-1);  // wte, wpe, ln_f
-}
-
-// LayerNorm (weight, bias; mean and rstd saved) or RMSNorm (weight; rstd saved) over rows of n_embd.
-template <class F>
-template <class A>
-void Model<F>::norm_forward(const ComputeOps<A, F>& o, A* out, F* mean, F* rstd, const A* in, const F* w,
-                            const F* b, int64_t N) const {
-  const int64_t C = cfg_.n_embd;
-  if (cfg_.rmsnorm())
-    o.rmsnorm_forward(out, C, rstd, in, C, w, N, 1, C, cfg_.layer_norm_epsilon);
-  else
-    o.layernorm_forward(out, mean, rstd, in, w, b, N, C, cfg_.layer_norm_epsilon);
-}
-
-// resid = a + b (resid may alias a), then the norm of resid.
-template <class F>
-template <class A>
-void Model<F>::residual_norm_forward(const ComputeOps<A, F>& o, A* resid, A* out, F* mean, F* rstd, const A* a,
-                                     const A* b, const F* w, const F* bias, int64_t N) const {
-  const int64_t C = cfg_.n_embd;
-  if (cfg_.rmsnorm()) {
-    o.residual_forward(resid, a, b, N * C);
-    o.rmsnorm_forward(out, C, rstd, resid, C, w, N, 1, C, cfg_.layer_norm_epsilon);
-  } else {
-    o.residual_layernorm_forward(resid, out, mean, rstd, a, b, w, bias, N, C, cfg_.layer_norm_epsilon);
-  }
 }
 
 // dinp += the norm's input gradient; dw (and LayerNorm's db) += the weight gradients.

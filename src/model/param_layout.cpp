@@ -46,10 +46,10 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
     const std::string p = "h." + std::to_string(l) + ".";
     add(p + "ln_1.weight", {C}, 0.f, 1.f, l);
     if (!cfg.rmsnorm()) add(p + "ln_1.bias", {C}, 0.f, 0.f, l);
-    add(p + "attn.c_attn.weight", {C, lay.qkv_width()}, std, 0.f, l, StorageMap::QkvColumns, {C, full_qkv});
+    add(layer_matrix_name(l, 0), {C, lay.qkv_width()}, std, 0.f, l, StorageMap::QkvColumns, {C, full_qkv});
     if (cfg.has_qkv_bias())
       add(p + "attn.c_attn.bias", {lay.qkv_width()}, 0.f, 0.f, l, StorageMap::QkvColumns, {full_qkv});
-    add(p + "attn.c_proj.weight", {lay.out_width(), C}, proj_std, 0.f, l, StorageMap::OutRows,
+    add(layer_matrix_name(l, 1), {lay.out_width(), C}, proj_std, 0.f, l, StorageMap::OutRows,
         {int64_t(cfg.n_head) * hd, C});
     if (cfg.has_out_bias()) add(p + "attn.c_proj.bias", {C}, 0.f, 0.f, l);
     if (cfg.qk_norm) {  // one weight per head dimension, shared by the heads (Qwen3)
@@ -60,9 +60,9 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
     if (!cfg.rmsnorm()) add(p + "ln_2.bias", {C}, 0.f, 0.f, l);
     // SwiGLU's gate and up projections are one [C, 2I] matrix (gate | up columns), like c_attn's q|k|v.
     const int64_t I = cfg.intermediate(), fc = cfg.fc_width();
-    add(p + "mlp.c_fc.weight", {C, fc}, std, 0.f, l);
+    add(layer_matrix_name(l, 2), {C, fc}, std, 0.f, l);
     if (cfg.has_mlp_bias()) add(p + "mlp.c_fc.bias", {fc}, 0.f, 0.f, l);
-    add(p + "mlp.c_proj.weight", {I, C}, proj_std, 0.f, l);
+    add(layer_matrix_name(l, 3), {I, C}, proj_std, 0.f, l);
     if (cfg.has_mlp_bias()) add(p + "mlp.c_proj.bias", {C}, 0.f, 0.f, l);
     // Freezing turns every model weight declared so far in this layer into a buffer.
     if (cfg.lora.freeze_base)
@@ -134,6 +134,33 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
         sp.frozen = true;
       }
   return specs;
+}
+
+namespace {
+constexpr const char* kLayerMatrices[4] = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                                           "mlp.c_proj.weight"};
+}  // namespace
+
+std::string layer_matrix_name(int layer, int which) {
+  return "h." + std::to_string(layer) + "." + kLayerMatrices[which];
+}
+
+bool layer_matrix_of(const std::string& name, int n_layer, int* layer, int* which) {
+  if (name.rfind("h.", 0) != 0) return false;
+  const size_t dot = name.find('.', 2);
+  if (dot == std::string::npos) return false;
+  const std::string num = name.substr(2, dot - 2);
+  if (num.empty() || num.size() > 6 || num.find_first_not_of("0123456789") != std::string::npos) return false;
+  const int l = std::stoi(num);
+  if (l >= n_layer || std::to_string(l) != num) return false;
+  const std::string rest = name.substr(dot + 1);
+  for (int k = 0; k < 4; ++k)
+    if (rest == kLayerMatrices[k]) {
+      *layer = l;
+      *which = k;
+      return true;
+    }
+  return false;
 }
 
 std::string lora_a_name(int layer, LoraTarget t) {

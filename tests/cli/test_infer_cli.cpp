@@ -144,7 +144,7 @@ TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greed
                             {infer::WeightPrecision::BF16, "bf16"},
                             {infer::WeightPrecision::FP16, "fp32"}}) {
     const std::string name = infer::weight_precision_name(w);
-    const infer::KvPrecision kv = infer::kv_precision_for(w, kv_flag);
+    const attn::KvPrecision kv = infer::kv_precision_for(w, kv_flag);
     const auto r = test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
                                       "/prompt.txt --max-new 12 --temperature 0 --weights " + name +
                                       (kv_flag.empty() ? "" : " --kv-cache " + kv_flag));

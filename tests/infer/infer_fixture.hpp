@@ -20,6 +20,11 @@ struct InferCase {
   int n_kv_head = 4;
   std::string pos = "learned";
   std::string plan;  // JSON
+  // "gpt2" (LayerNorm, GELU, biases, tied head) or a Llama-family shape: "llama" (RMSNorm,
+  // SwiGLU, no biases, untied head, Llama 3 RoPE scaling that bends some of the frequencies),
+  // "qwen2" (llama + q/k/v biases), "qwen3" (llama + q/k RMSNorm and a head_dim apart from
+  // n_embd / n_head). The Llama family implies RoPE.
+  std::string family = "gpt2";
 };
 
 inline ModelConfig infer_config(const InferCase& c, int block_size = 40) {
@@ -32,6 +37,24 @@ inline ModelConfig infer_config(const InferCase& c, int block_size = 40) {
   cfg.block_size = block_size;
   cfg.pos = c.pos;
   cfg.head_plan = attn::HeadPlan::from_json(nlohmann::json::parse(c.plan));
+  if (c.family != "gpt2") {
+    cfg.family = c.family;
+    cfg.pos = "rope";
+    cfg.norm = "rmsnorm";
+    cfg.mlp = "swiglu";
+    cfg.intermediate_size = 48;
+    cfg.bias = false;
+    cfg.tie_word_embeddings = false;
+    cfg.rope_theta = 500.0;  // with 8 positions of "original" context, scaling bends the low frequencies
+    cfg.rope_scaling.type = "llama3";
+    cfg.rope_scaling.factor = 4.0;
+    cfg.rope_scaling.original_max_position_embeddings = 8;
+    if (c.family == "qwen2") cfg.qkv_bias = true;
+    if (c.family == "qwen3") {
+      cfg.qk_norm = true;
+      cfg.head_size = 12;  // q width 48, not n_embd
+    }
+  }
   cfg.validate();
   return cfg;
 }

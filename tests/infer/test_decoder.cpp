@@ -70,6 +70,21 @@ TEST_CASE("decode: prefill + cached decode equals the full forward for every kin
       }
 }
 
+// Issue 53: every kind on each Llama-family shape (RMSNorm, SwiGLU, GQA, Llama 3 RoPE scaling,
+// Qwen2's q/k/v biases, Qwen3's q/k norm and wider heads), in logits.
+TEST_CASE("decode: every kind on Llama, Qwen2 and Qwen3 shapes equals the full forward in logits", "[infer][llama]") {
+  for (const char* family : {"llama", "qwen2", "qwen3"})
+    for (const auto& p : kPlans)
+      for (int kv : {4, 2}) {
+        const InferCase c{p[0], kv, "rope", p[1], family};
+        for (auto [P, chunk] : {std::pair<int64_t, int64_t>{13, 5}, {1, 64}}) {
+          const double err = decode_error(c, 40, P, chunk);
+          INFO(family << " " << c.name << " kv=" << kv << " prefill " << P << " chunk " << chunk << ": " << err);
+          CHECK(err <= 1e-5);
+        }
+      }
+}
+
 TEST_CASE("decode: steps split into parts of a few keys (merged by log-sum-exp) equal the full forward", "[infer]") {
   // Parts of 3 and 7 keys: many parts per head, parts that straddle the sink and the ring, parts
   // whose keys are all masked (a ring slot outside the window), the own key alone in a part.
@@ -170,7 +185,7 @@ TEST_CASE("decode: KV bytes follow the formula, extended to static, linear and p
     const int64_t want = bpv * (D * T + 0 + Fw * (D + 1) + 2 * D * 3) + bpv * (2 * D * T + 2 * D * T + 0 + 0);
     CHECK(int64_t(dec.kv_bytes()) == want);
     CHECK(dec.cache().policy(0, 0).has_k == false);
-    CHECK(dec.cache().policy(1, 0).rows == infer::Rows::All);
+    CHECK(dec.cache().policy(1, 0).rows == attn::KvRows::All);
   }
   SECTION("GQA: a KV head keeps what its most demanding query head needs") {
     const InferCase c{"gqa", 2, "learned",
@@ -178,15 +193,15 @@ TEST_CASE("decode: KV bytes follow the formula, extended to static, linear and p
     auto model = infer_model(infer_config(c));
     infer::Decoder dec(*model, T);
     const auto& p00 = dec.cache().policy(0, 0);
-    CHECK(p00.rows == infer::Rows::SinkRing);
+    CHECK(p00.rows == attn::KvRows::SinkRing);
     CHECK(p00.sink == 2);
     CHECK(p00.window == 5);
     const auto& p01 = dec.cache().policy(0, 1);  // static + linear: V of every position, and the state
-    CHECK((p01.rows == infer::Rows::All && !p01.has_k && p01.has_v && p01.linear_state));
+    CHECK((p01.rows == attn::KvRows::All && !p01.has_k && p01.has_v && p01.linear_state));
     const auto& p10 = dec.cache().policy(1, 0);  // linear + pruned: the state only
-    CHECK((p10.rows == infer::Rows::None && !p10.has_k && !p10.has_v && p10.linear_state));
+    CHECK((p10.rows == attn::KvRows::None && !p10.has_k && !p10.has_v && p10.linear_state));
     const auto& p11 = dec.cache().policy(1, 1);  // pruned + pruned: nothing
-    CHECK((p11.rows == infer::Rows::None && !p11.linear_state && p11.slots == 0));
+    CHECK((p11.rows == attn::KvRows::None && !p11.linear_state && p11.slots == 0));
     const int64_t Fw = 45;
     CHECK(int64_t(dec.kv_bytes()) == bpv * (2 * D * 7 + D * T + Fw * (D + 1) + Fw * (D + 1)));
   }

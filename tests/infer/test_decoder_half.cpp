@@ -62,7 +62,7 @@ std::vector<double> double_reference(Model<float>& m, const std::vector<int32_t>
 }
 
 std::vector<float> decode_logits(const Model<float>& m, const std::vector<int32_t>& tokens, int64_t P,
-                                 infer::WeightPrecision w, infer::KvPrecision kv = infer::KvPrecision::FP32,
+                                 infer::WeightPrecision w, attn::KvPrecision kv = attn::KvPrecision::FP32,
                                  int64_t chunk = 5, int64_t split = 512,
                                  infer::Fp32Layout layout = infer::Fp32Layout::InOut) {
   const int64_t T = int64_t(tokens.size()), V = m.config().vocab_size;
@@ -254,7 +254,7 @@ TEST_CASE("load_for_decoding fp32: the layer matrices are re-laid [out, in] in p
     CHECK(relaid == 4 * cfg.n_layer);
     for (int64_t chunk : {5, 64}) {
       const std::vector<float> got = decode_logits(*d.model, tokens, 11, infer::WeightPrecision::FP32,
-                                                   infer::KvPrecision::FP32, chunk, 512, d.fp32_layout);
+                                                   attn::KvPrecision::FP32, chunk, 512, d.fp32_layout);
       const Compare e = compare(got, ref, cfg.vocab_size, 1e-5);
       INFO("chunk " << chunk << ": " << e.rel);
       CHECK(e.rel <= 1e-5);
@@ -265,7 +265,7 @@ TEST_CASE("load_for_decoding fp32: the layer matrices are re-laid [out, in] in p
   // The flag is for fp32 matrices only.
   const ModelConfig cfg = load_case_config("learned");
   auto model = infer_model(cfg);
-  CHECK_THROWS_WITH(infer::Decoder(*model, 8, 4, 512, infer::WeightPrecision::BF16, {}, infer::KvPrecision::FP16,
+  CHECK_THROWS_WITH(infer::Decoder(*model, 8, 4, 512, infer::WeightPrecision::BF16, {}, attn::KvPrecision::FP16,
                                    infer::Fp32Layout::OutIn),
                     Catch::Contains("Fp32Layout::OutIn"));
 }
@@ -293,16 +293,16 @@ TEST_CASE("decode with a 16-bit KV cache: logits within the stated tolerance of 
         // the double model copy has no static or linear head values.)
         const std::vector<float> ref32 = full_forward_logits(*model, tokens);
         const std::vector<double> ref(ref32.begin(), ref32.end());
-        for (auto kv : {infer::KvPrecision::BF16, infer::KvPrecision::FP16})
+        for (auto kv : {attn::KvPrecision::BF16, attn::KvPrecision::FP16})
           for (bool plain : {false, true})
             for (auto [P, chunk, split] : {std::tuple<int64_t, int64_t, int64_t>{13, 5, 512}, {1, 64, 3}, {40, 16, 512}}) {
               cpu::force_plain_half_kernel(plain);
-              const bool bf = kv == infer::KvPrecision::BF16;
+              const bool bf = kv == attn::KvPrecision::BF16;
               const double tol = bf ? 1e-2 : 1.5e-3;
               const Compare e = compare(decode_logits(*model, tokens, P, infer::WeightPrecision::FP32, kv, chunk, split),
                                         ref, V, tol);
               worst[bf ? 0 : 1] = std::max(worst[bf ? 0 : 1], e.rel);
-              INFO(plan << " kv heads " << kvh << " " << pos << " cache " << infer::kv_precision_name(kv)
+              INFO(plan << " kv heads " << kvh << " " << pos << " cache " << attn::kv_precision_name(kv)
                         << (plain ? " plain" : " avx512") << " prefill " << P << " chunk " << chunk << " parts of "
                         << split << ": " << e.rel << " (tol " << tol << "); argmax misses " << e.argmax_bad << " of "
                         << e.clear_rows);
@@ -324,28 +324,28 @@ TEST_CASE("decode with a 16-bit KV cache: half the row bytes, fp32 linear states
                     R"([["softmax","window:3","sink_window:2:5","static"],["linear","pruned","window:6","sink_window:1:3"]])"};
   const ModelConfig cfg = infer_config(c);
   auto model = infer_model(cfg);
-  const infer::Decoder d32(*model, 40), d16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::FP16);
-  const int64_t D = cfg.head_dim(), lin = infer::linear_features(int(D)) * (D + 1);
+  const infer::Decoder d32(*model, 40), d16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::FP16);
+  const int64_t D = cfg.head_dim(), lin = attn::linear_features(int(D)) * (D + 1);
   // Rows: layer 0 two All stores with K and V (40 slots each); layer 1 state only (KV head 0)
   // and a ring S=1, W=6 with K and V (KV head 1).
   const int64_t rows = 2 * 2 * 40 * D + 2 * 7 * D;
   CHECK(d32.kv_bytes() == size_t(4 * rows + 4 * lin));
   CHECK(d16.kv_bytes() == size_t(2 * rows + 4 * lin));
-  CHECK(d16.cache().precision() == infer::KvPrecision::FP16);
-  CHECK(infer::kv_precision_for(infer::WeightPrecision::FP32, "") == infer::KvPrecision::FP32);
-  CHECK(infer::kv_precision_for(infer::WeightPrecision::BF16, "") == infer::KvPrecision::FP16);
-  CHECK(infer::kv_precision_for(infer::WeightPrecision::FP16, "bf16") == infer::KvPrecision::BF16);
-  CHECK_THROWS_WITH(infer::parse_kv_precision("int8"), Catch::Contains("--kv-cache: 'int8'"));
+  CHECK(d16.cache().precision() == attn::KvPrecision::FP16);
+  CHECK(infer::kv_precision_for(infer::WeightPrecision::FP32, "") == attn::KvPrecision::FP32);
+  CHECK(infer::kv_precision_for(infer::WeightPrecision::BF16, "") == attn::KvPrecision::FP16);
+  CHECK(infer::kv_precision_for(infer::WeightPrecision::FP16, "bf16") == attn::KvPrecision::BF16);
+  CHECK_THROWS_WITH(attn::parse_kv_precision("int8"), Catch::Contains("--kv-cache: 'int8'"));
 
   // A V value beyond 65504 (the value bias of layer 0, KV head 1): fp16 stops with the remedy,
   // bf16 (fp32's range) decodes.
   const auto& lay = model->layouts()[0];
   model->params().get("h.0.attn.c_attn.bias").f32()[lay.v_col(1)] = 1e5f;
   const auto tokens = random_tokens(8, cfg.vocab_size, 4);
-  infer::Decoder f16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::FP16);
+  infer::Decoder f16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::FP16);
   CHECK_THROWS_WITH(f16.prefill(tokens.data(), 8),
                     Catch::Contains("layer 0 KV head 1 at position 0") && Catch::Contains("beyond fp16's range") &&
                         Catch::Contains("--kv-cache bf16 or fp32"));
-  infer::Decoder b16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, infer::KvPrecision::BF16);
+  infer::Decoder b16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::BF16);
   CHECK_NOTHROW(b16.prefill(tokens.data(), 8));
 }

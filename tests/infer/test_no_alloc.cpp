@@ -177,13 +177,13 @@ TEST_CASE("decode: prefill and decode steps allocate nothing outside OpenBLAS (t
   auto model = infer_model(cfg);
   const auto tokens = random_tokens(40, cfg.vocab_size, 2);
   // fp32 and 16-bit cache rows (a prefill widens the 16-bit rows into scratch sized once)
-  for (auto kv : {infer::KvPrecision::FP32, infer::KvPrecision::BF16}) {
+  for (auto kv : {attn::KvPrecision::FP32, attn::KvPrecision::BF16}) {
     infer::Decoder dec(*model, cfg.block_size, 8, 512, infer::WeightPrecision::FP32, {}, kv);
     infer::SamplingOptions o;
     o.top_k = 5;
     o.top_p = 0.9;
     infer::Sampler sampler(o, cfg.vocab_size);
-    check_prefill_and_steps(dec, sampler, tokens, infer::kv_precision_name(kv));
+    check_prefill_and_steps(dec, sampler, tokens, attn::kv_precision_name(kv));
   }
 }
 

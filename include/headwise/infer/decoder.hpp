@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "headwise/infer/kv_cache.hpp"
+#include "headwise/attention/kv_cache.hpp"
 #include "headwise/kernels/gemv.hpp"
 #include "headwise/model/gpt.hpp"
 
@@ -38,7 +38,7 @@ const char* weight_precision_name(WeightPrecision p);
 // full forward bit for bit, as before), fp16 with 16-bit weights (llama.cpp's default cache: 10
 // mantissa bits against bf16's 7; a value beyond 65504 is one error naming bf16 and fp32).
 // `given` (a --kv-cache value) overrides it when not empty.
-KvPrecision kv_precision_for(WeightPrecision w, const std::string& given);
+attn::KvPrecision kv_precision_for(WeightPrecision w, const std::string& given);
 
 // The layout of the model's fp32 decoder matrices (per layer QKV, output, MLP in and out) that a
 // Decoder reads: the model's own [in, out], or [out, in], re-laid in place by relay_out_in
@@ -86,7 +86,7 @@ class Decoder {
   // (fp32 weights), the layout they are in (Fp32Layout above).
   Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512,
           WeightPrecision weights = WeightPrecision::FP32, HalfWeights half = {},
-          KvPrecision kv = KvPrecision::FP32, Fp32Layout layout = Fp32Layout::InOut);
+          attn::KvPrecision kv = attn::KvPrecision::FP32, Fp32Layout layout = Fp32Layout::InOut);
   ~Decoder();
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -103,7 +103,7 @@ class Decoder {
   // One token: prefill of one row.
   const float* step(int32_t token) { return prefill(&token, 1); }
 
-  const KvCache& cache() const { return cache_; }
+  const attn::KvCache& cache() const { return cache_; }
   // Bytes the decoder allocated besides the model's weights: the KV cache plus its scratch.
   size_t kv_bytes() const { return cache_.bytes(); }
   size_t scratch_bytes() const;
@@ -115,13 +115,8 @@ class Decoder {
  private:
   struct Impl;
   void run_rows(const int32_t* tokens, int64_t n, float* all_logits);
-  void attention(int l, int64_t n);
-  // Cache slot segments [seg[s][0], seg[s][1]) query head h of layer l reads at length c0.
-  int head_segments(int l, int h, int64_t c0, int64_t seg[2][2]) const;
-  // One part of a decode step's softmax-family head (decoder.cpp); S, cp: the thread's scratch.
-  void decode_part(int l, int h, int part, int64_t lo, int64_t hi, float* S, int64_t* cp);
   const Model<float>& model_;
-  KvCache cache_;
+  attn::KvCache cache_;
   Impl* impl_ = nullptr;
 };
 

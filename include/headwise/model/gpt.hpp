@@ -27,6 +27,11 @@
 
 namespace hw {
 
+namespace model_detail {
+template <class F>
+struct Weights;  // the parameters by role (src/model/model_impl.hpp)
+}  // namespace model_detail
+
 // What a step stores activations and the GEMMs' copy of the weights in (train.precision):
 //   Full: the model's own F ("fp32" for a float model);
 //   Bf16: bf16, with fp32 arithmetic inside every op, and F for everything that accumulates or
@@ -61,6 +66,12 @@ class Model {
   const Arena& buffers() const { return buffers_; }
   const Arena& activations() const { return acts_; }
   size_t activation_bytes() const { return acts_.bytes(); }
+  // The parameters by role (src/model/model_impl.hpp's Weights: each layer's matrices, biases
+  // and norms, found once through the parameter layout) and layer l's head parameters (static
+  // patterns, linear kernels), for code that runs the layer sequence outside the training step:
+  // cached decoding.
+  const model_detail::Weights<F>& weights() const;
+  const attn::LayerHeadParams<F>& head_params(int l) const;
   int64_t num_parameters() const { return params_.numel(); }
 
   // GPT-2 init from `seed`: values are drawn in the stored (Hugging Face) shape and then
@@ -273,12 +284,6 @@ class Model {
   }
 
   // The choices of the block that differ between families (gpt.cpp).
-  template <class A>
-  void norm_forward(const ComputeOps<A, F>& o, A* out, F* mean, F* rstd, const A* in, const F* w, const F* b,
-                    int64_t N) const;
-  template <class A>
-  void residual_norm_forward(const ComputeOps<A, F>& o, A* resid, A* out, F* mean, F* rstd, const A* a, const A* b,
-                             const F* w, const F* bias, int64_t N) const;
   template <class A>
   void norm_backward(const ComputeOps<A, F>& o, A* dinp, F* dw, F* db, const A* dout, const A* inp, const F* w,
                      const F* mean, const F* rstd, int64_t N) const;

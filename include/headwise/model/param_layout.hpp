@@ -49,6 +49,11 @@ struct ParamSpec {
 };
 
 // The names of the adapter matrices of layer l, target t: "h.<l>.attn.<t>.lora_A" / "lora_B".
+// A layer's four matrices in the layer sequence's order (0 QKV, 1 attention output, 2 MLP in,
+// 3 MLP out): the parameter name of one, and which one a name is with its layer (false for any
+// other name, or a layer outside 0..n_layer-1).
+std::string layer_matrix_name(int layer, int which);
+bool layer_matrix_of(const std::string& name, int n_layer, int* layer, int* which);
 std::string lora_a_name(int layer, LoraTarget t);
 std::string lora_b_name(int layer, LoraTarget t);
 

@@ -29,6 +29,24 @@ HW_HOST_DEVICE bool key_visible(const KeyRule& r, int64_t i, int64_t j) {
   return j <= i && (j < r.sink || j > i - r.window);
 }
 
+// Keys [0, i1) visible to some query row of [i0, i1), as at most two disjoint intervals
+// [lo, hi) (returns the count): the sink [0, S) and the window (i0 - W, i1), merged when they
+// touch. With i1 = i0 = c: the keys before c that row c sees (cached decoding's segments).
+HW_HOST_DEVICE int key_intervals(const KeyRule& r, int64_t i0, int64_t i1, int64_t out[2][2]) {
+  const int64_t sink_hi = min64(r.sink, i1);
+  const int64_t win_lo = max64(0, i0 - r.window + 1);
+  if (sink_hi <= 0 || win_lo <= sink_hi) {
+    out[0][0] = sink_hi <= 0 ? win_lo : 0;
+    out[0][1] = i1;
+    return 1;
+  }
+  out[0][0] = 0;
+  out[0][1] = sink_hi;
+  out[1][0] = win_lo;
+  out[1][1] = i1;
+  return 2;
+}
+
 // Tile indices [lo, hi).
 struct TileRange {
   int32_t lo = 0, hi = 0;

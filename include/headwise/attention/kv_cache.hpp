@@ -39,9 +39,9 @@
 #include "headwise/attention/head_plan.hpp"
 #include "headwise/kernels/gemv.hpp"
 
-namespace hw::infer {
+namespace hw::attn {
 
-enum class Rows : uint8_t { None, All, SinkRing };
+enum class KvRows : uint8_t { None, All, SinkRing };
 
 enum class KvPrecision { FP32, BF16, FP16 };
 // "fp32" | "bf16" | "fp16" (else one hw::Error naming --kv-cache and the value); and back.
@@ -49,7 +49,7 @@ KvPrecision parse_kv_precision(const std::string& s);
 const char* kv_precision_name(KvPrecision p);
 
 struct KvHeadPolicy {
-  Rows rows = Rows::None;
+  KvRows rows = KvRows::None;
   int64_t sink = 0, window = 0;  // SinkRing only
   bool has_k = false, has_v = false;
   bool linear_state = false;
@@ -57,7 +57,7 @@ struct KvHeadPolicy {
 };
 
 // The policies of every KV head of one layer (see above).
-std::vector<KvHeadPolicy> layer_policies(const attn::LayerPlan& plan, int n_head, int n_kv_head,
+std::vector<KvHeadPolicy> kv_layer_policies(const LayerPlan& plan, int n_head, int n_kv_head,
                                          int64_t max_context);
 // Features of the linear-head state for head width D: 1 + D + D (D + 1) / 2.
 int64_t linear_features(int D);
@@ -65,7 +65,7 @@ int64_t linear_features(int D);
 class KvCache {
  public:
   // plan: the model's head plan; max_context >= 1 positions; head_dim D; rows: K/V precision.
-  KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
+  KvCache(const HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
           KvPrecision rows = KvPrecision::FP32);
 
   int n_layer() const { return int(policies_.size()); }
@@ -122,4 +122,4 @@ class KvCache {
   std::vector<uint16_t*> k16_, v16_;
 };
 
-}  // namespace hw::infer
+}  // namespace hw::attn

@@ -1,4 +1,4 @@
-#include "headwise/infer/kv_cache.hpp"
+#include "headwise/attention/kv_cache.hpp"
 
 #include <algorithm>
 #include <string>
@@ -7,11 +7,11 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/host_pages.hpp"
 
-namespace hw::infer {
+namespace hw::attn {
 
 int64_t linear_features(int D) { return 1 + int64_t(D) + int64_t(D) * (D + 1) / 2; }
 
-std::vector<KvHeadPolicy> layer_policies(const attn::LayerPlan& plan, int n_head, int n_kv_head,
+std::vector<KvHeadPolicy> kv_layer_policies(const attn::LayerPlan& plan, int n_head, int n_kv_head,
                                          int64_t max_context) {
   using attn::HeadKind;
   check(n_kv_head >= 1 && n_head % n_kv_head == 0, "kv cache: n_kv_head must divide n_head");
@@ -34,15 +34,15 @@ std::vector<KvHeadPolicy> layer_policies(const attn::LayerPlan& plan, int n_head
       if (s.kind == HeadKind::Linear) p.linear_state = true;
     }
     if (!all && ring && p.sink + p.window < max_context) {
-      p.rows = Rows::SinkRing;
+      p.rows = KvRows::SinkRing;
       p.slots = p.sink + p.window;
     } else if (all || ring) {
-      p.rows = Rows::All;
+      p.rows = KvRows::All;
       p.slots = max_context;
     }
-    if (p.rows != Rows::SinkRing) p.sink = p.window = 0;
-    p.has_v = p.rows != Rows::None;
-    if (p.rows == Rows::None) p.has_k = false;
+    if (p.rows != KvRows::SinkRing) p.sink = p.window = 0;
+    p.has_v = p.rows != KvRows::None;
+    if (p.rows == KvRows::None) p.has_k = false;
   }
   return out;
 }
@@ -63,7 +63,7 @@ KvCache::KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head
     : n_kv_head_(n_kv_head), D_(head_dim), max_context_(max_context), precision_(rows) {
   check(max_context >= 1, "kv cache: max_context must be >= 1");
   check(head_dim >= 1, "kv cache: head_dim must be >= 1");
-  for (const auto& layer : plan.layers) policies_.push_back(layer_policies(layer, n_head, n_kv_head, max_context));
+  for (const auto& layer : plan.layers) policies_.push_back(kv_layer_policies(layer, n_head, n_kv_head, max_context));
   const int64_t lin = linear_features(D_) * (D_ + 1);
   size_t rows_total = 0, lin_total = 0;
   for (const auto& layer : policies_)
@@ -112,13 +112,13 @@ void KvCache::reset() {
 
 int64_t KvCache::slot_of(int l, int g, int64_t p) const {
   const KvHeadPolicy& pol = policy(l, g);
-  if (pol.rows == Rows::SinkRing && p >= pol.sink) return pol.sink + (p - pol.sink) % pol.window;
+  if (pol.rows == KvRows::SinkRing && p >= pol.sink) return pol.sink + (p - pol.sink) % pol.window;
   return p;
 }
 
 int64_t KvCache::position_of(int l, int g, int64_t slot, int64_t n) const {
   const KvHeadPolicy& pol = policy(l, g);
-  if (pol.rows != Rows::SinkRing || slot < pol.sink) return slot;
+  if (pol.rows != KvRows::SinkRing || slot < pol.sink) return slot;
   const int64_t r = slot - pol.sink;  // the latest p < n with p >= S and (p - S) mod W == r
   return pol.sink + r + pol.window * ((n - 1 - pol.sink - r) / pol.window);
 }
@@ -131,4 +131,4 @@ std::vector<int64_t> KvCache::held_positions(int l, int g) const {
   return out;
 }
 
-}  // namespace hw::infer
+}  // namespace hw::attn
