@@ -1,6 +1,6 @@
 // bench_gemv [--shape IxO]... [--rounds N] [--reps N] [--min-mb M]
 // The one-row products of a decode step, each weight read once, in every layout and precision
-// the decoder has, side by side (docs/performance.md): GB/s of weights per product, median of
+// the decoder has, side by side (bench/results/decode.md): GB/s of weights per product, median of
 // --rounds rounds that alternate the variants (a VM's memory bandwidth drifts by 10-30% within
 // minutes, so only figures of the same run compare). Default shapes: Qwen2.5-0.5B's, I x O =
 // QKV 896x1152, output 896x896, MLP in 896x9728, MLP out 4864x896, tied LM head 896x151936.

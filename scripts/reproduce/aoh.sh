@@ -21,7 +21,8 @@
 #   (scripts/reproduce/aoh_contexts.py: from the model's shape and the node's memory, at most
 #   max_position_embeddings and MAX_CONTEXT; printed, and kept in OUT/contexts.txt). Cached decoding
 #   runs on the CPU backend only (the decoder has no CUDA path), so the job asks for a whole CPU node
-#   (--exclusive) and no GPU. cluster: OUT/jobs/aoh.sbatch and OUT/collect.sh; gpu: the same here.
+#   (--exclusive) and no GPU: OUT/jobs/aoh.sbatch and OUT/collect.sh (the job also runs with bash).
+#   --scale gpu needs --backend torch (with headwise nothing would use the GPU: one error).
 #   No quality-retention rows at these scales (they need a corpus and MQAR models: --scale cpu).
 #   --backend torch: the timing runs in PyTorch on a GPU with the converted model's cache, up to 8192
 #   (scripts/reproduce/torch_route.py bench; docs/reproducing.md, "The GPU route").

@@ -8,6 +8,11 @@
 # ... up to 8192 (MAX_CONTEXT, max_position_embeddings).
 # The paper's 50% with DuoAttention's streaming heads (sink 64, window 256); SINK / WINDOW override
 # them only for a trial on a model whose context is shorter than 320 (the tests' tiny Llama).
+# --scale gpu promises a GPU: with --backend headwise nothing here would use one, so it is refused.
+if [ "$SCALE" = gpu ] && [ "$BACKEND" = headwise ]; then
+  echo "error: AoH at --scale gpu --backend headwise would time decoding on the CPU: headwise's cached decoding (bench-infer) has no CUDA path; use --backend torch (PyTorch times prefill and decode on this GPU after headwise converts) or --scale cluster (a CPU job)" >&2
+  exit 1
+fi
 SPARSITY=0.5 SINK=${SINK:-64} WINDOW=${WINDOW:-256}
 require_hf_model BASE_MODEL "${BASE_MODEL:-}" "llama qwen2 qwen3" "a Hugging Face Llama, Qwen2 or Qwen3 model directory" no-tokenizer
 # DuoAttention's timing protocol: 3 untimed + 10 timed prefills, 50 untimed + 100 timed decode steps

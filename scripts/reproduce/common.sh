@@ -138,7 +138,7 @@ require_shards() {
 # The cluster scales need Slurm's tools where the jobs are written: SBATCH (default sbatch) on PATH.
 require_slurm() {
   command -v "${SBATCH:-sbatch}" > /dev/null || {
-    echo "error: --scale cluster writes sbatch jobs: no '${SBATCH:-sbatch}' on PATH (load Slurm's module, or use --scale gpu)" >&2
+    echo "error: --scale cluster writes sbatch jobs: no '${SBATCH:-sbatch}' on PATH (load Slurm's module, or use --scale gpu; OAL and AoH need --backend torch there)" >&2
     exit 1
   }
 }

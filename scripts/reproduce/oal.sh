@@ -20,7 +20,8 @@
 #   (Qwen2.5-0.5B) and/or BASE_LLAMA=DIR (Llama-3.2-1B), Hugging Face directories (config.json,
 #   *.safetensors, tokenizer.json). Every stage runs on the CPU backend (the CUDA backend has no
 #   RMSNorm/SwiGLU, LoRA, linear or baseline head ops yet, and oal-tables is CPU-only): the jobs ask
-#   for CPUs, no GPU. Units (OUT/jobs/<unit>.sh; cluster: OUT/jobs/<unit>.sbatch and OUT/collect.sh):
+#   for CPUs, no GPU; --scale gpu therefore needs --backend torch (with headwise: one error).
+#   Units (OUT/jobs/<unit>.sh; cluster: OUT/jobs/<unit>.sbatch and OUT/collect.sh):
 #   qwen_tables  Tables 1, 2 and Fig. 2: oal-tables on Qwen's layers 4, 12, 20 at T 4096 (WikiText-2:
 #                fit/validation windows from train, 16 held-out windows from val; 1,000 random draws);
 #   <m>_<row>    Table 3, m in qwen, llama; row in softmax_lora, oal, global (fixed:1), performer,

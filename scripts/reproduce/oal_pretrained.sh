@@ -9,6 +9,11 @@
 # run in PyTorch on the job's GPU (scripts/reproduce/torch_route.py); the Tables 1-2 unit stays
 # headwise's (oal-tables, CPU). SEQ_LEN and LAYERS_QWEN / LAYERS_LLAMA change the paper's T 4096 and
 # layer ranges for a trial on a small model (the tests' tiny Llama).
+# --scale gpu promises a GPU: with --backend headwise nothing here would use one, so it is refused.
+if [ "$SCALE" = gpu ] && [ "$BACKEND" = headwise ]; then
+  echo "error: OAL at --scale gpu --backend headwise would run every stage on the CPU: the CUDA backend has no Llama-family (RMSNorm, SwiGLU), LoRA, linear or baseline-head ops, and oal-tables is CPU-only; use --backend torch (PyTorch fine-tunes and evaluates on this GPU after headwise converts) or --scale cluster (CPU jobs)" >&2
+  exit 1
+fi
 T=${SEQ_LEN:-4096}
 # the paper's App. F: Qwen keeps 3 softmax layers at each end
 declare -A LAYERS=([qwen]=${LAYERS_QWEN:-3-20} [llama]=${LAYERS_LLAMA:-1-14})

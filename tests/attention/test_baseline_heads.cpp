@@ -8,6 +8,7 @@
 
 #include "attention/layer_fixture.hpp"
 #include "headwise/core/error.hpp"
+#include "support/central_difference.hpp"
 #include "support/rel_err.hpp"
 
 namespace {
@@ -69,14 +70,9 @@ void check_fd(const ref::Layer& l, int stride, unsigned seed) {
   const double h = 1e-5, tol = 1e-6;
   int checked = 0;
   for (size_t e = seed % unsigned(stride); e < p.qkv.size(); e += size_t(stride)) {
-    const double keep = p.qkv[e];
-    p.qkv[e] = keep + h;
-    const double fp = objective(p, l, R);
-    p.qkv[e] = keep - h;
-    const double fm = objective(p, l, R);
-    p.qkv[e] = keep;
+    const double fd = hw::test::central_difference(p.qkv[e], [&] { return objective(p, l, R); }, h);
     INFO("qkv element " << e << " (column " << e % size_t(p.layout.qkv_width()) << ")");
-    CHECK(close(dqkv[e], (fp - fm) / (2 * h), tol));
+    CHECK(close(dqkv[e], fd, tol));
     ++checked;
   }
   CHECK(checked > 0);
@@ -85,25 +81,15 @@ void check_fd(const ref::Layer& l, int stride, unsigned seed) {
     if (kind == fx::HeadKind::DiJiang)
       for (int f = 0; f < l.D; ++f) {
         auto& x = p.log_w[size_t(hd)][size_t(f)];
-        const double keep = x;
-        x = keep + h;
-        const double fp = objective(p, l, R);
-        x = keep - h;
-        const double fm = objective(p, l, R);
-        x = keep;
+        const double fd = hw::test::central_difference(x, [&] { return objective(p, l, R); }, h);
         INFO("head " << hd << " log_w[" << f << "]");
-        CHECK(close(dlog_w[size_t(hd)][size_t(f)], (fp - fm) / (2 * h), tol));
+        CHECK(close(dlog_w[size_t(hd)][size_t(f)], fd, tol));
       }
     if (kind == fx::HeadKind::TaylorShift) {
       auto& x = p.tau[size_t(hd)];
-      const double keep = x;
-      x = keep + h;
-      const double fp = objective(p, l, R);
-      x = keep - h;
-      const double fm = objective(p, l, R);
-      x = keep;
+      const double fd = hw::test::central_difference(x, [&] { return objective(p, l, R); }, h);
       INFO("head " << hd << " tau");
-      CHECK(close(dtau[size_t(hd)], (fp - fm) / (2 * h), tol));
+      CHECK(close(dtau[size_t(hd)], fd, tol));
     }
   }
 }

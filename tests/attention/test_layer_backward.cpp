@@ -9,6 +9,7 @@
 
 #include "attention/layer_fixture.hpp"
 #include "headwise/core/error.hpp"
+#include "support/central_difference.hpp"
 #include "support/rel_err.hpp"
 
 namespace {
@@ -72,14 +73,9 @@ void check_against_fd(const ref::Layer& l, int stride, unsigned seed) {
   int checked = 0;
   const int64_t n_qkv = int64_t(p.qkv.size());
   for (int64_t e = seed % unsigned(stride); e < n_qkv; e += stride) {
-    const double keep = p.qkv[size_t(e)];
-    p.qkv[size_t(e)] = keep + h;
-    const double fp = objective(p, l, R);
-    p.qkv[size_t(e)] = keep - h;
-    const double fm = objective(p, l, R);
-    p.qkv[size_t(e)] = keep;
+    const double fd = hw::test::central_difference(p.qkv[size_t(e)], [&] { return objective(p, l, R); }, h);
     INFO("qkv element " << e << " (column " << e % p.layout.qkv_width() << ")");
-    CHECK(close(grads.dqkv[size_t(e)], (fp - fm) / (2 * h), tol));
+    CHECK(close(grads.dqkv[size_t(e)], fd, tol));
     ++checked;
   }
   CHECK(checked > 0);
@@ -90,31 +86,22 @@ void check_against_fd(const ref::Layer& l, int stride, unsigned seed) {
         auto& x = which == 0 ? p.alpha[size_t(hd)] : p.rho[size_t(hd)];
         const auto& g = which == 0 ? grads.dalpha[size_t(hd)] : grads.drho[size_t(hd)];
         for (size_t j = 0; j < x.size(); ++j) {
-          const double keep = x[j];
-          x[j] = keep + h;
-          refresh_log_z(p, hd);
-          const double fp = objective(p, l, R);
-          x[j] = keep - h;
-          refresh_log_z(p, hd);
-          const double fm = objective(p, l, R);
-          x[j] = keep;
+          const double fd = hw::test::central_difference(x[j], [&] {
+            refresh_log_z(p, hd);
+            return objective(p, l, R);
+          }, h);
           refresh_log_z(p, hd);
           INFO("head " << hd << (which == 0 ? " alpha[" : " rho[") << j << "]");
-          CHECK(close(g[j], (fp - fm) / (2 * h), tol));  // entries >= T: no effect, zero gradient
+          CHECK(close(g[j], fd, tol));  // entries >= T: no effect, zero gradient
         }
       }
     }
     if (kind == fx::HeadKind::Linear) {
       auto& L = p.L[size_t(hd)];
       for (size_t e = 0; e < L.size(); ++e) {
-        const double keep = L[e];
-        L[e] = keep + h;
-        const double fp = objective(p, l, R);
-        L[e] = keep - h;
-        const double fm = objective(p, l, R);
-        L[e] = keep;
+        const double fd = hw::test::central_difference(L[e], [&] { return objective(p, l, R); }, h);
         INFO("head " << hd << " L[" << e << "]");
-        CHECK(close(grads.dL[size_t(hd)][e], (fp - fm) / (2 * h), tol));  // upper triangle: 0 both ways
+        CHECK(close(grads.dL[size_t(hd)][e], fd, tol));  // upper triangle: 0 both ways
       }
     }
   }
@@ -141,15 +128,7 @@ TEST_CASE("the dense reference's gradients match finite differences of the dense
   const Grid R = fx::random_r(l, 8u);
   const ref::Grads g = ref::backward(l, R);
   const double h = 1e-5, tol = 1e-6;
-  auto fd = [&](double& x) {
-    const double keep = x;
-    x = keep + h;
-    const double fp = ref_objective(l, R);
-    x = keep - h;
-    const double fm = ref_objective(l, R);
-    x = keep;
-    return (fp - fm) / (2 * h);
-  };
+  auto fd = [&](double& x) { return hw::test::central_difference(x, [&] { return ref_objective(l, R); }, h); };
   for (int hd = 0; hd < l.H; ++hd)
     for (size_t i = 0; i < l.q[0][size_t(hd)].size(); i += 3) CHECK(close(g.dq[0][size_t(hd)][i], fd(l.q[0][size_t(hd)][i]), tol));
   for (int kv = 0; kv < l.KV; ++kv)

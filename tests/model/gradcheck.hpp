@@ -9,6 +9,7 @@
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/gpt.hpp"
 #include "model/model_test_util.hpp"
+#include "support/central_difference.hpp"
 
 namespace hw::test {
 
@@ -65,22 +66,13 @@ inline void check_model_gradients(const ModelConfig& cfg, bool sparse = false) {
   }
   m.zero_grads();
   m.forward_backward(x.data(), y.data(), B, T, 1.0);
-  const double h = 1e-5;
   int checked = 0;
   for (const auto& t : m.params().tensors()) {
     const Tensor& g = m.grads().get(t->name);
     for (int k = 0; k < 4; ++k) {
       const int64_t i = int64_t(rng.below(uint64_t(t->numel())));
-      double* p = t->as<double>() + i;
-      const double orig = *p;
-      *p = orig + h;
-      const double lp = m.forward(x.data(), y.data(), B, T);
-      *p = orig - h;
-      const double lm = m.forward(x.data(), y.data(), B, T);
-      *p = orig;
-      const double fd = (lp - lm) / (2 * h);
-      INFO(t->name << "[" << i << "] analytic " << g.as<double>()[i] << " fd " << fd);
-      CHECK(g.as<double>()[i] == Approx(fd).epsilon(1e-5).margin(1e-8));
+      check_entry_against_fd(t->name, i, g.as<double>()[i], t->as<double>()[i],
+                             [&] { return m.forward(x.data(), y.data(), B, T); });
       ++checked;
     }
   }

@@ -11,6 +11,7 @@
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/gpt.hpp"
 #include "model/model_test_util.hpp"
+#include "support/central_difference.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace hw;
@@ -61,23 +62,14 @@ TEST_CASE("baseline kinds: model layout, and whole-model gradients match finite 
   for (auto& v : y) v = int32_t(rng.below(11));
   m.zero_grads();
   m.forward_backward(x.data(), y.data(), B, T, 1.0);
-  const double h = 1e-5;
   int checked = 0;
   for (const auto& t : m.params().tensors()) {
     const bool baseline = t->name.find(".dijiang.") != std::string::npos || t->name.find(".taylorshift.") != std::string::npos;
     const Tensor& g = m.grads().get(t->name);
     for (int k = 0; k < (baseline ? int(t->numel()) : 3); ++k) {
       const int64_t i = baseline ? k : int64_t(rng.below(uint64_t(t->numel())));
-      double* p = t->as<double>() + i;
-      const double orig = *p;
-      *p = orig + h;
-      const double lp = m.forward(x.data(), y.data(), B, T);
-      *p = orig - h;
-      const double lm = m.forward(x.data(), y.data(), B, T);
-      *p = orig;
-      const double fd = (lp - lm) / (2 * h);
-      INFO(t->name << "[" << i << "] analytic " << g.as<double>()[i] << " fd " << fd);
-      CHECK(g.as<double>()[i] == Approx(fd).epsilon(1e-5).margin(1e-8));
+      const double fd = test::check_entry_against_fd(t->name, i, g.as<double>()[i], t->as<double>()[i],
+                                   [&] { return m.forward(x.data(), y.data(), B, T); });
       if (baseline) CHECK(std::abs(fd) > 1e-9);  // the parameter really reaches the loss
       ++checked;
     }

@@ -12,6 +12,7 @@
 #include "headwise/kernels/backend.hpp"
 #include "headwise/kernels/cpu.hpp"
 #include "model/model_test_util.hpp"
+#include "support/central_difference.hpp"
 #include "train/guarded_backend.hpp"
 
 using namespace hw;
@@ -58,21 +59,11 @@ void check_gradients(const ModelConfig& cfg) {
   std::map<std::string, std::vector<double>> grads;
   for (const auto& t : m.grads().tensors()) grads[t->name].assign(t->as<double>(), t->as<double>() + t->numel());
   auto loss_at = [&] { return m.forward_backward(x.data(), y.data(), B, T, 1.0); };
-  const double h = 1e-5;
   int checked = 0;
   for (const auto& t : m.params().tensors())
     for (int k = 0; k < 4; ++k) {
       const int64_t i = int64_t(rng.below(uint64_t(t->numel())));
-      double* p = t->as<double>() + i;
-      const double orig = *p;
-      *p = orig + h;
-      const double lp = loss_at();
-      *p = orig - h;
-      const double lm = loss_at();
-      *p = orig;
-      const double fd = (lp - lm) / (2 * h);
-      INFO(t->name << "[" << i << "] analytic " << grads[t->name][size_t(i)] << " fd " << fd);
-      CHECK(grads[t->name][size_t(i)] == Approx(fd).epsilon(1e-5).margin(1e-8));
+      test::check_entry_against_fd(t->name, i, grads[t->name][size_t(i)], t->as<double>()[i], loss_at);
       ++checked;
     }
   CHECK(checked >= 4 * 10);

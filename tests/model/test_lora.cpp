@@ -13,6 +13,7 @@
 #include "headwise/model/adapter_files.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "model/model_test_util.hpp"
+#include "support/central_difference.hpp"
 #include "support/temp_dir.hpp"
 
 using namespace hw;
@@ -61,22 +62,12 @@ void check_gradients(ModelConfig cfg) {
   // The loss the gradient is of: forward_backward's (same dropout masks); its own gradient
   // accumulation is not read again.
   auto loss_at = [&] { return m.forward_backward(x.data(), y.data(), B, T, 1.0); };
-  const double h = 1e-5;
   int adapters = 0;
   for (const auto& t : m.params().tensors()) {
     const bool adapter = t->name.find("lora_") != std::string::npos;
     for (int k = 0; k < (adapter ? 6 : 2); ++k) {
       const int64_t i = int64_t(rng.below(uint64_t(t->numel())));
-      double* p = t->as<double>() + i;
-      const double orig = *p;
-      *p = orig + h;
-      const double lp = loss_at();
-      *p = orig - h;
-      const double lm = loss_at();
-      *p = orig;
-      const double fd = (lp - lm) / (2 * h);
-      INFO(t->name << "[" << i << "] analytic " << grads[t->name][size_t(i)] << " fd " << fd);
-      CHECK(grads[t->name][size_t(i)] == Approx(fd).epsilon(1e-5).margin(1e-8));
+      test::check_entry_against_fd(t->name, i, grads[t->name][size_t(i)], t->as<double>()[i], loss_at);
       adapters += adapter;
     }
   }

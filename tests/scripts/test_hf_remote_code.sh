@@ -19,17 +19,7 @@
 # torch + transformers come from VENV (scripts/python_env.sh, shared with the other cross-checks);
 # a skip (77) only when the package index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_hf_remote_code.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
-set -euo pipefail
-HW=$1
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-VENV=${2:-$HOME/.cache/headwise/pyvenv}
-. "$SRC/scripts/references.sh"
-python_reference "$VENV" torch "transformers==5.24.0" safetensors
-PY="$VENV/bin/hwpy"
-"$PY" -c "import torch, transformers" 2>/dev/null || { echo "FAIL: torch/transformers do not import from $VENV"; exit 1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} HF_HUB_OFFLINE=1 HF_HOME=$TMP/hf TRANSFORMERS_VERBOSITY=error
+. "$(dirname "$0")/python_check.sh" "$1" "${2:-}"
 P="$SRC/tests/scripts/hf_remote_code.py"
 fail=0
 "$PY" "$P" make "$TMP" > "$TMP/made.txt"

@@ -6,15 +6,7 @@
 # with the other cross-checks); a skip (77) only when the package index cannot be reached, a
 # failure in CI mode (scripts/references.sh).
 # Usage: test_hf_roundtrip.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
-set -euo pipefail
-HW=$1
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-VENV=${2:-$HOME/.cache/headwise/pyvenv}
-. "$SRC/scripts/references.sh"
-python_reference "$VENV" torch "transformers==5.24.0" safetensors
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+. "$(dirname "$0")/python_check.sh" "$1" "${2:-}"
 "$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
 # |headwise - transformers| of the losses, at most 1.5e-5: about 10x the largest measured on an
 # AVX-512 machine / with OPENBLAS_CORETYPE=Haswell ATEN_CPU_CAPABILITY=avx2 (AVX2 kernels):
@@ -25,7 +17,6 @@ close() {  # close A B WHAT: |A - B| < TOL
     { echo "FAIL: $3: $1 vs $2 (tolerance $TOL)"; exit 1; }
   echo "ok: $3: $1 vs $2"
 }
-field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 cat > "$TMP/run.json" <<JSON
 {"train": {"micro_batch": 2, "seq_len": 24, "total_batch_tokens": 48, "steps": 1, "lr": 1e-30, "min_lr": 0.0,
            "warmup_steps": 0, "weight_decay": 0.0, "eval_every": 0},

@@ -9,18 +9,10 @@
 # torch, transformers and peft come from VENV (scripts/python_env.sh installs what is missing); a
 # skip (77) only when the package index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_peft_adapters.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
-set -euo pipefail
-HW=$1
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-VENV=${2:-$HOME/.cache/headwise/pyvenv}
-. "$SRC/scripts/references.sh"
-python_reference "$VENV" torch "transformers==5.24.0" safetensors "peft==0.21.2"
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+. "$(dirname "$0")/python_check.sh" "$1" "${2:-}" "peft==0.21.2"
+"$PY" -c "import peft" 2>/dev/null || { echo "FAIL: peft does not import from $VENV"; exit 1; }
 "$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
 P="$SRC/tests/scripts/peft_adapters.py"
-field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 # Bounds, about 10x the largest measured on an AVX-512 machine / with OPENBLAS_CORETYPE=Haswell
 # ATEN_CPU_CAPABILITY=avx2 (AVX2 kernels) (both were 1e-4): losses 9e-7 (headwise-trained
 # adapters 3.1e-8 / 8.7e-8, PEFT-trained 7.5e-8 / 6.8e-8), merged logits 7e-5 (7.3e-6 / 4.3e-6).

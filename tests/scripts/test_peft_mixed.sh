@@ -13,20 +13,10 @@
 # torch, transformers and peft come from VENV (scripts/python_env.sh); a skip (77) only when the
 # package index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_peft_mixed.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
-set -euo pipefail
-HW=$1
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-VENV=${2:-$HOME/.cache/headwise/pyvenv}
-. "$SRC/scripts/references.sh"
-python_reference "$VENV" torch "transformers==5.24.0" safetensors "peft==0.21.2"
-PY="$VENV/bin/hwpy"
-"$PY" -c "import torch, transformers, peft" 2>/dev/null || { echo "FAIL: torch/transformers/peft do not import from $VENV"; exit 1; }
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} HF_HUB_OFFLINE=1 HF_HOME=$TMP/hf TRANSFORMERS_VERBOSITY=error
+. "$(dirname "$0")/python_check.sh" "$1" "${2:-}" "peft==0.21.2"
+"$PY" -c "import peft" 2>/dev/null || { echo "FAIL: peft does not import from $VENV"; exit 1; }
 P="$SRC/tests/scripts/peft_mixed.py"
 fail=0
-field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 close() {  # close A B WHAT: |A - B| <= 1e-5 |B|
   if "$PY" -c "import sys; a, b = map(float, sys.argv[1:3]); sys.exit(0 if abs(a - b) <= 1e-5 * abs(b) else 1)" "$1" "$2"
   then echo "ok: $3: $1 vs $2"; else echo "FAIL: $3: $1 vs $2"; fail=1; fi

@@ -15,17 +15,8 @@
 # torch + transformers come from VENV (scripts/python_env.sh); a skip (77) only when the package
 # index cannot be reached, a failure in CI mode (scripts/references.sh).
 # Usage: test_pretrained_methods.sh path/to/headwise [VENV]   (default VENV: ~/.cache/headwise/pyvenv)
-set -euo pipefail
-HW=$1
-SRC=$(cd "$(dirname "$0")/../.." && pwd)
-VENV=${2:-$HOME/.cache/headwise/pyvenv}
-. "$SRC/scripts/references.sh"
-python_reference "$VENV" torch "transformers==5.24.0" safetensors
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
+. "$(dirname "$0")/python_check.sh" "$1" "${2:-}"
 "$PY" "$SRC/tests/scripts/hf_roundtrip.py" make "$TMP" 2>/dev/null
-field() { "$PY" -c "import json, sys; print(json.loads(sys.stdin.read().strip().splitlines()[-1])['$1'])"; }
 declare -A loss
 dense=()
 types=()

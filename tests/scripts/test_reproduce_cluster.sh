@@ -56,6 +56,26 @@ grep -q 'configs/experiment_aah_ablations_1b_4k.json' "$out/jobs/ablations_s1.sb
 grep -q 'train.steps=' "$out"/jobs/*.sbatch && bad "STEPS unset: a job overrides train.steps (the configs' 10,000 / 3,000 updates)"
 STEPS=7 SEEDS=0 WIKITEXT2_DIR=$tmp/wt2 aah --scale cluster --out "$tmp/aah_steps" > /dev/null
 grep -q -- '--set train.steps=7' "$tmp/aah_steps/jobs/regimes_s0.sbatch" || bad "STEPS=7: the job does not shorten the schedule"
+# The updates each job's experiment would run, read as the trainer reads them (its config's
+# train.steps, then the job's last --set train.steps=N): 10,000 for Tables 4/6, 3,000 for Table 5.
+job_steps() {  # job_steps JOB.sbatch: the train.steps its experiment line resolves to
+  python3 - "$1" "$root" <<'PY'
+import json, re, sys
+line = [l for l in open(sys.argv[1]) if " experiment --config " in l][0]
+cfg = re.search(r"--config (\S+)", line).group(1)
+text = "".join(l for l in open(f"{sys.argv[2]}/{cfg}") if not l.lstrip().startswith("//"))
+steps = json.loads(text)["train"]["steps"]
+for v in re.findall(r"--set train\.steps=(\d+)", line):
+    steps = int(v)
+print(steps)
+PY
+}
+for j in regimes_s0:10000 regimes_s1:10000 ablations_s0:3000 ablations_s1:3000; do
+  got=$(job_steps "$out/jobs/${j%%:*}.sbatch")
+  [ "$got" = "${j#*:}" ] || bad "${j%%:*}: $got updates, expected ${j#*:}"
+done
+[ "$(job_steps "$tmp/aah_steps/jobs/ablations_s0.sbatch")" = 7 ] || bad "STEPS=7: the Table 5 job does not run 7 updates"
+echo "ok: AAH updates per job: regimes 10000, ablations 3000 (STEPS=7: 7)"
 [ -x "$out/collect.sh" ] || bad "no collect.sh"
 echo "ok: AAH jobs $(ls "$out/jobs" | tr '\n' ' ')"
 

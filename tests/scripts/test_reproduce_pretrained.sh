@@ -2,8 +2,9 @@
 # OAL's and AoH's --scale gpu|cluster branches (pretrained Hugging Face models) without Slurm or a
 # GPU: the jobs they write (the actual command lines: the paper's layer ranges, T 4096, the LoRA
 # recipe, the sparsity settings), the collectors on hand-made results (every table row and claim),
-# the context choice from the model's shape and the node's memory (hand-worked), AoH's gpu branch
-# end to end on the tiny Llama fixture (KV ratios hand-worked), and bad input: one `error:` line.
+# the context choice from the model's shape and the node's memory (hand-worked), AoH's CPU job
+# end to end on the tiny Llama fixture (KV ratios hand-worked), and bad input: one `error:` line
+# (--scale gpu with the headwise backend among it: nothing there would use the GPU).
 # Usage: test_reproduce_pretrained.sh HEADWISE_BIN
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -148,7 +149,7 @@ grep -q '^## Task columns' "$O/REPORT.md" || bad "OAL REPORT.md has no task sect
 echo "ok: OAL collector: Tables 1-3 and Fig. 2, 12 Table 3 rows, $n claim rows"
 
 # --- OAL: bad input ---------------------------------------------------------------------------------
-oal_bad() { env "$@" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/oal.sh" --scale gpu --out "$tmp/oal_bad"; }
+oal_bad() { env "$@" PATH="$tmp/bin:$PATH" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/oal.sh" --scale cluster --out "$tmp/oal_bad"; }
 one_error oal_bad
 [[ "$LAST_ERR" == *"set BASE_QWEN=DIR (Qwen2.5-0.5B) and/or BASE_LLAMA=DIR (Llama-3.2-1B)"* ]] || bad "no BASE_*: the error names the variables"
 one_error oal_bad BASE_QWEN="$tmp/llama"
@@ -160,6 +161,9 @@ one_error oal_bad BASE_LLAMA="$tmp/llama" WT2_LLAMA="$tmp/data/wt2_llama" WT103_
   || bad "missing test shards: the error names the files and the command: $LAST_ERR"
 one_error oal_bad BASE_LLAMA="$tmp/llama"  # the default data/wikitext2_llama is not there
 one_error env "${oal_env[@]}" SBATCH=hw-no-such-sbatch HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/oal.sh" --scale cluster --out "$tmp/oal_x"
+# --scale gpu with the headwise backend would run on the CPU: refused, saying what is CPU-only.
+one_error env "${oal_env[@]}" HEADWISE_BIN="$hw" bash "$root/scripts/reproduce/oal.sh" --scale gpu --out "$tmp/oal_g"
+[[ "$LAST_ERR" == *"the CUDA backend has no Llama-family (RMSNorm, SwiGLU), LoRA, linear or baseline-head ops"*"use --backend torch"* ]] || bad "oal --scale gpu: $LAST_ERR"
 
 # --- AoH: the context choice from the model's shape and the node's memory ------------------------------
 # L 2, C 32, H 4, KV 2, D 8, FFN 64, V 96, untied: 2 x 96 x 32 + 2 x (32x32 + 2x32x16 + 32x32 + 3x32x64
@@ -207,12 +211,14 @@ bash -n "$A" || bad "aoh.sbatch: not valid bash"
 [ "$(cat "$tmp/aoh/contexts.txt")" = "1024 2048 4096 8192" ] || bad "the job's contexts.txt: $(cat "$tmp/aoh/contexts.txt")"
 echo "ok: AoH cluster job: heads, convert (S 0.5, sink 64, window 256), bench-infer at the contexts the node fits"
 
-# --- AoH: --scale gpu end to end on the tiny Llama fixture (contexts 32 and 64, sink 4, window 8) -------
+# --- AoH: the CPU job end to end on the tiny Llama fixture (contexts 32 and 64, sink 4, window 8) ---------
+# --scale cluster writes it, bash runs it here as Slurm would, collect.sh writes the report.
 # Its 2 KV heads per layer: one full, one streaming (sink 4 + window 8 = 12 slots): KV bytes
 # (N + 12) / 2N of all-softmax: 44 / 64 = 0.6875 at 32, 76 / 128 = 0.59375 at 64.
 cp -r "$root/tests/fixtures/hf_tiny_llama" "$tmp/tiny"
-OMP_NUM_THREADS=1 aoh BASE_MODEL="$tmp/tiny" FIRST_CONTEXT=32 SINK=4 WINDOW=8 BENCH_RUNS="0 1 1 2" ROUNDS=2 --scale gpu --out "$tmp/aoh_gpu" > "$tmp/aoh_gpu.log" 2>&1 \
-  || { tail -n 5 "$tmp/aoh_gpu.log"; bad "aoh.sh --scale gpu failed"; }
+{ aoh BASE_MODEL="$tmp/tiny" FIRST_CONTEXT=32 SINK=4 WINDOW=8 BENCH_RUNS="0 1 1 2" ROUNDS=2 --scale cluster --out "$tmp/aoh_gpu" \
+    && (cd "$root" && OMP_NUM_THREADS=1 bash "$tmp/aoh_gpu/jobs/aoh.sbatch") && PATH="$tmp/bin:$PATH" "$tmp/aoh_gpu/collect.sh"; } \
+  > "$tmp/aoh_gpu.log" 2>&1 || { tail -n 5 "$tmp/aoh_gpu.log"; bad "aoh.sh --scale cluster, its job and collect.sh failed"; }
 G=$tmp/aoh_gpu
 [ "$(cat "$G/contexts.txt" 2>/dev/null)" = "32 64" ] || bad "tiny model: contexts '$(cat "$G/contexts.txt" 2>/dev/null)', expected 32 64 (max_position_embeddings 64)"
 [ "$(cut -d, -f1,9 "$G/latency.csv" 2>/dev/null | tr '\n' ' ')" = "context,KV ratio 32,0.6875 64,0.59375 " ] \
@@ -227,12 +233,15 @@ grep -qF "| the KV cache shrinks by about half (50% of KV heads streaming) | -50
   || bad "AoH REPORT.md: the KV claim at 64"
 [ "$(grep -c '| not run (a pretrained model without a corpus) | not measurable at this scale |' "$G/REPORT.md")" = 3 ] \
   || bad "AoH REPORT.md: the retention claims do not say 'not run'"
-echo "ok: AoH --scale gpu on the tiny Llama: contexts 32 64 in 2 alternated rounds, KV ratios 0.6875 0.59375, 6 claim rows"
+echo "ok: AoH CPU job on the tiny Llama: contexts 32 64 in 2 alternated rounds, KV ratios 0.6875 0.59375, 6 claim rows"
 
 # --- AoH: bad input ------------------------------------------------------------------------------------
-one_error aoh --scale gpu --out "$tmp/aoh_bad"
-one_error aoh BASE_MODEL="$root/tests/fixtures/hf_tiny_gpt2" --scale gpu --out "$tmp/aoh_bad"
+one_error aoh --scale cluster --out "$tmp/aoh_bad"
+one_error aoh BASE_MODEL="$root/tests/fixtures/hf_tiny_gpt2" --scale cluster --out "$tmp/aoh_bad"
 [[ "$LAST_ERR" == *"model_type llama or qwen2 or qwen3 (found 'gpt2')"* ]] || bad "a GPT-2 directory: $LAST_ERR"
-one_error aoh BASE_MODEL="$tmp/shape" MAX_CONTEXT=lots --scale gpu --out "$tmp/aoh_bad"
+one_error aoh BASE_MODEL="$tmp/shape" MAX_CONTEXT=lots --scale cluster --out "$tmp/aoh_bad"
+# --scale gpu with the headwise backend would run on the CPU: refused, saying what is CPU-only.
+one_error aoh BASE_MODEL="$tmp/tiny" --scale gpu --out "$tmp/aoh_bad"
+[[ "$LAST_ERR" == *"headwise's cached decoding (bench-infer) has no CUDA path; use --backend torch"* ]] || bad "aoh --scale gpu: $LAST_ERR"
 one_error aoh BASE_MODEL="$tmp/shape" SBATCH=hw-no-such-sbatch --scale cluster --out "$tmp/aoh_bad"
 exit $fail

@@ -4,7 +4,7 @@
 // Mappings of 2 MiB or more are 2 MiB aligned and their whole 2 MiB blocks advised
 // MADV_HUGEPAGE, so that a machine whose transparent huge pages are in "madvise" mode (the
 // default on Debian) backs them with 2 MiB pages: streaming 170 MB of bf16 weights per token ran at 14-16 GB/s on 4 KiB pages and 16-19
-// GB/s on 2 MiB pages (2-core EPYC, one thread, alternating runs; docs/performance.md).
+// GB/s on 2 MiB pages (2-core EPYC, one thread, alternating runs; bench/results/decode.md).
 #include <cstddef>
 
 namespace hw {
