@@ -28,7 +28,7 @@ struct BatchSide {
   int64_t peak_rss = -1;
 };
 
-double median(std::vector<double> x) {
+double median_of(std::vector<double> x) {
   if (x.empty()) return 0.0;
   std::sort(x.begin(), x.end());
   return x[x.size() / 2];
@@ -91,7 +91,7 @@ BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) 
     double sum = 0;
     for (double v : step_ms) sum += v;
     s.decode_ms = sum / double(step_ms.size());
-    s.decode_median_ms = median(step_ms);
+    s.decode_median_ms = median_of(step_ms);
     s.kv_per_seq = int64_t(dec.cache_bytes());
     s.scratch_bytes = int64_t(dec.scratch_bytes());
     s.weight_bytes = weights_held(model, bo.weights, dec.half_weight_bytes());
@@ -102,17 +102,17 @@ BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) 
 
 // The largest number of sequences whose caches fit beside the fixed bytes (weights + scratch);
 // -1: no limit (a plan that caches nothing).
-int64_t max_batch(double budget, const BatchSide& s) {
+int64_t largest_batch(double budget, const BatchSide& s) {
   if (s.kv_per_seq == 0) return -1;
   const double left = budget - double(s.weight_bytes + s.scratch_bytes);
   return left <= 0 ? 0 : int64_t(left / double(s.kv_per_seq));
 }
 
-nlohmann::json side_json(const BatchSide& s, double budget, int64_t B, int64_t P) {
+nlohmann::json batch_side_json(const BatchSide& s, double budget, int64_t B, int64_t P) {
   nlohmann::json j = {{"kv_cache_bytes_per_sequence", s.kv_per_seq},
                       {"kv_cache_bytes_batch", s.kv_per_seq * B}};
   if (!s.timed) return j;
-  const int64_t mb = max_batch(budget, s);
+  const int64_t mb = largest_batch(budget, s);
   j.update({{"weight_bytes", s.weight_bytes},
             {"scratch_bytes", s.scratch_bytes},
             {"max_batch_in_budget", mb >= 0 ? nlohmann::json(mb) : nlohmann::json(nullptr)},
@@ -177,7 +177,7 @@ void bench_infer_batch(std::unique_ptr<Model<float>> model,
       "%.0f", plan.timed, ref.timed);
   char budget_name[80];
   std::snprintf(budget_name, sizeof budget_name, "largest batch in %.4g GB", budget / 1e9);
-  const double mb_plan = double(max_batch(budget, plan)), mb_ref = double(max_batch(budget, ref));
+  const double mb_plan = double(largest_batch(budget, plan)), mb_ref = double(largest_batch(budget, ref));
   row(budget_name, mb_plan, mb_ref, "%.0f", plan.timed, ref.timed);
   row("prefill tokens/s (all prompts)", plan.prefill_ms > 0 ? double(B * P) / plan.prefill_ms * 1e3 : 0.0,
       ref.prefill_ms > 0 ? double(B * P) / ref.prefill_ms * 1e3 : 0.0, "%.1f", plan.timed, ref.timed);
@@ -196,8 +196,8 @@ void bench_infer_batch(std::unique_ptr<Model<float>> model,
                         {"kv_cache", infer::kv_precision_name(kv)},
                         {"memory_budget_bytes", budget},
                         {"memory_budget_source", budget_source},
-                        {"plan", side_json(plan, budget, B, P)},
-                        {"all_softmax", side_json(ref, budget, B, P)},
+                        {"plan", batch_side_json(plan, budget, B, P)},
+                        {"all_softmax", batch_side_json(ref, budget, B, P)},
                         {"kv_bytes_ratio", ratio(double(plan.kv_per_seq), double(ref.kv_per_seq))}};
   if (plan.timed && ref.timed) {
     out["decode_tokens_per_s_ratio"] = ratio(ref.decode_ms, plan.decode_ms);

@@ -90,7 +90,7 @@ infer::BatchDecoderOptions batch_options(const Model<float>& m, int B, int64_t c
 
 }  // namespace
 
-TEST_CASE("batch decode: greedy tokens of B = 1, 3, 8 equal each prompt decoded alone (GPT-2, Llama, Qwen3; "
+TEST_CASE("batch decode: greedy tokens of B = 1, 3, 8 equal each prompt decoded alone (GPT-2, Llama, Qwen3, "
           "mixed plans, rings wrapped, slots reused)",
           "[infer][batch]") {
   for (const auto& [name, plan] : {std::pair<std::string, const char*>{"gpt2", kGpt2Plan},
