@@ -2,8 +2,8 @@
 # headwise decode against llama.cpp on the same weights (issue 41): prefill and decode tok/s,
 # peak RSS, GB/s of weights + KV per decode token, greedy-token agreement, fp32/F32 and
 # bf16/F16, at 1 and 2 threads (scripts/bench_decode_vs_llamacpp.py has the details).
-# llama.cpp comes from PyPI's llama-cpp-python source package (pinned below; it vendors
-# llama.cpp), downloaded and built for this CPU once under LLAMA_CACHE (about 10 minutes of 2
+# llama.cpp comes from PyPI's llama-cpp-python source package (pinned in scripts/llamacpp_build.sh;
+# it vendors llama.cpp), downloaded and built for this CPU once under LLAMA_CACHE (about 10 minutes of 2
 # cores): a cache outside the repository (e.g. LLAMA_CACHE=/work/cache/llamacpp) serves every
 # checkout. A build of another pin is kept beside it, never reused. Skips (exit 77) when the
 # package cannot be fetched or built.
@@ -15,7 +15,6 @@
 #   (~/.cache/headwise/llamacpp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PIN=0.3.36  # llama-cpp-python 0.3.36, the newest source package (0.3.16 vendored llama.cpp of 2025-08)
 CKPT=${1:-}
 HW=${HEADWISE_BIN:-build/headwise}
 OUT=${OUT:-runs/bench_llamacpp}
@@ -24,24 +23,13 @@ CACHE=${LLAMA_CACHE:-$HOME/.cache/headwise/llamacpp}
 skip() { echo "bench_decode_vs_llamacpp: SKIP: $*" >&2; exit 77; }
 [ -x "$HW" ] || { echo "error: $HW is not built (cmake --build build --target headwise)" >&2; exit 1; }
 [ -x "$PY" ] || skip "no Python at $PY (scripts/python_env.sh makes build/pyvenv)"
-mkdir -p "$CACHE"
-SRC="$CACHE/llama_cpp_python-$PIN/vendor/llama.cpp"
-if [ ! -f "$SRC/CMakeLists.txt" ]; then
-  if [ ! -f "$CACHE/llama_cpp_python-$PIN.tar.gz" ]; then
-    echo "bench: fetching llama-cpp-python==$PIN's source package ..." >&2
-    "$PY" -m pip download --quiet --no-binary :all: --no-deps "llama-cpp-python==$PIN" -d "$CACHE" \
-      || skip "cannot fetch llama-cpp-python==$PIN from the package registry"
-  fi
-  tar -xzf "$CACHE/llama_cpp_python-$PIN.tar.gz" -C "$CACHE" || skip "cannot unpack llama-cpp-python==$PIN"
-fi
-BLD="$CACHE/build-$PIN-cpu"
+. scripts/llamacpp_build.sh  # the pin, LLAMA_SRC, LLAMA_BLD
+llamacpp_fetch
+SRC=$LLAMA_SRC
+BLD=$LLAMA_BLD
 GREEDY="$BLD/llama_greedy"
 if [ ! -x "$GREEDY" ] || [ ! -x "$BLD/bin/llama-bench" ]; then
-  echo "bench: building llama.cpp (CPU, native) once under $BLD ..." >&2
-  cmake -S "$SRC" -B "$BLD" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DGGML_CUDA=OFF -DLLAMA_CURL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_CCACHE=OFF >/dev/null || skip "cannot configure llama.cpp"
-  cmake --build "$BLD" -j2 --target llama-bench llama >/dev/null || skip "cannot build llama.cpp"
+  llamacpp_build llama-bench llama
   libs=$(find "$BLD" -name 'libllama.a' -o -name 'libggml*.a' | sort -r | tr '\n' ' ')
   g++ -O2 -std=c++17 -I"$SRC/include" -I"$SRC/ggml/include" scripts/llama_greedy.cpp -o "$GREEDY" \
     -Wl,--start-group $libs -Wl,--end-group -fopenmp -lpthread -ldl || skip "cannot link llama_greedy"

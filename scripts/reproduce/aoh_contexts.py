@@ -7,7 +7,7 @@ CONFIG_JSON: a Hugging Face config.json (Llama / Qwen2 / Qwen3). Prints the cont
 (space-separated) and the choice with its arithmetic on stderr. FIRST_CONTEXT (default 1024) is
 the shortest context (tests time a tiny model at 16, 32, 64).
 
-bench-infer's memory at context N (src/cli/cmd_bench_infer.cpp, src/infer/decoder.cpp), bounded
+bench-infer's memory at context N (src/cli/cmd_bench_infer.cpp, src/infer/cached_forward.cpp), bounded
 from above: the fp32 model (4 bytes per parameter) plus its bf16 copy for --weights bf16 (2 bytes),
 and for each of its two decoders (the plan's and all-softmax's; counted as both alive) the fp32 KV
 cache of every head kept in full (2 x layers x KV heads x head_dim x N x 4 bytes) and the

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # AoH at --scale gpu|cluster on a pretrained model the user passes (sourced by
 # scripts/reproduce/aoh.sh after common.sh; its header says what runs). headwise's cached decoding
-# runs on the CPU backend only (src/infer/decoder.cpp refuses another backend), so with --backend
+# runs on the CPU backend only (src/infer/cached_decoder.cpp refuses another backend), so with --backend
 # headwise the job is a CPU job; with --backend torch headwise scores and converts the heads (CPU)
 # and PyTorch times prefill and decode with the converted model's cache on the job's GPU
 # (scripts/reproduce/torch_route.py bench, bf16; TORCH_DTYPE=fp32 for a CPU trial), at 1024, 2048,

@@ -10,16 +10,19 @@
 // (data_free_method.hpp, as `convert` does: e.g. --method aoh --set method.sparsity=0.5).
 // --side plan|all-softmax times one side alone, so that a script can alternate the two in fresh
 // processes (A-B-B-A rounds: scripts/reproduce/aoh.sh) instead of trusting one process's order.
+// --batch B [--memory-budget GB]: B sequences decoded together instead (bench_infer_batch.hpp):
+// KV bytes per sequence of both plans, the largest batch that fits the budget, total tokens/s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/bench_infer_batch.hpp"
 #include "cli/commands.hpp"
 #include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
-#include "headwise/infer/decoder.hpp"
+#include "headwise/infer/cached_decoder.hpp"
 #include "headwise/infer/read_bandwidth.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
@@ -40,6 +43,8 @@ struct BenchInferArgs {
   std::string weights = "fp32";
   std::string kv_cache;  // empty: kv_precision_for's default
   std::string side = "both";
+  int batch = 0;          // 0: one sequence (the table above)
+  double budget_gb = 0;   // --memory-budget; 0: the machine's physical memory
 };
 
 struct Side {
@@ -72,7 +77,7 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
   reset_peak_rss();
   {
     const infer::WeightPrecision w = infer::parse_weight_precision(a.weights);
-    infer::Decoder dec(model, N, 64, 512, w, {}, infer::kv_precision_for(w, a.kv_cache));
+    infer::CachedDecoder dec(model, N, 64, 512, w, {}, infer::kv_precision_for(w, a.kv_cache));
     std::vector<double> pre, dec_ms;
     for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
       dec.reset();
@@ -161,12 +166,22 @@ void add_bench_infer_command(CLI::App& app) {
                   "Time both sides (default), or only the plan or only all-softmax (one process per side, for "
                   "alternated rounds)")
       ->check(CLI::IsMember({"both", "plan", "all-softmax"}));
+  cmd->add_option("--batch", a->batch,
+                  "Decode B sequences together (prompts of N - decode steps random tokens each; the prefill is "
+                  "timed once, --prefill-* do not apply): KV bytes per sequence, largest batch in the budget, "
+                  "total tokens/s");
+  cmd->add_option("--memory-budget", a->budget_gb,
+                  "With --batch: memory in GB (1e9 bytes) for weights, scratch and caches (default: the machine's "
+                  "physical memory)");
   cmd->callback([a] {
     const attn::KvPrecision kv = infer::kv_precision_for(infer::parse_weight_precision(a->weights), a->kv_cache);
     // (bad values fail before any loading)
     check(a->prefill_warmup >= 0 && a->prefill_runs >= 1 && a->decode_warmup >= 0 && a->decode_runs >= 1,
           "--prefill-runs and --decode-runs must be >= 1, the warm-ups >= 0");
     check(a->sets.empty() || !a->method.empty(), "--set needs --method");
+    check(a->batch >= 0, "--batch must be >= 1, got " + std::to_string(a->batch));
+    check(a->budget_gb >= 0, "--memory-budget must be > 0 GB");
+    check(a->budget_gb == 0 || a->batch > 0, "--memory-budget needs --batch");
     auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig cfg = model->config();
@@ -195,6 +210,28 @@ void add_bench_infer_command(CLI::App& app) {
         check(h.kind != attn::HeadKind::SinkWindow || h.sink + h.window <= N,
               "layer " + std::to_string(l) + " has head " + h.str() + ": sink + window exceeds --context " +
                   std::to_string(N));
+    auto load_reference = [a, &cfg] {
+      auto ref_model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
+      if (ref_model->config().lora.enabled()) ref_model->merge_adapters();
+      if (!ref_model->config().head_plan.all_softmax())
+        ref_model->install_plan(attn::HeadPlan::uniform(cfg.n_layer, cfg.n_head), {});
+      return ref_model;
+    };
+    if (a->batch > 0) {
+      BatchBenchOptions o;
+      o.batch = a->batch;
+      o.context = N;
+      o.decode_warmup = a->decode_warmup;
+      o.decode_runs = a->decode_runs;
+      o.seed = a->seed;
+      o.weights = a->weights;
+      o.kv_cache = a->kv_cache;
+      o.side = a->side;
+      o.plan_name = plan_name;
+      o.budget_gb = a->budget_gb;
+      bench_infer_batch(std::move(model), load_reference, o);
+      return;
+    }
     Rng rng(a->seed);
     std::vector<int32_t> tokens(static_cast<size_t>(N));
     for (auto& t : tokens) t = int32_t(rng.below(uint64_t(cfg.vocab_size)));
@@ -208,10 +245,7 @@ void add_bench_infer_command(CLI::App& app) {
     }
     model.reset();  // the reference side loads its own copy: the two peaks share the same baseline
     if (time_ref) {
-      auto ref_model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
-      if (ref_model->config().lora.enabled()) ref_model->merge_adapters();
-      if (!ref_model->config().head_plan.all_softmax())
-        ref_model->install_plan(attn::HeadPlan::uniform(cfg.n_layer, cfg.n_head), {});
+      auto ref_model = load_reference();
       ref = run_side(*ref_model, tokens, *a);
       ref.plan_name = "all-softmax";
     }

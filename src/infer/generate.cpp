@@ -8,7 +8,7 @@
 
 namespace hw::infer {
 
-std::vector<int32_t> generate(Decoder& dec, Sampler& sampler, const std::vector<int32_t>& prompt, int64_t max_new,
+std::vector<int32_t> generate(CachedDecoder& dec, Sampler& sampler, const std::vector<int32_t>& prompt, int64_t max_new,
                               const std::function<void(int32_t)>& on_token, GenerateTimes* times,
                               const std::vector<int32_t>& stop) {
   check(!prompt.empty(), "generate: the prompt is empty");

@@ -24,8 +24,8 @@ int32_t argmax(const float* x, int n) {
   return best;
 }
 
-Sampler::Sampler(const SamplingOptions& opts, int vocab)
-    : opts_(opts), vocab_(vocab), rng_(data::derive_seed(opts.seed, data::Stream::Sampling, 0)) {
+Sampler::Sampler(const SamplingOptions& opts, int vocab, uint64_t stream)
+    : opts_(opts), vocab_(vocab), rng_(data::derive_seed(opts.seed, data::Stream::Sampling, stream)) {
   opts_.validate();
   check(vocab >= 1, "sampler: vocabulary must be >= 1");
   idx_.resize(size_t(vocab));

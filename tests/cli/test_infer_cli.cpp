@@ -3,9 +3,12 @@
 // input is one error line.
 #include <catch2/catch.hpp>
 
+#include <filesystem>
+#include <map>
 #include <sstream>
 
 #include "cli/cli_util.hpp"
+#include "headwise/data/tokenizer.hpp"
 #include "headwise/infer/generate.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
@@ -45,13 +48,13 @@ using test::expect_one_error;
 TEST_CASE("generate: greedy tokens equal the in-process decoder's, seeds reproduce, bytes stream", "[cli][infer]") {
   const std::string dir = test::cli_temp_dir("generate");
   const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
-  test::write_text(dir + "/prompt.txt", "3 1 4 1 5\n9 2 6");
+  test::write_text(dir + "/prompt.txt", "3 1 4 1 5 9 2 6\n");  // one line: one prompt
   const auto r = test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
                                     "/prompt.txt --max-new 20 --temperature 0");
   INFO(r.out);
   REQUIRE(r.code == 0);
   auto model = load_model(ids, cpu_backend<float>());
-  infer::Decoder dec(*model, 48);
+  infer::CachedDecoder dec(*model, 48);
   infer::SamplingOptions o;
   o.temperature = 0;
   infer::Sampler s(o, 32);
@@ -132,6 +135,166 @@ TEST_CASE("bench-infer: an AoH plan against all-softmax, KV bytes by the formula
   expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 49" + quick), "--context");
 }
 
+// "=== line N ===" blocks of a several-prompt run: line N -> its text (the line after the header).
+std::map<int, std::string> line_blocks(const std::string& out) {
+  std::map<int, std::string> blocks;
+  size_t at = 0;
+  while ((at = out.find("=== line ", at)) != std::string::npos) {
+    const size_t end_hdr = out.find(" ===\n", at);
+    const int n = std::stoi(out.substr(at + 9, end_hdr - at - 9));
+    const size_t body = end_hdr + 5, next = out.find("\n=== line ", body);
+    const size_t stop = next == std::string::npos ? out.rfind("\n{") : next;
+    blocks[n] = out.substr(body, stop - body);
+    at = body;
+  }
+  return blocks;
+}
+
+std::string ids_text(const std::vector<int32_t>& ids) {
+  std::ostringstream line;
+  for (size_t i = 0; i < ids.size(); ++i) line << (i ? " " : "") << ids[i];
+  return line.str();
+}
+
+TEST_CASE("generate: several prompts decode together, each line as it decodes alone (ids and text, per-line "
+          "sampling streams)",
+          "[cli][infer][batch]") {
+  const std::string dir = test::cli_temp_dir("generate_batch");
+  const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
+  // Three prompts of different lengths, two slots: line 3 waits for a free one.
+  const std::vector<std::vector<int32_t>> prompts = {{3, 1, 4, 1, 5, 9, 2, 6}, {7}, {2, 7, 1, 8, 2, 8, 1, 8, 2, 8, 4}};
+  test::write_text(dir + "/prompts.txt", ids_text(prompts[0]) + "\n" + ids_text(prompts[1]) + "\r\n" +
+                                             ids_text(prompts[2]) + "\n");
+  const auto r = test::run_headwise("generate --checkpoint " + ids + " --prompt-tokens " + dir +
+                                    "/prompts.txt --max-new 14 --temperature 0 --max-batch 2");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  auto model = load_model(ids, cpu_backend<float>());
+  const auto blocks = line_blocks(r.out);
+  REQUIRE(blocks.size() == 3);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    infer::CachedDecoder dec(*model, 48);
+    infer::Sampler s({0.0}, 32);
+    CHECK(blocks.at(int(i) + 1) == ids_text(infer::generate(dec, s, prompts[i], 14)));
+  }
+  const auto summary = test::last_json_line(r.out);
+  CHECK(summary["sequences"] == 3);
+  CHECK(summary["max_batch"] == 2);
+  CHECK(summary["new_tokens"] == nlohmann::json({14, 14, 14}));
+  CHECK(summary["prompt_tokens"] == nlohmann::json({8, 1, 11}));
+
+  // Text through --prompts, sampled: line N draws from stream N - 1 of the seed, so line 1 is what
+  // --prompt alone draws with that seed.
+  const std::string bytes = make_checkpoint(dir, "bytes", 256, kMixed);
+  const std::vector<std::string> texts = {"In the", "A", "Once upon a"};
+  test::write_text(dir + "/texts.txt", texts[0] + "\n" + texts[1] + "\n" + texts[2] + "\n");
+  const std::string opts = " --max-new 10 --top-k 20 --top-p 0.9 --seed 5";
+  const auto b = test::run_headwise("generate --checkpoint " + bytes + " --prompts " + dir + "/texts.txt" + opts);
+  INFO(b.out);
+  REQUIRE(b.code == 0);
+  const auto text_blocks = line_blocks(b.out);
+  REQUIRE(text_blocks.size() == 3);
+  const auto alone = test::run_headwise("generate --checkpoint " + bytes + " --prompt '" + texts[0] + "'" + opts);
+  REQUIRE(alone.code == 0);
+  CHECK(text_blocks.at(1) == text_part(alone.out));
+  auto bytes_model = load_model(bytes, cpu_backend<float>());
+  infer::SamplingOptions so;
+  so.top_k = 20;
+  so.top_p = 0.9;
+  so.seed = 5;
+  for (size_t i = 0; i < texts.size(); ++i) {
+    INFO(i);
+    infer::CachedDecoder dec(*bytes_model, 48);
+    infer::Sampler s(so, 256, i);
+    std::vector<int32_t> prompt;
+    for (uint16_t t : data::encode_bytes(texts[i])) prompt.push_back(int32_t(t));
+    std::string want;
+    for (int32_t t : infer::generate(dec, s, prompt, 10)) want.push_back(char(t));
+    CHECK(text_blocks.at(int(i) + 1) == want);
+  }
+  CHECK(text_blocks.at(2) != text_blocks.at(1));
+}
+
+TEST_CASE("generate: a bad prompt line is one error naming the file and line, before the weights are read",
+          "[cli][infer][batch]") {
+  const std::string dir = test::cli_temp_dir("generate_batch_bad");
+  const std::string ids = make_checkpoint(dir, "ids", 32, kMixed);
+  const std::string bytes = make_checkpoint(dir, "bytes", 256, kMixed);
+  // Weights that cannot be read: the line's error must come first.
+  for (const std::string& ck : {ids, bytes}) {
+    std::filesystem::copy(ck, ck + "_broken", std::filesystem::copy_options::recursive);
+    test::write_text(ck + "_broken/model.safetensors", "not a safetensors file");
+  }
+  const std::string gen_ids = "generate --max-new 4 --checkpoint " + ids + "_broken --prompt-tokens " + dir;
+  test::write_text(dir + "/empty_line.txt", "1 2 3\n\n4 5\n");
+  expect_one_error(test::run_headwise(gen_ids + "/empty_line.txt"),
+                   dir + "/empty_line.txt line 2: the line is empty");
+  test::write_text(dir + "/blank_line.txt", "1 2 3\n4\n \t\n");
+  expect_one_error(test::run_headwise(gen_ids + "/blank_line.txt"), "blank_line.txt line 3: the line is empty");
+  test::write_text(dir + "/outside.txt", "1 2 3\n4 5\n6 32 7\n");
+  expect_one_error(test::run_headwise(gen_ids + "/outside.txt"),
+                   "outside.txt line 3: token 32 is outside the vocabulary of 32");
+  test::write_text(dir + "/word.txt", "1 2 3\n4 5x\n");
+  expect_one_error(test::run_headwise(gen_ids + "/word.txt"), "word.txt line 2: '5x' is not a token id");
+  std::string long_line;
+  for (int i = 0; i < 46; ++i) long_line += "1 ";
+  test::write_text(dir + "/long.txt", "1\n" + long_line + "\n");
+  expect_one_error(test::run_headwise(gen_ids + "/long.txt"),
+                   "long.txt line 2: the prompt (46 tokens) and --max-new 4 need 49 positions");
+  const std::string gen_text = "generate --max-new 4 --checkpoint " + bytes + "_broken --prompts " + dir;
+  test::write_text(dir + "/texts.txt", "In the\nA\n\nB\n");
+  expect_one_error(test::run_headwise(gen_text + "/texts.txt"), "texts.txt line 3: the line is empty");
+  expect_one_error(test::run_headwise(gen_text + "/missing.txt"), "--prompts " + dir + "/missing.txt: cannot open");
+  expect_one_error(test::run_headwise("generate --max-new 4 --checkpoint " + bytes + " --prompts " + dir +
+                                      "/texts.txt --prompt a"),
+                   "--prompt");
+  // The good lines run once the weights are readable.
+  test::write_text(dir + "/good.txt", "1 2 3\n4 5\n");
+  CHECK(test::run_headwise("generate --max-new 4 --checkpoint " + ids + " --prompt-tokens " + dir + "/good.txt").code ==
+        0);
+}
+
+TEST_CASE("bench-infer --batch: KV bytes per sequence by hand, the largest batch in the budget, tokens/s",
+          "[cli][infer][batch]") {
+  const std::string dir = test::cli_temp_dir("bench_infer_batch");
+  const std::string ckpt = make_checkpoint(dir, "soft", 32, kSoftmax);
+  const std::string run = "bench-infer --checkpoint " + ckpt +
+                          " --context 40 --method aoh --set method.sparsity=0.5 --set method.sink=2 --set "
+                          "method.window=8 --decode-warmup 2 --decode-runs 3 --batch 3";
+  const auto r = test::run_headwise(run + " --memory-budget 0.002");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const auto j = test::last_json_line(r.out);
+  // 2 layers x 2 KV heads (D = 8, fp32), context 40; AoH streams one KV head per layer as S = 2 +
+  // W = 8 slots: per layer K and V x 8 x 4 bytes x (40 + 10) rows; all-softmax (40 + 40) rows.
+  const int64_t D = 8, T = 40, S = 2, W = 8;
+  const int64_t plan_kv = 2 * (2 * D * 4 * (T + (S + W))), soft_kv = 2 * (2 * D * 4 * (T + T));
+  CHECK(plan_kv == 6400);
+  CHECK(j["plan"]["kv_cache_bytes_per_sequence"] == plan_kv);
+  CHECK(j["all_softmax"]["kv_cache_bytes_per_sequence"] == soft_kv);
+  CHECK(j["plan"]["kv_cache_bytes_batch"] == 3 * plan_kv);
+  CHECK(j["kv_bytes_ratio"].get<double>() == Approx(6400.0 / 10240.0));
+  CHECK(j["memory_budget_bytes"].get<double>() == 2e6);
+  for (const char* side : {"plan", "all_softmax"}) {
+    INFO(side);
+    const auto& s = j[side];
+    const int64_t fixed = s["weight_bytes"].get<int64_t>() + s["scratch_bytes"].get<int64_t>();
+    REQUIRE(fixed < 2000000);
+    CHECK(s["max_batch_in_budget"] == (2000000 - fixed) / s["kv_cache_bytes_per_sequence"].get<int64_t>());
+    CHECK(s["decode_tokens_per_s"].get<double>() > 0);
+    CHECK(s["peak_rss_bytes"].get<int64_t>() > 0);
+  }
+  CHECK(j["plan"]["max_batch_in_budget"].get<int64_t>() > j["all_softmax"]["max_batch_in_budget"].get<int64_t>());
+  CHECK(r.out.find("KV-cache bytes per sequence") != std::string::npos);
+  // --side plan: the all-softmax count is still printed (it needs no run)
+  const auto p = test::run_headwise(run + " --side plan");
+  REQUIRE(p.code == 0);
+  CHECK(test::last_json_line(p.out)["all_softmax"]["kv_cache_bytes_per_sequence"] == soft_kv);
+  CHECK(test::last_json_line(p.out)["memory_budget_source"] == "physical memory");
+  expect_one_error(test::run_headwise("bench-infer --checkpoint " + ckpt + " --context 40 --memory-budget 1"),
+                   "--memory-budget needs --batch");
+}
+
 TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greedy tokens, and a bad value is one error",
           "[cli][infer][half]") {
   const std::string dir = test::cli_temp_dir("generate_half");
@@ -150,7 +313,7 @@ TEST_CASE("generate --weights bf16 / fp16: the in-process 16-bit decoder's greed
                                       (kv_flag.empty() ? "" : " --kv-cache " + kv_flag));
     INFO(r.out);
     REQUIRE(r.code == 0);
-    infer::Decoder dec(*model, 19, 512, 512, w, {}, kv);
+    infer::CachedDecoder dec(*model, 19, 512, 512, w, {}, kv);
     infer::SamplingOptions o;
     o.temperature = 0;
     infer::Sampler s(o, 32);

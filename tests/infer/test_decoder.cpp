@@ -10,7 +10,7 @@
 #include <set>
 
 #include "headwise/core/error.hpp"
-#include "headwise/infer/decoder.hpp"
+#include "headwise/infer/cached_decoder.hpp"
 #include "infer/infer_fixture.hpp"
 #include "support/rel_err.hpp"
 
@@ -41,7 +41,7 @@ double decode_error(const InferCase& c, int64_t T, int64_t P, int64_t chunk, int
   auto model = infer_model(cfg);
   const auto tokens = random_tokens(T, cfg.vocab_size, 11);
   const std::vector<float> ref = full_forward_logits(*model, tokens);
-  infer::Decoder dec(*model, cfg.block_size, chunk, split_cols);
+  infer::CachedDecoder dec(*model, cfg.block_size, chunk, split_cols);
   const int64_t V = cfg.vocab_size;
   std::vector<float> got(size_t(T * V));
   const float* last = dec.prefill(tokens.data(), P, got.data());
@@ -110,7 +110,7 @@ TEST_CASE("decode: a wrong cache would be caught (the comparison can fail)", "[i
   other->params().get("h.1.attn.c_attn.weight").f32()[3] += 1e-2f;
   const auto tokens = random_tokens(40, cfg.vocab_size, 11);
   const std::vector<float> ref = full_forward_logits(*model, tokens);
-  infer::Decoder dec(*other, cfg.block_size, 5);
+  infer::CachedDecoder dec(*other, cfg.block_size, 5);
   std::vector<float> got(ref.size());
   dec.prefill(tokens.data(), 40, got.data());
   CHECK(max_rel_err(got, ref) > 1e-5);
@@ -126,7 +126,7 @@ TEST_CASE("decode: ring buffers hold exactly the first S and the last W keys, at
     const ModelConfig cfg = infer_config(c);
     auto model = infer_model(cfg);
     const auto tokens = random_tokens(23, cfg.vocab_size, 3);
-    infer::Decoder dec(*model, cfg.block_size, 4);
+    infer::CachedDecoder dec(*model, cfg.block_size, 4);
     dec.prefill(tokens.data(), 9);
     for (int64_t t = 9; t < 23; ++t) dec.step(tokens[size_t(t)]);
     model->forward(tokens.data(), nullptr, 1, 23);
@@ -166,11 +166,11 @@ TEST_CASE("decode: KV bytes follow the formula, extended to static, linear and p
                       R"([["softmax","softmax","sink_window:2:4","sink_window:2:4"],)"
                       R"(["sink_window:2:4","sink_window:2:4","softmax","softmax"]])"};
     auto model = infer_model(infer_config(c));
-    infer::Decoder dec(*model, T);
+    infer::CachedDecoder dec(*model, T);
     const int64_t formula = 2 * (2 * D * bpv * (1 * T + 1 * (2 + 4)));  // sum over 2 layers
     CHECK(int64_t(dec.kv_bytes()) == formula);
     CHECK(formula == 5888);
-    infer::Decoder small(*model, 20);  // a smaller maximum context shrinks only the full heads
+    infer::CachedDecoder small(*model, 20);  // a smaller maximum context shrinks only the full heads
     CHECK(int64_t(small.kv_bytes()) == 2 * (2 * D * bpv * (20 + 6)));
   }
   SECTION("every kind, MHA") {
@@ -179,7 +179,7 @@ TEST_CASE("decode: KV bytes follow the formula, extended to static, linear and p
     const InferCase c{"kinds", 4, "learned",
                       R"([["static","pruned","linear","window:3"],["sink_window:30:20","softmax","pruned","pruned"]])"};
     auto model = infer_model(infer_config(c));
-    infer::Decoder dec(*model, T);
+    infer::CachedDecoder dec(*model, T);
     const int64_t Fw = 1 + D + D * (D + 1) / 2;
     CHECK(Fw == 45);
     const int64_t want = bpv * (D * T + 0 + Fw * (D + 1) + 2 * D * 3) + bpv * (2 * D * T + 2 * D * T + 0 + 0);
@@ -191,7 +191,7 @@ TEST_CASE("decode: KV bytes follow the formula, extended to static, linear and p
     const InferCase c{"gqa", 2, "learned",
                       R"([["window:3","sink_window:2:5","static","linear"],["linear","pruned","pruned","pruned"]])"};
     auto model = infer_model(infer_config(c));
-    infer::Decoder dec(*model, T);
+    infer::CachedDecoder dec(*model, T);
     const auto& p00 = dec.cache().policy(0, 0);
     CHECK(p00.rows == attn::KvRows::SinkRing);
     CHECK(p00.sink == 2);
@@ -211,8 +211,8 @@ TEST_CASE("decode: bad use is one clear error", "[infer]") {
   const InferCase c{"softmax", 4, "learned", kPlans[0][1]};
   const ModelConfig cfg = infer_config(c);
   auto model = infer_model(cfg);
-  CHECK_THROWS_WITH(infer::Decoder(*model, cfg.block_size + 1), Catch::Contains("block_size"));
-  infer::Decoder dec(*model, 8);
+  CHECK_THROWS_WITH(infer::CachedDecoder(*model, cfg.block_size + 1), Catch::Contains("block_size"));
+  infer::CachedDecoder dec(*model, 8);
   const auto tokens = random_tokens(8, cfg.vocab_size, 1);
   dec.prefill(tokens.data(), 8);
   CHECK_THROWS_WITH(dec.step(1), Catch::Contains("exceed the cache's context of 8"));
@@ -229,7 +229,7 @@ TEST_CASE("decode: more OpenMP threads after construction still use only the scr
   const std::vector<float> ref = full_forward_logits(*model, tokens);
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  infer::Decoder dec(*model, cfg.block_size, 6);
+  infer::CachedDecoder dec(*model, cfg.block_size, 6);
   omp_set_num_threads(4);
   std::vector<float> got(ref.size());
   dec.prefill(tokens.data(), 40, got.data());
@@ -244,7 +244,7 @@ TEST_CASE("decode: a model without biases (the SAF recipe) equals the full forwa
   auto model = infer_model(cfg);
   const auto tokens = random_tokens(40, cfg.vocab_size, 6);
   const std::vector<float> ref = full_forward_logits(*model, tokens);
-  infer::Decoder dec(*model, cfg.block_size, 9);
+  infer::CachedDecoder dec(*model, cfg.block_size, 9);
   std::vector<float> got(ref.size());
   dec.prefill(tokens.data(), 17, got.data());
   for (int64_t t = 17; t < 40; ++t) {
@@ -259,10 +259,10 @@ TEST_CASE("decode: a model without biases (the SAF recipe) equals the full forwa
 TEST_CASE("decode: groups outside 1..G in the model's buffer are refused, not indexed", "[infer][hostile]") {
   const InferCase c{"linear", 4, "learned", R"([["linear","softmax","softmax","softmax"],["softmax","softmax","softmax","softmax"]])"};
   auto model = infer_model(infer_config(c));
-  CHECK_NOTHROW(infer::Decoder(*model, 16));
+  CHECK_NOTHROW(infer::CachedDecoder(*model, 16));
   int32_t* groups = model->buffers().get("h.0.attn.linear.0.groups").i32();
   groups[5] = 3;  // G is 2
-  CHECK_THROWS_WITH(infer::Decoder(*model, 16), Catch::Contains("decoder: layer 0 linear head 0: groups[5] = 3 is outside 1..2"));
+  CHECK_THROWS_WITH(infer::CachedDecoder(*model, 16), Catch::Contains("decoder: layer 0 linear head 0: groups[5] = 3 is outside 1..2"));
   groups[5] = 0;
-  CHECK_THROWS_WITH(infer::Decoder(*model, 16), Catch::Contains("groups[5] = 0 is outside 1..2"));
+  CHECK_THROWS_WITH(infer::CachedDecoder(*model, 16), Catch::Contains("groups[5] = 0 is outside 1..2"));
 }

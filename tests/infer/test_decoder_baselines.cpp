@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "headwise/core/error.hpp"
-#include "headwise/infer/decoder.hpp"
+#include "headwise/infer/cached_decoder.hpp"
 #include "infer/infer_fixture.hpp"
 
 using namespace hw;
@@ -16,7 +16,7 @@ TEST_CASE("decode: performer, dijiang and taylorshift heads are one clear error 
     const ModelConfig cfg = infer_config({"baseline", 4, "learned", plan});
     auto model = infer_model(cfg);
     INFO(kind);
-    CHECK_THROWS_WITH(infer::Decoder(*model, 8), Catch::Contains("layer 1 head 2") && Catch::Contains(std::string("'") + kind + "'") &&
+    CHECK_THROWS_WITH(infer::CachedDecoder(*model, 8), Catch::Contains("layer 1 head 2") && Catch::Contains(std::string("'") + kind + "'") &&
                                                      Catch::Contains("cached decoding does not run"));
   }
 }

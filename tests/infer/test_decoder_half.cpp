@@ -1,4 +1,4 @@
-// Decoding with 16-bit weights (Decoder's WeightPrecision bf16 / fp16) against a double-precision
+// Decoding with 16-bit weights (CachedDecoder's WeightPrecision bf16 / fp16) against a double-precision
 // full forward of the same model with the same rounded weights (so the check isolates the
 // decoder's arithmetic), and against the fp32 model (so the rounding's own effect is stated).
 //
@@ -21,7 +21,7 @@
 #include <cstdlib>
 #include <tuple>
 
-#include "headwise/infer/decoder.hpp"
+#include "headwise/infer/cached_decoder.hpp"
 #include "headwise/infer/load_for_decoding.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/infer/sampler.hpp"
@@ -66,7 +66,7 @@ std::vector<float> decode_logits(const Model<float>& m, const std::vector<int32_
                                  int64_t chunk = 5, int64_t split = 512,
                                  infer::Fp32Layout layout = infer::Fp32Layout::InOut) {
   const int64_t T = int64_t(tokens.size()), V = m.config().vocab_size;
-  infer::Decoder dec(m, T, chunk, split, w, {}, kv, layout);
+  infer::CachedDecoder dec(m, T, chunk, split, w, {}, kv, layout);
   std::vector<float> got(size_t(T * V));
   dec.prefill(tokens.data(), P, got.data());
   for (int64_t t = P; t < T; ++t) {
@@ -206,7 +206,7 @@ TEST_CASE("load_for_decoding: matrices rounded while loading decode bit for bit 
       }
       CHECK(discarded == 4 * cfg.n_layer + 1);
       const int64_t T = int64_t(tokens.size()), V = cfg.vocab_size;
-      infer::Decoder dec(*d.model, T, 5, 512, w, std::move(d.half));
+      infer::CachedDecoder dec(*d.model, T, 5, 512, w, std::move(d.half));
       std::vector<float> got(size_t(T * V));
       dec.prefill(tokens.data(), 11, got.data());
       for (int64_t t = 11; t < T; ++t) {
@@ -265,7 +265,7 @@ TEST_CASE("load_for_decoding fp32: the layer matrices are re-laid [out, in] in p
   // The flag is for fp32 matrices only.
   const ModelConfig cfg = load_case_config("learned");
   auto model = infer_model(cfg);
-  CHECK_THROWS_WITH(infer::Decoder(*model, 8, 4, 512, infer::WeightPrecision::BF16, {}, attn::KvPrecision::FP16,
+  CHECK_THROWS_WITH(infer::CachedDecoder(*model, 8, 4, 512, infer::WeightPrecision::BF16, {}, attn::KvPrecision::FP16,
                                    infer::Fp32Layout::OutIn),
                     Catch::Contains("Fp32Layout::OutIn"));
 }
@@ -324,7 +324,7 @@ TEST_CASE("decode with a 16-bit KV cache: half the row bytes, fp32 linear states
                     R"([["softmax","window:3","sink_window:2:5","static"],["linear","pruned","window:6","sink_window:1:3"]])"};
   const ModelConfig cfg = infer_config(c);
   auto model = infer_model(cfg);
-  const infer::Decoder d32(*model, 40), d16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::FP16);
+  const infer::CachedDecoder d32(*model, 40), d16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::FP16);
   const int64_t D = cfg.head_dim(), lin = attn::linear_features(int(D)) * (D + 1);
   // Rows: layer 0 two All stores with K and V (40 slots each); layer 1 state only (KV head 0)
   // and a ring S=1, W=6 with K and V (KV head 1).
@@ -342,10 +342,10 @@ TEST_CASE("decode with a 16-bit KV cache: half the row bytes, fp32 linear states
   const auto& lay = model->layouts()[0];
   model->params().get("h.0.attn.c_attn.bias").f32()[lay.v_col(1)] = 1e5f;
   const auto tokens = random_tokens(8, cfg.vocab_size, 4);
-  infer::Decoder f16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::FP16);
+  infer::CachedDecoder f16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::FP16);
   CHECK_THROWS_WITH(f16.prefill(tokens.data(), 8),
                     Catch::Contains("layer 0 KV head 1 at position 0") && Catch::Contains("beyond fp16's range") &&
                         Catch::Contains("--kv-cache bf16 or fp32"));
-  infer::Decoder b16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::BF16);
+  infer::CachedDecoder b16(*model, 40, 64, 512, infer::WeightPrecision::FP32, {}, attn::KvPrecision::BF16);
   CHECK_NOTHROW(b16.prefill(tokens.data(), 8));
 }

@@ -16,7 +16,7 @@ TEST_CASE("greedy decoding of Llama, Qwen2 and Qwen3 equals transformers' greedy
     const std::vector<int32_t> prompt = f.ids("greedy_prompt"), want = f.ids("greedy_tokens");
     const int64_t new_tokens = int64_t(want.size() - prompt.size());
     REQUIRE(new_tokens == 32);
-    infer::Decoder dec(*f.model, f.model->config().block_size, /*chunk=*/3);
+    infer::CachedDecoder dec(*f.model, f.model->config().block_size, /*chunk=*/3);
     infer::Sampler greedy({0.0}, f.model->config().vocab_size);
     std::vector<int32_t> got = prompt;
     for (int32_t t : infer::generate(dec, greedy, prompt, new_tokens)) got.push_back(t);
@@ -37,7 +37,7 @@ TEST_CASE("a streaming plan on the GQA fixtures decodes as the full forward's ar
                           {});
     std::vector<int32_t> seq = f.ids("greedy_prompt");
     const size_t n_prompt = seq.size();
-    infer::Decoder dec(*f.model, c.block_size, /*chunk=*/4);
+    infer::CachedDecoder dec(*f.model, c.block_size, /*chunk=*/4);
     infer::Sampler greedy({0.0}, c.vocab_size);
     const std::vector<int32_t> cached = infer::generate(dec, greedy, seq, 24);
     std::vector<float> logits;

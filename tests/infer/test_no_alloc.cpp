@@ -150,7 +150,7 @@ struct Window {
 };
 
 // Prefill of 20 tokens after a warm-up, then 20 decode steps, each in its own window.
-void check_prefill_and_steps(hw::infer::Decoder& dec, hw::infer::Sampler& sampler, const std::vector<int32_t>& tokens,
+void check_prefill_and_steps(hw::infer::CachedDecoder& dec, hw::infer::Sampler& sampler, const std::vector<int32_t>& tokens,
                              const std::string& what) {
   dec.prefill(tokens.data(), 12);  // warm-up: OpenMP and OpenBLAS set up their threads here
   dec.reset();
@@ -178,7 +178,7 @@ TEST_CASE("decode: prefill and decode steps allocate nothing outside OpenBLAS (t
   const auto tokens = random_tokens(40, cfg.vocab_size, 2);
   // fp32 and 16-bit cache rows (a prefill widens the 16-bit rows into scratch sized once)
   for (auto kv : {attn::KvPrecision::FP32, attn::KvPrecision::BF16}) {
-    infer::Decoder dec(*model, cfg.block_size, 8, 512, infer::WeightPrecision::FP32, {}, kv);
+    infer::CachedDecoder dec(*model, cfg.block_size, 8, 512, infer::WeightPrecision::FP32, {}, kv);
     infer::SamplingOptions o;
     o.top_k = 5;
     o.top_p = 0.9;
@@ -225,7 +225,7 @@ TEST_CASE("decode: with bf16 / fp16 weights (every kernel), prefill and decode s
   for (auto w : {infer::WeightPrecision::BF16, infer::WeightPrecision::FP16})
     for (cpu::HalfKernel k : {cpu::HalfKernel::Plain, cpu::HalfKernel::Widen, cpu::HalfKernel::Bf16Dot}) {
       cpu::force_half_kernel(k);
-      infer::Decoder dec(*model, cfg.block_size, 8, 512, w, {}, infer::kv_precision_for(w, ""));  // fp16 rows
+      infer::CachedDecoder dec(*model, cfg.block_size, 8, 512, w, {}, infer::kv_precision_for(w, ""));  // fp16 rows
       infer::SamplingOptions o;
       infer::Sampler sampler(o, cfg.vocab_size);
       // (the prefill's weight panel is sized by the constructor)

@@ -86,7 +86,7 @@ TEST_CASE("generate: a seed reproduces the tokens, another seed does not, greedy
     const ModelConfig cfg = infer_config(c);
     auto model = infer_model(cfg, 6);  // a seed whose greedy continuations are not one repeated token
     const auto prompt = random_tokens(9, cfg.vocab_size, 8);
-    infer::Decoder dec(*model, cfg.block_size, 4);
+    infer::CachedDecoder dec(*model, cfg.block_size, 4);
     infer::SamplingOptions o;
     o.temperature = 1.0;
     o.seed = 21;

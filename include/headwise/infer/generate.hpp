@@ -5,7 +5,7 @@
 #include <functional>
 #include <vector>
 
-#include "headwise/infer/decoder.hpp"
+#include "headwise/infer/cached_decoder.hpp"
 #include "headwise/infer/sampler.hpp"
 
 namespace hw::infer {
@@ -18,7 +18,7 @@ struct GenerateTimes {
 // Resets the decoder first. Throws hw::Error when prompt + max_new - 1 positions exceed the
 // decoder's context or the prompt is empty. Stops early after drawing a token of `stop` (the
 // model's end-of-sequence ids), which is kept as the last new token, as transformers does.
-std::vector<int32_t> generate(Decoder& dec, Sampler& sampler, const std::vector<int32_t>& prompt, int64_t max_new,
+std::vector<int32_t> generate(CachedDecoder& dec, Sampler& sampler, const std::vector<int32_t>& prompt, int64_t max_new,
                               const std::function<void(int32_t)>& on_token = {}, GenerateTimes* times = nullptr,
                               const std::vector<int32_t>& stop = {});
 

@@ -3,7 +3,9 @@
 // largest logit), or a draw from softmax(logits / temperature) restricted to the top_k largest
 // (0 = all) and then to the smallest set of most likely tokens whose probability reaches top_p
 // (1 = all), renormalised. Draws come from one Rng seeded by derive_seed(seed, Stream::Sampling,
-// 0), so a seed gives the same tokens on every run. Scratch is allocated once, for `vocab`.
+// stream): stream 0 for a single sequence, the sequence's index in a batch (generate_batch.hpp),
+// so a seed gives the same tokens on every run, batched or not. Scratch is allocated once, for
+// `vocab`.
 #include <cstdint>
 #include <vector>
 
@@ -22,7 +24,7 @@ struct SamplingOptions {
 
 class Sampler {
  public:
-  Sampler(const SamplingOptions& opts, int vocab);
+  Sampler(const SamplingOptions& opts, int vocab, uint64_t stream = 0);
   int32_t next(const float* logits);
   const SamplingOptions& options() const { return opts_; }
 

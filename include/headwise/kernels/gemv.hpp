@@ -1,5 +1,5 @@
 #pragma once
-// One-row products with 16-bit weights for cached decoding (infer/decoder.cpp): out[O] = x[I] W
+// One-row products with 16-bit weights for cached decoding (infer/cached_forward.cpp): out[O] = x[I] W
 // (+ bias), each weight read once, the outputs split over the OpenMP threads (all of them, every
 // call large enough to be worth a team). The weights (bf16 or fp16, HalfMatrix) are stored [O,I]
 // so every output is one contiguous dot product, widened to fp32 in registers. Every output's sum runs in an order fixed by I alone,

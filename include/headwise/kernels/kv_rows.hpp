@@ -1,5 +1,5 @@
 #pragma once
-// The KV cache's rows read by a cached decode step (infer/decoder.cpp), and written by it in 16
+// The KV cache's rows read by a cached decode step (attention/cached_attention.cpp), and written by it in 16
 // bits: rows of width D, fp32 or bf16/fp16 (widened to fp32 in registers), multiplied by fp32 q
 // or p (neither is rounded), fp32 sums. A step reads every cached row of every head once, so these
 // are bound by the bytes they read. Single-threaded: the decoder calls them inside its per-head

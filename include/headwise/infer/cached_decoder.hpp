@@ -1,14 +1,13 @@
 #pragma once
-// Cached decoding over a model's head plan: prefill (the prompt, in chunks of rows) and decode
-// (one token at a time) are the same computation on n rows: embed at the rows' original
-// positions, and per layer QKV (RoPE at the original positions), attention of the rows against
-// the cache (positions < the first row) and against the rows themselves, output projection, MLP;
-// then the rows' K/V go into the cache (kv_cache.hpp) and the linear heads' prefix states.
-// Per-kind attention is the training forward's math (src/attention/*.cpp): softmax-family
-// scale 1/sqrt(D) over j <= i with j < S or j > i - W; static P(i,j) = exp(alpha_j + rho_{i-j} -
-// log_z_i); linear kappa = eps + ||L^T s||^2 through the exact feature split; pruned heads add
-// nothing. The weights are read from the model's arenas (its LayerLayout's compact columns), so
-// build the decoder after the plan is final; a plan change afterwards needs a new decoder.
+// Cached decoding of one sequence over a model's head plan: prefill (the prompt, in chunks of
+// rows) and decode (one token at a time) are the same computation on n rows: the training
+// forward's layer sequence (src/model/layer_forward.hpp) with RoPE at the rows' original
+// positions and attention against the KV cache (src/attention/kv_cache.cpp: positions < the
+// first row) and the rows themselves (src/attention/cached_attention.cpp: each kind's cached
+// step beside its math); then the rows' K/V go into the cache and the linear heads' prefix
+// states. The weights are the model's own (its LayerLayout's compact columns), so build the
+// decoder after the plan is final; a plan change afterwards needs a new decoder. Several
+// sequences at once: batch_decoder.hpp, over the same forward (src/infer/cached_forward.cpp).
 //
 // CPU backend: on another backend the constructor throws one hw::Error naming what is missing.
 // The matrices (QKV, output, MLP, LM head) are read as fp32 from the model (the layer matrices in
@@ -21,6 +20,7 @@
 // attention scratch) is allocated by the constructor; prefill and step allocate nothing.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,11 +41,11 @@ const char* weight_precision_name(WeightPrecision p);
 attn::KvPrecision kv_precision_for(WeightPrecision w, const std::string& given);
 
 // The layout of the model's fp32 decoder matrices (per layer QKV, output, MLP in and out) that a
-// Decoder reads: the model's own [in, out], or [out, in], re-laid in place by relay_out_in
+// CachedDecoder reads: the model's own [in, out], or [out, in], re-laid in place by relay_out_in
 // (load_for_decoding does, for fp32 decoding). [out, in] makes every output one contiguous dot
 // product, which gemv.hpp's dot_rows_f32 streams 7-15% faster than OpenBLAS's GEMV reads [in,
 // out] (Qwen2.5-0.5B's matrices, bench_gemv); the model itself then computes garbage: use it only
-// through a Decoder built with Fp32Layout::OutIn.
+// through a CachedDecoder built with Fp32Layout::OutIn.
 enum class Fp32Layout { InOut, OutIn };
 
 // If `name` is one of a decode step's layer matrices of `model` (its parameter name), its fan-in
@@ -73,7 +73,15 @@ struct HalfWeights {
   bool take(const Model<float>& model, WeightPrecision p, const std::string& name, const float* values);
 };
 
-class Decoder {
+class CachedForward;
+
+// The checks every cached decoder makes of the model and its options (one hw::Error naming
+// what is wrong): CPU backend, max_context in 1..block_size, chunk and split_cols >= 1, no LoRA
+// adapters (merge them), no linearization baseline heads, Fp32Layout::OutIn only with fp32.
+void check_decodable(const Model<float>& model, int64_t max_context, int64_t chunk, int64_t split_cols,
+                     WeightPrecision weights, Fp32Layout layout);
+
+class CachedDecoder {
  public:
   // max_context: positions the cache holds (<= the model's block_size); chunk: rows per prefill
   // pass (>= 1); split_cols: a decode step's softmax-family heads run as parts of this many
@@ -84,12 +92,12 @@ class Decoder {
   // be discarded), or empty: rounded from the model here.
   // kv: the precision of the cache's K/V rows. layout: where the fp32 layer matrices are read
   // (fp32 weights), the layout they are in (Fp32Layout above).
-  Decoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512,
+  CachedDecoder(const Model<float>& model, int64_t max_context, int64_t chunk = 64, int64_t split_cols = 512,
           WeightPrecision weights = WeightPrecision::FP32, HalfWeights half = {},
           attn::KvPrecision kv = attn::KvPrecision::FP32, Fp32Layout layout = Fp32Layout::InOut);
-  ~Decoder();
-  Decoder(const Decoder&) = delete;
-  Decoder& operator=(const Decoder&) = delete;
+  ~CachedDecoder();
+  CachedDecoder(const CachedDecoder&) = delete;
+  CachedDecoder& operator=(const CachedDecoder&) = delete;
 
   void reset() { cache_.reset(); }
   int64_t position() const { return cache_.length(); }  // tokens consumed so far
@@ -113,11 +121,10 @@ class Decoder {
   size_t half_weight_bytes() const;
 
  private:
-  struct Impl;
-  void run_rows(const int32_t* tokens, int64_t n, float* all_logits);
-  const Model<float>& model_;
   attn::KvCache cache_;
-  Impl* impl_ = nullptr;
+  int64_t chunk_ = 0;
+  std::unique_ptr<CachedForward> forward_;  // the layer sequence over the cache (cached_forward.hpp)
+  std::vector<float> last_;                 // the last row's logits
 };
 
 }  // namespace hw::infer
