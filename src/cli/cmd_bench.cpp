@@ -39,7 +39,7 @@
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/cuda_backend.hpp"
 #include "headwise/io/files.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/methods/head_forward_stats.hpp"
 #include "headwise/methods/update_speed_abba.hpp"
 #include "headwise/model/param_layout.hpp"

@@ -11,7 +11,6 @@
 // --side plan|all-softmax times one side alone, so that a script can alternate the two in fresh
 // processes (A-B-B-A rounds: scripts/reproduce/aoh.sh) instead of trusting one process's order.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -24,7 +23,7 @@
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {
@@ -62,10 +61,6 @@ double median(std::vector<double> x) {
 }
 
 Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, const BenchInferArgs& a) {
-  using clock = std::chrono::steady_clock;
-  auto ms = [](clock::time_point t0, clock::time_point t1) {
-    return std::chrono::duration<double, std::milli>(t1 - t0).count();
-  };
   Side s;
   s.plan = model.config().head_plan.to_json();
   const int64_t N = a.context;
@@ -76,20 +71,20 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
     std::vector<double> pre, dec_ms;
     for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
       dec.reset();
-      const auto t0 = clock::now();
+      const Stopwatch timer;
       dec.prefill(tokens.data(), N);
-      const auto t1 = clock::now();
-      if (r >= a.prefill_warmup) pre.push_back(ms(t0, t1));
+      const double ms = timer.ms();
+      if (r >= a.prefill_warmup) pre.push_back(ms);
     }
     const int64_t steps = a.decode_warmup + a.decode_runs;
     dec.reset();
     const float* logits = dec.prefill(tokens.data(), N - steps);
     for (int64_t r = 0; r < steps; ++r) {
       const int32_t next = infer::argmax(logits, dec.vocab_size());
-      const auto t0 = clock::now();
+      const Stopwatch timer;
       logits = dec.step(next);
-      const auto t1 = clock::now();
-      if (r >= a.decode_warmup) dec_ms.push_back(ms(t0, t1));
+      const double ms = timer.ms();
+      if (r >= a.decode_warmup) dec_ms.push_back(ms);
     }
     s.prefill_ms = mean(pre);
     s.prefill_median_ms = median(pre);

@@ -21,7 +21,7 @@
 #include "headwise/infer/generate.hpp"
 #include "headwise/infer/load_for_decoding.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/hf_family.hpp"
 

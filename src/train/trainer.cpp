@@ -1,9 +1,9 @@
+#include "headwise/core/process_stats.hpp"
 #include "headwise/train/trainer.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <filesystem>
 
@@ -24,13 +24,8 @@
 namespace hw {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
 // An arena's whole block as floats (tensors plus zero padding): what the collectives work on.
 // It lives in the backend's memory: host code only hands it to ops, collectives and copies.
 float* block_of(Arena& a) { return static_cast<float*>(a.base()); }
@@ -372,27 +367,27 @@ std::vector<nlohmann::json> Trainer::intervene_if_due() {
   for (size_t k = 0; k < planners_.size(); ++k) {
     Planner& planner = *planners_[k];
     if (!planner.acts_at(state_.step)) continue;
-    const auto t0 = Clock::now();
+    const Stopwatch total;
     const RunConfig now = config();
     PlannerContext ctx{*model_, now, comm_, state_.step};
     std::optional<PlanChange> change = planner.act(ctx);
     if (!change) continue;  // looked, kept the plan
-    const auto t_install = Clock::now();
+    const Stopwatch install_time;
     const bool kept = install(*change);
     nlohmann::json report = change->report;
     report["planner"] = planner.name();
     report["planner_index"] = k;
     report["step"] = state_.step;
     report["layout_kept"] = kept;
-    report["install_ms"] = ms_since(t_install);
-    report["total_seconds"] = ms_since(t0) / 1000.0;
+    report["install_ms"] = install_time.ms();
+    report["total_seconds"] = total.ms() / 1000.0;
     report["head_plan"] = model_->config().head_plan.to_json();
     if (!out_dir_.empty() && comm_.rank() == 0) {
       io::ensure_dir(out_dir_ + "/interventions");
       io::write_file_atomic(intervention_file(out_dir_, state_.step, k, planner.name()), report.dump(2) + "\n");
     }
     spdlog::info("{}: installed a new head plan at step {} ({:.1f} s{})", planner.name(), state_.step,
-                 ms_since(t0) / 1000.0, kept ? ", layout kept" : "");
+                 total.ms() / 1000.0, kept ? ", layout kept" : "");
     if (!kept) log_optimizer_memory();  // the new layout's shard
     reports.push_back(std::move(report));
   }
@@ -492,9 +487,9 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
   for (auto& p : planners_)
     if (p->observes_at(state_.step)) observers.add(p->observer());
   const ObservedUpdate observed(*model_, observers.empty() ? nullptr : &observers);
-  auto t0 = Clock::now();
+  Stopwatch phase;
   model_->zero_grads();
-  compute_ms += ms_since(t0);
+  compute_ms += phase.ms();
   const double loss_scale = 1.0 / double(accum_ * world);
   for (int64_t micro = 0; micro < accum_; ++micro) {
     const int64_t batch_index = state_.next_batch + rank * accum_ + micro;
@@ -503,7 +498,7 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
     // the same ones).
     model_->set_dropout_seed(
         data::derive_seed(uint64_t(cfg_.train.seed), data::Stream::LoraDropout, uint64_t(batch_index)));
-    t0 = Clock::now();
+    phase.restart();
     // Each micro-step's gradient is computed alone and summed in MicroStepSum's fixed tree; the
     // last one's backward adds the parked sums layer by layer and starts the buckets.
     const bool last = micro + 1 == accum_;
@@ -514,9 +509,9 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
       micro_sum_->park(model_->grads(), micro);
     else if (!buckets_)
       micro_sum_->finish(block_of(model_->grads()), 0, floats_of(model_->grads()));
-    compute_ms += ms_since(t0);
+    compute_ms += phase.ms();
   }
-  t0 = Clock::now();
+  phase.restart();
   double norm = 0.0;
   {
     PhaseRange r(*ops_, "allreduce");
@@ -536,7 +531,7 @@ double Trainer::train_step(double* grad_norm, double* update_ms) {
     apply_update(norm, sched.at(state_.step));
   }
   ops_->synchronize();  // the step's time includes its last kernels
-  compute_ms += ms_since(t0);
+  compute_ms += phase.ms();
   state_.next_batch += accum_ * world;
   state_.tokens += accum_ * world * B * T;
   state_.step += 1;
@@ -766,7 +761,7 @@ nlohmann::json Trainer::run(int64_t stop_step) {
                  model_->grads().bytes() / 1e6, opt_->bytes() / 1e6, model_->activation_bytes() / 1e6,
                  arena_peak_bytes(ops_->device()) / 1e6);
   log_optimizer_memory();
-  const auto run_t0 = Clock::now();
+  const Stopwatch run_time;
   EvalResult last_eval;
   bool have_eval = false;
   double loss = 0.0;
@@ -785,12 +780,12 @@ nlohmann::json Trainer::run(int64_t stop_step) {
     // evaluation and checkpoint.
     if ((stop_signal = agreed_stop_signal()) != 0) break;
     if (!(acted_after_last && state_.step == t.steps)) intervene_if_due();  // not twice at train.steps
-    const auto t0 = Clock::now();
+    const Stopwatch update_time;
     double norm = 0.0, upd_ms = 0.0;
     const int64_t step = state_.step;
     const double lr = LrSchedule{t.lr, t.min_lr, t.warmup_steps, t.steps}.at(step);
     loss = train_step(&norm, &upd_ms);
-    const double ms = ms_since(t0);
+    const double ms = update_time.ms();
     update_ms_sum_ += upd_ms;
     update_ms_count_ += 1;
     const double tok_per_s = double(accum_ * comm_.world() * t.micro_batch * t.seq_len) / (ms / 1000.0);
@@ -828,7 +823,7 @@ nlohmann::json Trainer::run(int64_t stop_step) {
   nlohmann::json summary = {{"steps", state_.step},
                             {"tokens", state_.tokens},
                             {"train_loss", loss},
-                            {"wall_s", ms_since(run_t0) / 1000.0},
+                            {"wall_s", run_time.ms() / 1000.0},
                             {"mean_update_ms", update_ms_count_ ? update_ms_sum_ / double(update_ms_count_) : 0.0},
                             {"peak_bytes", arena_peak_bytes(ops_->device())},
                             {"device", cfg_.train.device},

@@ -15,7 +15,7 @@
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/aoh/heads.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::aoh {
