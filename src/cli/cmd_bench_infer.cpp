@@ -17,13 +17,13 @@
 #include "cli/commands.hpp"
 #include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/decoder.hpp"
 #include "headwise/infer/read_bandwidth.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/core/process_stats.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {

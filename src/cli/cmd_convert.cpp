@@ -22,11 +22,11 @@
 #include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/process_stats.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/io/files.hpp"
-#include "headwise/io/safetensors_set.hpp"
 #include "headwise/io/folder_lock.hpp"
+#include "headwise/io/safetensors_set.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {

@@ -16,12 +16,12 @@
 #include "cli/commands.hpp"
 #include "cli/token_ids.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/data/tokenizer.hpp"
 #include "headwise/infer/generate.hpp"
 #include "headwise/infer/load_for_decoding.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/core/process_stats.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/hf_family.hpp"
 

@@ -14,12 +14,12 @@
 #include "headwise/core/json_fields.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/core/process_stats.hpp"
+#include "headwise/data/mqar/mqar_adapt.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/method_registry.hpp"
-#include "headwise/methods/mqar_adapt.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {

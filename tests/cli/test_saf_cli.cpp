@@ -8,9 +8,9 @@
 #include <set>
 
 #include "cli/cli_util.hpp"
+#include "headwise/data/mqar/mqar_adapt.hpp"
 #include "headwise/data/shards.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/mqar_adapt.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 using namespace hw;

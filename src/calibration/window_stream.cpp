@@ -1,4 +1,4 @@
-#include "headwise/methods/window_stream.hpp"
+#include "headwise/calibration/window_stream.hpp"
 
 #include <string>
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "headwise/dist/local_comm.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 #include "headwise/train/trainer.hpp"
 #include "methods/methods_test_util.hpp"

@@ -8,10 +8,10 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/process_stats.hpp"
+#include "headwise/experiment/experiment.hpp"
+#include "headwise/experiment/update_speed_abba.hpp"
 #include "headwise/io/files.hpp"
-#include "headwise/methods/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
-#include "headwise/methods/update_speed_abba.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw {

@@ -2,9 +2,9 @@
 // queries, SAF calibrated on MQAR installs static heads, and bad sizes are clear errors.
 #include <catch2/catch.hpp>
 
+#include "headwise/data/mqar/mqar_adapt.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/mqar_adapt.hpp"
 #include "methods/reference_gpt.hpp"
 
 using namespace hw;
