@@ -17,6 +17,9 @@
 #   (~/.cache/headwise/llamacpp), SMOKE=1 (a tiny Qwen2-shaped model, B = 1,2, contexts 64,128,
 #   the AoH row at 256 with sink 4, window 16: seconds; what tests/scripts run). Skips (exit 77)
 #   when llama.cpp cannot be fetched or built, or (SMOKE=1) when its libraries are not built yet.
+#   SHARED=1: one prompt per batch on both sides, prefilled once and its cache copied to every
+#   sequence (llama-batched-bench -pps, bench-infer --shared-prompt): the same decode steps, the
+#   prefill B times shorter (the AoH row at 8K x 8: minutes instead of an hour).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CKPT=${1:-}
@@ -47,4 +50,5 @@ fi
 exec "$PY" scripts/bench_batched_vs_llamacpp.py "$@" --headwise "$HW" --batched-bench "$BENCH" --llama-src "$LLAMA_SRC" \
   --out "$DEF_OUT" --tokenizer tests/fixtures/tokenizers/gpt2_style.json --threads "${THREADS:-2}" \
   --batches "${BATCHES:-}" --contexts "${CONTEXTS:-}" --tg "${TG:-}" --precisions "${PRECISIONS:-fp32,bf16}" \
-  --hw-kv "${HW_KV:-fp16}" --aoh-context "${AOH_CONTEXT:-}" --aoh-batch "${AOH_BATCH:-}" --rounds "${ROUNDS:-1}"
+  --hw-kv "${HW_KV:-fp16}" --aoh-context "${AOH_CONTEXT:-}" --aoh-batch "${AOH_BATCH:-}" --rounds "${ROUNDS:-1}" \
+  $([ "${SHARED:-0}" = 1 ] && echo --shared-prompt)

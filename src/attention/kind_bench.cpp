@@ -2,13 +2,13 @@
 #include "headwise/attention/kind_bench.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <ctime>
 #include <cstdio>
 #include <vector>
 
 #include "headwise/attention/attention.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/core/rng.hpp"
 
 namespace hw::attn {
@@ -102,11 +102,11 @@ Timed time_head(const KindCase& kc, int64_t T, int D, int64_t B, int repeats, Rn
     return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
   };
   for (int r = 0; r < repeats; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch wall;
     const double c0 = thread_ms();
     once();
     cpu.push_back(thread_ms() - c0);
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(wall.ms());
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());

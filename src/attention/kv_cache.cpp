@@ -131,4 +131,21 @@ std::vector<int64_t> KvCache::held_positions(int l, int g) const {
   return out;
 }
 
+void KvCache::copy_from(const KvCache& other) {
+  check(other.policies_.size() == policies_.size() && other.n_kv_head_ == n_kv_head_ && other.D_ == D_ &&
+            other.max_context_ == max_context_ && other.precision_ == precision_ &&
+            other.values_.size() == values_.size() && other.half_.size() == half_.size(),
+        "KvCache::copy_from: the caches differ in shape or precision");
+  for (size_t l = 0; l < policies_.size(); ++l)
+    for (size_t g = 0; g < policies_[l].size(); ++g) {
+      const KvHeadPolicy &a = policies_[l][g], &b = other.policies_[l][g];
+      check(a.rows == b.rows && a.slots == b.slots && a.has_k == b.has_k && a.has_v == b.has_v &&
+                a.linear_state == b.linear_state && a.sink == b.sink && a.window == b.window,
+            "KvCache::copy_from: the caches' plans differ");
+    }
+  std::copy(other.values_.begin(), other.values_.end(), values_.begin());
+  std::copy(other.half_.begin(), other.half_.end(), half_.begin());
+  length_ = other.length_;
+}
+
 }  // namespace hw::attn

@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <vector>
 
@@ -13,7 +12,7 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/batch_decoder.hpp"
 #include "headwise/infer/sampler.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/core/process_stats.hpp"
 
 namespace hw::cli {
 
@@ -51,10 +50,6 @@ int64_t weights_held(const Model<float>& model, infer::WeightPrecision w, size_t
 }
 
 BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) {
-  using clock = std::chrono::steady_clock;
-  auto ms = [](clock::time_point t0, clock::time_point t1) {
-    return std::chrono::duration<double, std::milli>(t1 - t0).count();
-  };
   BatchSide s;
   s.timed = true;
   reset_peak_rss();
@@ -67,16 +62,22 @@ BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) 
     infer::BatchDecoder dec(model, bo);
     const int V = dec.vocab_size();
     const int64_t steps = o.decode_warmup + o.decode_runs, P = o.context - steps;
-    std::vector<std::vector<int32_t>> prompts(size_t(o.batch));
+    const int n_prompts = o.shared_prompt ? 1 : o.batch;
+    std::vector<std::vector<int32_t>> prompts(static_cast<size_t>(n_prompts));
     std::vector<infer::SlotTokens> feed;
-    for (int b = 0; b < o.batch; ++b) {
+    for (int b = 0; b < o.batch; ++b) dec.open();
+    for (int b = 0; b < n_prompts; ++b) {
       Rng rng(o.seed + uint64_t(b));
       for (int64_t i = 0; i < P; ++i) prompts[size_t(b)].push_back(int32_t(rng.below(uint64_t(V))));
-      feed.push_back({dec.open(), prompts[size_t(b)].data(), P});
+      feed.push_back({b, prompts[size_t(b)].data(), P});
     }
-    auto t0 = clock::now();
+    Stopwatch clock;
     dec.feed(feed);
-    s.prefill_ms = ms(t0, clock::now());
+    // A shared prompt (llama-batched-bench -pps): prefilled once, its cache copied to every
+    // other slot; the decode steps are the same work either way.
+    for (int b = 1; b < o.batch && o.shared_prompt; ++b) dec.copy_slot(0, b);
+    s.prefill_ms = clock.ms();
+    feed.resize(size_t(o.batch));
     std::vector<int32_t> next(size_t(o.batch));
     std::vector<double> step_ms;
     for (int64_t r = 0; r < steps; ++r) {
@@ -84,9 +85,9 @@ BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) 
         next[size_t(b)] = infer::argmax(dec.logits(b), V);
         feed[size_t(b)] = {b, &next[size_t(b)], 1};
       }
-      t0 = clock::now();
+      clock.restart();
       dec.feed(feed);
-      if (r >= o.decode_warmup) step_ms.push_back(ms(t0, clock::now()));
+      if (r >= o.decode_warmup) step_ms.push_back(clock.ms());
     }
     double sum = 0;
     for (double v : step_ms) sum += v;
@@ -108,7 +109,7 @@ int64_t largest_batch(double budget, const BatchSide& s) {
   return left <= 0 ? 0 : int64_t(left / double(s.kv_per_seq));
 }
 
-nlohmann::json batch_side_json(const BatchSide& s, double budget, int64_t B, int64_t P) {
+nlohmann::json batch_side_json(const BatchSide& s, double budget, int64_t B, int64_t P, int64_t prompts) {
   nlohmann::json j = {{"kv_cache_bytes_per_sequence", s.kv_per_seq},
                       {"kv_cache_bytes_batch", s.kv_per_seq * B}};
   if (!s.timed) return j;
@@ -117,7 +118,7 @@ nlohmann::json batch_side_json(const BatchSide& s, double budget, int64_t B, int
             {"scratch_bytes", s.scratch_bytes},
             {"max_batch_in_budget", mb >= 0 ? nlohmann::json(mb) : nlohmann::json(nullptr)},
             {"prefill_ms", s.prefill_ms},
-            {"prefill_tokens_per_s", s.prefill_ms > 0 ? double(B * P) / s.prefill_ms * 1e3 : 0.0},
+            {"prefill_tokens_per_s", s.prefill_ms > 0 ? double(prompts * P) / s.prefill_ms * 1e3 : 0.0},
             {"decode_ms_per_step", s.decode_ms},
             {"decode_median_ms_per_step", s.decode_median_ms},
             {"decode_tokens_per_s", s.decode_ms > 0 ? double(B) / s.decode_ms * 1e3 : 0.0},
@@ -179,8 +180,10 @@ void bench_infer_batch(std::unique_ptr<Model<float>> model,
   std::snprintf(budget_name, sizeof budget_name, "largest batch in %.4g GB", budget / 1e9);
   const double mb_plan = double(largest_batch(budget, plan)), mb_ref = double(largest_batch(budget, ref));
   row(budget_name, mb_plan, mb_ref, "%.0f", plan.timed, ref.timed);
-  row("prefill tokens/s (all prompts)", plan.prefill_ms > 0 ? double(B * P) / plan.prefill_ms * 1e3 : 0.0,
-      ref.prefill_ms > 0 ? double(B * P) / ref.prefill_ms * 1e3 : 0.0, "%.1f", plan.timed, ref.timed);
+  const int64_t prompts = o.shared_prompt ? 1 : B;  // prompts prefilled
+  row(o.shared_prompt ? "prefill tokens/s (the shared prompt)" : "prefill tokens/s (all prompts)",
+      plan.prefill_ms > 0 ? double(prompts * P) / plan.prefill_ms * 1e3 : 0.0,
+      ref.prefill_ms > 0 ? double(prompts * P) / ref.prefill_ms * 1e3 : 0.0, "%.1f", plan.timed, ref.timed);
   row("decode tokens/s (all sequences)", plan.decode_ms > 0 ? double(B) / plan.decode_ms * 1e3 : 0.0,
       ref.decode_ms > 0 ? double(B) / ref.decode_ms * 1e3 : 0.0, "%.2f", plan.timed, ref.timed);
   row("decode ms/step (median)", plan.decode_median_ms, ref.decode_median_ms, "%.4f", plan.timed, ref.timed);
@@ -196,8 +199,9 @@ void bench_infer_batch(std::unique_ptr<Model<float>> model,
                         {"kv_cache", attn::kv_precision_name(kv)},
                         {"memory_budget_bytes", budget},
                         {"memory_budget_source", budget_source},
-                        {"plan", batch_side_json(plan, budget, B, P)},
-                        {"all_softmax", batch_side_json(ref, budget, B, P)},
+                        {"plan", batch_side_json(plan, budget, B, P, prompts)},
+                        {"all_softmax", batch_side_json(ref, budget, B, P, prompts)},
+                        {"shared_prompt", o.shared_prompt},
                         {"kv_bytes_ratio", ratio(double(plan.kv_per_seq), double(ref.kv_per_seq))}};
   if (plan.timed && ref.timed) {
     out["decode_tokens_per_s_ratio"] = ratio(ref.decode_ms, plan.decode_ms);

@@ -19,6 +19,7 @@ struct BatchBenchOptions {
   uint64_t seed = 0;         // of the prompts (sequence i: Rng(seed + i))
   std::string weights, kv_cache, side, plan_name;
   double budget_gb = 0;      // <= 0: the machine's physical memory
+  bool shared_prompt = false;  // one prompt prefilled, its cache copied to every slot (llama-batched-bench -pps)
 };
 
 // `model` holds the plan; `load_reference` loads the same weights under all-softmax (called after

@@ -17,7 +17,7 @@
 // multiply-adds relative to full attention (attn::plan_cost).
 //
 // --abba A --abba B [--rounds N] [--abba-dir DIR]: the SAF paper's update-speed protocol
-// (methods/update_speed_abba.hpp): plans A (the baseline) and B timed in fresh processes of this
+// (experiment/update_speed_abba.hpp): plans A (the baseline) and B timed in fresh processes of this
 // binary in the order A B B A per round (default 2 rounds), each 1 warm-up + 4 timed updates
 // (--warmup / --steps override); prints one JSON line whose "speedup" is the median over pairs
 // of t_A / t_B. A plan is "softmax", a head-plan JSON file, an intervention report, or a
@@ -34,14 +34,14 @@
 #include "cli/run_setup.hpp"
 #include <omp.h>
 #include "headwise/attention/cost.hpp"
+#include "headwise/calibration/head_forward_stats.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/dist/local_comm.hpp"
-#include "headwise/kernels/cuda_backend.hpp"
+#include "headwise/experiment/update_speed_abba.hpp"
 #include "headwise/io/files.hpp"
-#include "headwise/methods/experiment.hpp"
-#include "headwise/methods/head_forward_stats.hpp"
-#include "headwise/methods/update_speed_abba.hpp"
+#include "headwise/kernels/cuda_backend.hpp"
 #include "headwise/model/param_layout.hpp"
 #include "headwise/train/trainer.hpp"
 

@@ -13,7 +13,6 @@
 // --batch B [--memory-budget GB]: B sequences decoded together instead (bench_infer_batch.hpp):
 // KV bytes per sequence of both plans, the largest batch that fits the budget, total tokens/s.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -21,13 +20,13 @@
 #include "cli/commands.hpp"
 #include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/cached_decoder.hpp"
 #include "headwise/infer/read_bandwidth.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {
@@ -45,6 +44,7 @@ struct BenchInferArgs {
   std::string side = "both";
   int batch = 0;          // 0: one sequence (the table above)
   double budget_gb = 0;   // --memory-budget; 0: the machine's physical memory
+  bool shared_prompt = false;  // --shared-prompt
 };
 
 struct Side {
@@ -67,10 +67,6 @@ double median(std::vector<double> x) {
 }
 
 Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, const BenchInferArgs& a) {
-  using clock = std::chrono::steady_clock;
-  auto ms = [](clock::time_point t0, clock::time_point t1) {
-    return std::chrono::duration<double, std::milli>(t1 - t0).count();
-  };
   Side s;
   s.plan = model.config().head_plan.to_json();
   const int64_t N = a.context;
@@ -81,20 +77,20 @@ Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, con
     std::vector<double> pre, dec_ms;
     for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
       dec.reset();
-      const auto t0 = clock::now();
+      const Stopwatch timer;
       dec.prefill(tokens.data(), N);
-      const auto t1 = clock::now();
-      if (r >= a.prefill_warmup) pre.push_back(ms(t0, t1));
+      const double ms = timer.ms();
+      if (r >= a.prefill_warmup) pre.push_back(ms);
     }
     const int64_t steps = a.decode_warmup + a.decode_runs;
     dec.reset();
     const float* logits = dec.prefill(tokens.data(), N - steps);
     for (int64_t r = 0; r < steps; ++r) {
       const int32_t next = infer::argmax(logits, dec.vocab_size());
-      const auto t0 = clock::now();
+      const Stopwatch timer;
       logits = dec.step(next);
-      const auto t1 = clock::now();
-      if (r >= a.decode_warmup) dec_ms.push_back(ms(t0, t1));
+      const double ms = timer.ms();
+      if (r >= a.decode_warmup) dec_ms.push_back(ms);
     }
     s.prefill_ms = mean(pre);
     s.prefill_median_ms = median(pre);
@@ -173,6 +169,9 @@ void add_bench_infer_command(CLI::App& app) {
   cmd->add_option("--memory-budget", a->budget_gb,
                   "With --batch: memory in GB (1e9 bytes) for weights, scratch and caches (default: the machine's "
                   "physical memory)");
+  cmd->add_flag("--shared-prompt", a->shared_prompt,
+                "With --batch: prefill one prompt and copy its cache to every sequence (llama-batched-bench -pps); "
+                "the decode steps are the same work, the prefill B times shorter");
   cmd->callback([a] {
     const attn::KvPrecision kv = infer::kv_precision_for(infer::parse_weight_precision(a->weights), a->kv_cache);
     // (bad values fail before any loading)
@@ -182,6 +181,7 @@ void add_bench_infer_command(CLI::App& app) {
     check(a->batch >= 0, "--batch must be >= 1, got " + std::to_string(a->batch));
     check(a->budget_gb >= 0, "--memory-budget must be > 0 GB");
     check(a->budget_gb == 0 || a->batch > 0, "--memory-budget needs --batch");
+    check(!a->shared_prompt || a->batch > 0, "--shared-prompt needs --batch");
     auto model = load_model(a->checkpoint, cpu_backend<float>(), /*trainable=*/false);
     if (model->config().lora.enabled()) model->merge_adapters();  // decoding reads the merged weights
     const ModelConfig cfg = model->config();
@@ -229,6 +229,7 @@ void add_bench_infer_command(CLI::App& app) {
       o.side = a->side;
       o.plan_name = plan_name;
       o.budget_gb = a->budget_gb;
+      o.shared_prompt = a->shared_prompt;
       bench_infer_batch(std::move(model), load_reference, o);
       return;
     }

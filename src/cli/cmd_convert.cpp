@@ -13,7 +13,6 @@
 // they were read in (bf16 in, bf16 out; --dtype to choose), a tensor whose values the method did
 // not change copied from IN byte for byte. Stages, their times and peak RSS go to stderr.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -22,11 +21,12 @@
 #include "cli/commands.hpp"
 #include "cli/data_free_method.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/io/files.hpp"
-#include "headwise/io/safetensors_set.hpp"
 #include "headwise/io/folder_lock.hpp"
+#include "headwise/io/safetensors_set.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {
@@ -82,9 +82,7 @@ void add_convert_command(CLI::App& app) {
     // is OUT.lock beside it, held from here to the rename.
     const io::FolderLock lock = io::FolderLock::beside(a->out, "convert");
     const std::optional<DType> out_dtype = parse_dtype(a->dtype);
-    using Clock = std::chrono::steady_clock;
-    auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
-    auto t0 = Clock::now();
+    Stopwatch stage;
     // A conversion calibrates the finished model as it will be used: without the dropout a
     // Hugging Face config carries for training (GPT-2's 0.1s). The converted config has none.
     ModelConfig loaded = read_checkpoint_config(a->checkpoint);
@@ -99,7 +97,7 @@ void add_convert_command(CLI::App& app) {
     const std::optional<std::set<std::string>> reads = prepared.planner->weights_read(loaded);
     auto model = load_model(a->checkpoint, loaded, cpu_backend<float>(), prepared.planner->needs_gradients(),
                             reads ? &*reads : nullptr);
-    const double load_seconds = since(t0), load_gb = stage_peak_gb();
+    const double load_seconds = stage.seconds(), load_gb = stage_peak_gb();
     const ModelConfig before = model->config();
     const DataFreeChange applied = apply_data_free_method(*model, prepared);
     const double method_gb = stage_peak_gb();
@@ -129,7 +127,7 @@ void add_convert_command(CLI::App& app) {
                              {"report", change ? change->report : nlohmann::json(nullptr)}};
 
     // Everything goes to OUT.tmp first; OUT is replaced only once it is complete.
-    t0 = Clock::now();
+    stage.restart();
     const std::string tmp = a->out + ".tmp";
     io::fresh_dir(tmp);
     const io::SafetensorsSet source(a->checkpoint);
@@ -142,7 +140,7 @@ void add_convert_command(CLI::App& app) {
     copy_side_files(a->checkpoint, tmp);  // the converted model keeps its tokenizer
     io::write_file_atomic(tmp + "/convert.json", record.dump(2) + "\n");
     io::replace_dir_atomic(tmp, a->out);
-    const double write_seconds = since(t0), write_gb = stage_peak_gb();
+    const double write_seconds = stage.seconds(), write_gb = stage_peak_gb();
     const double method_seconds = applied.act_seconds + applied.install_seconds;
     std::printf("time: load %.2f s, method %.2f s, write %.2f s\n", load_seconds, method_seconds, write_seconds);
     // Per stage on stderr: the method's own stages (report "stages": calibration, selection, fit

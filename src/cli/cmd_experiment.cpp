@@ -11,7 +11,7 @@
 #include "cli/run_setup.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/dist/comm.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 
 namespace hw::cli {
 

@@ -3,7 +3,6 @@
 // MQAR adaptation (loss on query positions only) and query accuracy per number of pairs.
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -14,12 +13,13 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
 #include "headwise/core/json_parse.hpp"
+#include "headwise/core/process_stats.hpp"
+#include "headwise/data/mqar/mqar_adapt.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/io/folder_lock.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/method_registry.hpp"
-#include "headwise/methods/mqar_adapt.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::cli {
@@ -130,9 +130,9 @@ void add_mqar_command(CLI::App& app) {
     }
     result["static_heads"] = model->config().head_plan.count(attn::HeadKind::Static);
     result["pruned_heads"] = model->config().head_plan.count(attn::HeadKind::Pruned);
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch timer;
     const std::vector<double> losses = adapt_mqar(*model, a->opt, a->out + "/metrics.jsonl");
-    result["adapt_seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    result["adapt_seconds"] = timer.seconds();
     result["final_loss"] = losses.empty() ? nlohmann::json(nullptr) : nlohmann::json(losses.back());
     const std::vector<MqarAccuracy> acc = evaluate_mqar(*model, a->opt);
     nlohmann::json rows = nlohmann::json::array();

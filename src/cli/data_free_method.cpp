@@ -1,9 +1,8 @@
 #include "cli/data_free_method.hpp"
 
-#include <chrono>
-
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/methods/method_registry.hpp"
 
@@ -14,9 +13,6 @@ std::string method_names() {
   std::string names;
   for (const auto& e : method_table()) names += (names.empty() ? "" : ", ") + e.name;
   return names.empty() ? "none" : names;
-}
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 }  // namespace
 
@@ -58,7 +54,7 @@ DataFreeChange apply_data_free_method(Model<float>& model, DataFreeMethod& prepa
   DataFreeChange out;
   out.step = prepared.step;
   dist::LocalComm comm;
-  auto t0 = std::chrono::steady_clock::now();
+  Stopwatch stage;
   try {
     PlannerContext ctx{model, prepared.cfg, comm, prepared.step};
     out.change = prepared.planner->act(ctx);
@@ -66,8 +62,8 @@ DataFreeChange apply_data_free_method(Model<float>& model, DataFreeMethod& prepa
   } catch (const Error& e) {
     fail(prepared.who + ": " + e.what());
   }
-  out.act_seconds = seconds_since(t0);
-  t0 = std::chrono::steady_clock::now();
+  out.act_seconds = stage.seconds();
+  stage.restart();
   if (out.change) {
     out.layout_kept = model.install_plan(out.change->plan, out.change->extras);
     if (out.change->adapters) {  // fresh adapters (B = 0), drawn as a run's at this step would be
@@ -75,7 +71,7 @@ DataFreeChange apply_data_free_method(Model<float>& model, DataFreeMethod& prepa
       out.layout_kept = false;
     }
   }
-  out.install_seconds = seconds_since(t0);
+  out.install_seconds = stage.seconds();
   return out;
 }
 

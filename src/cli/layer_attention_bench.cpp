@@ -3,13 +3,13 @@
 #include "cli/layer_attention_bench.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <type_traits>
 
 #include "headwise/attention/cost.hpp"
 #include "headwise/core/arena.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/core/rng.hpp"
 
 namespace hw::cli {
@@ -113,10 +113,10 @@ double time_plan(const Backend<float>& mem_ops, const ComputeOps<A, float>& ops,
   mem_ops.synchronize();
   std::vector<double> ms;
   for (int rep = 0; rep < o.repeats; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch timer;
     once();
     mem_ops.synchronize();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    ms.push_back(timer.ms());
   }
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +18,7 @@
 #include "data/text_chunks.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/parallel_errors.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/data/bpe_tokenizer.hpp"
 #include "headwise/data/prepare.hpp"
 #include "headwise/data/shards.hpp"
@@ -112,7 +112,7 @@ class Progress {
                  rate, static_cast<long long>(tokens), eta, tty_ && !last ? "" : "\n");
     std::fflush(stderr);
   }
-  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+  double seconds() const { return since_start_.seconds(); }
 
  private:
   bool on_;
@@ -120,7 +120,7 @@ class Progress {
   bool tty_;
   double shown_ = -1e9;
   int64_t shown_bytes_ = -1;
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  Stopwatch since_start_;
 };
 
 }  // namespace

@@ -117,4 +117,6 @@ std::unique_ptr<Comm> make_comm(const std::string& kind) {
   fail("unknown communicator kind '" + kind + "' (expected auto, local, mpi or nccl)");
 }
 
+double slowest_rank_ms(Comm& comm, double ms) { return comm.world() > 1 ? comm.allreduce_max(ms) : ms; }
+
 }  // namespace hw::dist

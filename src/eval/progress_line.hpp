@@ -3,28 +3,24 @@
 // place on a terminal, else one line every 10 s and one at the end.
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 
-namespace hw::eval {
+#include "headwise/core/process_stats.hpp"
 
-inline double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+namespace hw::eval {
 
 class ProgressLine {
  public:
   // units: what is counted ("examples", "windows"); total: how many.
   ProgressLine(bool on, std::string name, std::string units, int64_t total)
-      : on_(on), tty_(::isatty(2) == 1), name_(std::move(name)), units_(std::move(units)), total_(total),
-        start_(now_seconds()) {}
+      : on_(on), tty_(::isatty(2) == 1), name_(std::move(name)), units_(std::move(units)), total_(total) {}
   // done of all requests (the scorer's count) -> the same fraction of the units.
   void update(int64_t done, int64_t all) {
     if (!on_) return;
     const bool last = done == all;
-    const double t = now_seconds() - start_;
+    const double t = since_start_.seconds();
     if (!last && t - shown_ < (tty_ ? 0.5 : 10.0)) return;
     shown_ = t;
     const double frac = all > 0 ? double(done) / double(all) : 1.0;
@@ -40,7 +36,8 @@ class ProgressLine {
   bool on_, tty_;
   std::string name_, units_;
   int64_t total_;
-  double start_, shown_ = -1e9;
+  Stopwatch since_start_;
+  double shown_ = -1e9;
 };
 
 }  // namespace hw::eval

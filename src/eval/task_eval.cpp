@@ -3,12 +3,13 @@
 
 #include "eval/progress_line.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 
 namespace hw::eval {
 
 TaskResult evaluate_task(const TaskFile& task, const EvalTokenizer& tok, LoglikelihoodScorer& scorer,
                          bool show_progress) {
-  const double t0 = now_seconds();
+  const Stopwatch timer;
   TaskResult res;
   res.path = task.path;
   res.format = task.format;
@@ -58,7 +59,7 @@ TaskResult evaluate_task(const TaskFile& task, const EvalTokenizer& tok, Loglike
   }
   res.acc = mean_stderr(acc);
   res.acc_norm = mean_stderr(acc_norm);
-  res.seconds = now_seconds() - t0;
+  res.seconds = timer.seconds();
   return res;
 }
 

@@ -1,11 +1,11 @@
 // Rolling-window text perplexity (text_perplexity.hpp).
 #include "headwise/eval/text_perplexity.hpp"
 
-#include <chrono>
 #include <cmath>
 
 #include "eval/progress_line.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/eval/py_text.hpp"
 
 namespace hw::eval {
@@ -61,7 +61,7 @@ TextPerplexity text_perplexity(const std::vector<std::string>& documents, const 
         "--context " + std::to_string(context) + " is outside 1.." + std::to_string(scorer.max_length()));
   check(stride >= 1 && stride <= context,
         "--stride " + std::to_string(stride) + " is outside 1..--context (" + std::to_string(context) + ")");
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch timer;
   TextPerplexity r;
   std::vector<LlRequest> requests;
   const int32_t prefix = tok.prefix_token();
@@ -78,7 +78,7 @@ TextPerplexity text_perplexity(const std::vector<std::string>& documents, const 
   for (const LlResult& x : scorer.score(requests, [&](int64_t done, int64_t all) { progress.update(done, all); }))
     r.ll += x.ll;
   r.windows = int64_t(requests.size());
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.seconds = timer.seconds();
   return r;
 }
 

@@ -146,6 +146,17 @@ void BatchDecoder::feed(const SlotTokens* batch, size_t count) {
   for (size_t i = 0; i < count; ++i) m.fed[size_t(batch[i].slot)] = true;
 }
 
+void BatchDecoder::copy_slot(int from, int to) {
+  check_slot(from, "copy_slot");
+  check_slot(to, "copy_slot");
+  Impl& m = *impl_;
+  check(m.fed[size_t(from)], "batch decoder: copy_slot: slot " + std::to_string(from) + " has been fed nothing");
+  if (from == to) return;
+  m.caches[size_t(to)]->copy_from(*m.caches[size_t(from)]);
+  m.logits[size_t(to)] = m.logits[size_t(from)];
+  m.fed[size_t(to)] = true;
+}
+
 const float* BatchDecoder::logits(int slot) const {
   check_slot(slot, "logits");
   check(impl_->fed[size_t(slot)],

@@ -1,7 +1,7 @@
 // The shipped AAH configs load and carry the recipe.
 #include <catch2/catch.hpp>
 
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 
 using namespace hw;

@@ -5,12 +5,12 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 
+#include "headwise/calibration/window_stream.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/oal/capture.hpp"
 #include "headwise/methods/saf/calibration.hpp"
-#include "headwise/methods/window_stream.hpp"
 
 using namespace hw;
 

@@ -8,10 +8,11 @@
 #include <set>
 
 #include "cli/cli_util.hpp"
+#include "headwise/data/mqar/mqar_adapt.hpp"
 #include "headwise/data/shards.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/mqar_adapt.hpp"
 #include "headwise/model/checkpoint.hpp"
+#include "support/mqar_count.hpp"
 
 using namespace hw;
 namespace fs = std::filesystem;
@@ -222,22 +223,10 @@ TEST_CASE("mqar adapts a fresh model after SAF end to end, and its accuracy is a
   o.eval_pairs = {2, 4};
   o.eval_examples = 16;
   o.seed = 9;
-  const int V = m->config().vocab_size;
   for (size_t k = 0; k < 2; ++k) {
     const int pairs = j["accuracy"][k]["pairs"].get<int>();
     INFO("pairs " << pairs);
-    const auto ex = mqar_eval_examples(o, pairs, 0, o.eval_examples);
-    m->forward(ex.inputs.data(), nullptr, o.eval_examples, o.seq_len);
-    const float* logits = m->logits();
-    int64_t hits = 0, total = 0;
-    for (size_t i = 0; i < ex.inputs.size(); ++i) {
-      if (!ex.query_mask[i]) continue;
-      int best = 0;
-      for (int v = 1; v < V; ++v)
-        if (logits[i * size_t(V) + size_t(v)] > logits[i * size_t(V) + size_t(best)]) best = v;
-      hits += best == ex.targets[i];
-      ++total;
-    }
+    const auto [hits, total] = test::count_mqar_hits(*m, o, pairs);
     CHECK(total == 16 * pairs);
     CHECK(j["accuracy"][k]["total"].get<int64_t>() == total);
     CHECK(j["accuracy"][k]["correct"].get<int64_t>() == hits);

@@ -3,31 +3,10 @@
 // resident memory (VmRSS from /proc, the kernel's count).
 #include <catch2/catch.hpp>
 
-#include <fstream>
-#include <string>
-
 #include "headwise/core/arena.hpp"
+#include "headwise/core/process_stats.hpp"
 
 using namespace hw;
-
-namespace {
-
-// Resident kB of this process, from /proc/self/status.
-long resident_kb() {
-  std::ifstream in("/proc/self/status");
-  std::string key;
-  long v = -1;
-  while (in >> key) {
-    if (key == "VmRSS:") {
-      in >> v;
-      break;
-    }
-    in.ignore(1 << 20, '\n');
-  }
-  return v;
-}
-
-}  // namespace
 
 TEST_CASE("arena: discard zeroes one tensor, keeps its neighbours and returns its pages", "[core][arena]") {
   Arena a("params");
@@ -38,9 +17,9 @@ TEST_CASE("arena: discard zeroes one tensor, keeps its neighbours and returns it
   a.allocate();
   for (Tensor* t : {before, big, after})
     for (int64_t i = 0; i < t->numel(); ++i) t->f32()[i] = float(i % 97) + 1.f;
-  const long full = resident_kb();
+  const long full = long(current_rss_bytes() / 1024);
   a.discard(*big);
-  const long dropped = resident_kb();
+  const long dropped = long(current_rss_bytes() / 1024);
   {
     INFO("VmRSS " << full << " kB written, " << dropped << " kB after discard");
     CHECK(full - dropped > 60 * 1024);  // (all but at most two partial pages of 64 MiB)

@@ -279,3 +279,27 @@ TEST_CASE("batch decode: bad use is one clear error, and a refused feed advances
   CHECK_THROWS_WITH(infer::generate_batch(dec, reqs), Catch::Contains("sequence 1: token 99 is outside"));
   CHECK(dec.live() == 0);
 }
+
+// A shared prompt (bench-infer --batch --shared-prompt, as llama-batched-bench -pps): a slot
+// copied from a fed one decodes exactly as one fed the same prompt, on a plan whose rings wrap
+// and whose linear head keeps a state.
+TEST_CASE("batch decode: copy_slot makes a slot decode as if it had been fed the same prompt", "[infer][batch]") {
+  auto m = fixture_model("llama", kGqaPlan);
+  const int V = m->config().vocab_size;
+  const auto prompt = random_tokens(13, V, 7);
+  infer::BatchDecoder dec(*m, batch_options(*m, 3, 4));
+  const int a = dec.open(), b = dec.open(), c = dec.open();
+  dec.feed({{a, prompt.data(), int64_t(prompt.size())}, {c, prompt.data(), int64_t(prompt.size())}});
+  CHECK_THROWS_WITH(dec.copy_slot(b, a), Catch::Contains("slot 1 has been fed nothing"));
+  dec.copy_slot(a, b);
+  CHECK(dec.position(b) == int64_t(prompt.size()));
+  std::vector<int32_t> next = {infer::argmax(dec.logits(a), V), 0, 0};
+  for (int step = 0; step < 9; ++step) {  // every slot the same token: b and c must agree with a to the bit
+    const int32_t t = step == 0 ? next[0] : infer::argmax(dec.logits(a), V);
+    dec.feed({{a, &t, 1}, {b, &t, 1}, {c, &t, 1}});
+    for (int s : {b, c}) {
+      INFO("step " << step << " slot " << s);
+      CHECK(std::equal(dec.logits(s), dec.logits(s) + V, dec.logits(a)));
+    }
+  }
+}

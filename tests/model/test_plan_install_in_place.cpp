@@ -6,9 +6,9 @@
 // change of a model without gradients no longer holds the parameters three times.
 #include <catch2/catch.hpp>
 #include <cstring>
-#include <fstream>
 #include <string>
 
+#include "headwise/core/process_stats.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
 #include "headwise/model/gpt.hpp"
@@ -17,24 +17,6 @@
 using namespace hw;
 
 namespace {
-
-int64_t status_kb(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(in, line))
-    if (line.rfind(k, 0) == 0) return std::stoll(line.substr(k.size())) * 1024;
-  return -1;
-}
-int64_t current_rss_bytes() { return status_kb("VmRSS"); }
-int64_t peak_rss_bytes() { return status_kb("VmHWM"); }
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  if (!out.is_open()) return false;
-  out << "5";
-  out.close();
-  return !out.fail();
-}
 
 // A plan that moves the layout: a static, a linear (G = 2) and a pruned head in layer 0, a
 // static head in layer 1, with values of their own.

@@ -83,6 +83,9 @@ class KvCache {
   int64_t length() const { return length_; }
   void reset();  // length 0, linear states zeroed (rows are simply overwritten later)
   void advance(int64_t n) { length_ += n; }
+  // This cache becomes a copy of `other` (same plan, context and precision: else hw::Error):
+  // every row and state, and its length. Copies values; allocates nothing.
+  void copy_from(const KvCache& other);
 
   // Slot of position p in a store (p < length or the one being written), and the position that
   // slot holds at length n (slot < valid_slots(n)).

@@ -140,6 +140,11 @@ std::unique_ptr<Comm> make_comm(const std::string& kind);
 // training launched as several ranks (gradients live on the GPUs); anything else is kept.
 std::string resolve_comm_kind(const std::string& kind, bool gpu_training);
 
+// An update's time across ranks, as the paper's multi-GPU update speed: the slowest rank's
+// (each rank's time includes the gradient all-reduce); collective, every rank gets the same.
+// (The process's own measures, wall time and memory, are core/process_stats.hpp.)
+double slowest_rank_ms(Comm& comm, double ms);
+
 // 64-bit FNV-1a of the bytes, then of the length (so "" and "\0" differ). Used by all_equal.
 std::uint64_t bytes_hash(const void* data, std::int64_t bytes);
 // The same hash fed piece by piece: start with kFnvOffset, add each piece in order with

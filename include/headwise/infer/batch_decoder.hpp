@@ -76,6 +76,9 @@ class BatchDecoder {
   // bad one, one hw::Error naming the slot and no slot advances.
   void feed(const SlotTokens* batch, size_t count);
   void feed(const std::vector<SlotTokens>& batch) { feed(batch.data(), batch.size()); }
+  // Slot `to` (open) becomes a copy of slot `from` (open, fed): its cache, position and logits,
+  // as if it had been fed the same tokens (a prompt shared by several sequences).
+  void copy_slot(int from, int to);
   // Logits (vocab floats) of the last token fed to `slot`; valid until the next feed or close.
   const float* logits(int slot) const;
 

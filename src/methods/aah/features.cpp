@@ -4,11 +4,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "headwise/calibration/head_forward_stats.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/aah/policy.hpp"
-#include "headwise/methods/head_forward_stats.hpp"
 
 namespace hw::aah {
 

@@ -1,12 +1,12 @@
 #include "headwise/methods/aah/tables.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
@@ -123,9 +123,9 @@ nlohmann::json table6_rows(const std::string& dir, int64_t batches, int64_t micr
       data::TokenLoader loader(val, micro_batch, T, false, 0);
       check(batches <= loader.batches_per_epoch(), "Table 6: --batches " + std::to_string(batches) + " exceeds the " +
                                                        std::to_string(loader.batches_per_epoch()) + " batches in " + val);
-      const auto t0 = std::chrono::steady_clock::now();
+      const Stopwatch timer;
       const EvalResult r = evaluate(*model, loader, batches, micro_batch, T, comm);
-      const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const double sec = timer.seconds();
       loss += r.loss;
       ppl += r.ppl;
       tps += double(r.tokens) / std::max(sec, 1e-9);

@@ -12,10 +12,10 @@
 #include <CLI/CLI.hpp>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/methods/aoh/heads.hpp"
-#include "headwise/methods/experiment.hpp"
 #include "headwise/model/checkpoint.hpp"
 
 namespace hw::aoh {

@@ -2,9 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
-
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/methods/aoh/heads.hpp"
 
 namespace hw {
@@ -18,7 +17,7 @@ std::optional<std::set<std::string>> AohPlanner::weights_read(const ModelConfig&
 }
 
 std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch timer;
   const ModelConfig& mc = ctx.model.config();
   check(cfg_.sink + cfg_.window <= mc.block_size,
         cfg_.where + ".sink + " + cfg_.where + ".window (" + std::to_string(cfg_.sink + cfg_.window) +
@@ -29,7 +28,7 @@ std::optional<PlanChange> AohPlanner::act(PlannerContext& ctx) {
                                                                 : std::nullopt);
   PlanChange change;
   change.plan = aoh::streaming_plan(mc.head_plan, scores, int(cfg_.sink), int(cfg_.window));
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double seconds = timer.seconds();
 
   nlohmann::json kv_pairs = nlohmann::json::array(), head_pairs = nlohmann::json::array();
   int n_scored = 0;

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "headwise/calibration/window_stream.hpp"
 #include "headwise/core/error.hpp"
-#include "headwise/methods/window_stream.hpp"
 #include "headwise/model/device_copy.hpp"
 
 namespace hw::oal {

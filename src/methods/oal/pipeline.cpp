@@ -1,22 +1,16 @@
 #include "headwise/methods/oal/pipeline.hpp"
 
-#include <chrono>
 #include <exception>
 #include <numeric>
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/parallel_errors.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "kernels/cpu/cblas.hpp"
 #include "spdlog/spdlog.h"
 
 namespace hw::oal {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 uint64_t bootstrap_seed(uint64_t seed, int flat) { return data::derive_seed(seed, data::Stream::OalBootstrap, uint64_t(flat)); }
 uint64_t random_grouping_seed(uint64_t seed, int flat) {
@@ -69,7 +63,7 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
   CalibOptions co = cfg.calib;
   co.eps = mc.linear_eps;  // the kernel the model's linear heads will compute
 
-  auto t0 = std::chrono::steady_clock::now();
+  Stopwatch stage;
   std::vector<int64_t> prompts(size_t(cfg.stats_prompts));
   std::iota(prompts.begin(), prompts.end(), 0);
   // Layer by layer: one layer's QKV of the prompts at a time (capture.hpp, stream_qkv).
@@ -78,7 +72,7 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
   stream_qkv(model, src.stats, prompts, int(src.stats_T), batch, out.layers, [&](const CapturedQkv& c) {
     std::vector<HeadContribution> part = contributions(model, c);
     for (auto& hc : part) out.contributions.push_back(std::move(hc));
-    spdlog::info("OAL statistics: layer {} ({}/{}), {:.1f} s", c.layers[0], ++done, n_layers, seconds_since(t0));
+    spdlog::info("OAL statistics: layer {} ({}/{}), {:.1f} s", c.layers[0], ++done, n_layers, stage.seconds());
   });
   out.heads.resize(out.contributions.size());
   ParallelErrors errors;
@@ -91,9 +85,9 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
       out.heads[size_t(i)].grouping = group_head(c, spec, cfg.group, seed, H);
     });
   errors.rethrow();
-  out.stats_seconds = seconds_since(t0);
+  out.stats_seconds = stage.seconds();
 
-  t0 = std::chrono::steady_clock::now();
+  stage.restart();
   done = 0;
   std::vector<int64_t> seqs(size_t(cfg.fit_seqs + cfg.val_seqs));
   std::iota(seqs.begin(), seqs.end(), 0);
@@ -123,9 +117,9 @@ PipelineResult run_pipeline(Model<float>& model, const OalConfig& cfg, const Sou
       });
     fit_errors.rethrow();
     spdlog::info("OAL fit: layer {} ({}/{}), {} heads, {:.1f} s", cap.layers[0], ++done, n_layers, mine.size(),
-                 seconds_since(t0));
+                 stage.seconds());
   });
-  out.calib_seconds = seconds_since(t0);
+  out.calib_seconds = stage.seconds();
   return out;
 }
 

@@ -1,7 +1,6 @@
 #include "headwise/methods/oal/tables.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <exception>
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/parallel_errors.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/io/files.hpp"
 #include "headwise/methods/oal/approximators.hpp"
@@ -26,8 +26,6 @@ namespace hw::oal {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Runs body(i) for i in [0, n) on OpenMP threads; the first exception is rethrown.
 template <class Fn>
@@ -279,7 +277,7 @@ nlohmann::json table1(const Model<float>& model, const CapturedQkv& ev, const st
 
 nlohmann::json run_tables(Model<float>& model, const Sources& src, const SequenceSource& eval, int eval_T,
                           const TablesOptions& opt) {
-  const auto t0 = Clock::now();
+  const Stopwatch total;
   const ModelConfig& mc = model.config();
   const int H = mc.n_head, d = mc.head_dim();
   const std::vector<int> layers = opt.cfg.layers(mc.n_layer);
@@ -366,7 +364,7 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
       if (variants[v].name == "oal_bootstrap") chosen[i] = hc.chosen;
     }
   });
-  const double calib_seconds = since(t0);
+  const double calib_seconds = total.seconds();
 
   // Held-out sequences and the layers' output projections.
   const CapturedQkv ev = capture_qkv(model, eval, first_n(opt.eval_seqs), eval_T, opt.batch, layers);
@@ -398,7 +396,7 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
     const nlohmann::json& r = by_name[G == 1 ? "global" : "fixed:" + std::to_string(G)];
     f2.push_back({{"G", G}, {"heldout_mse", r["mse_pre"]}, {"val_mse", r["val_mse"]}, {"params_per_head", (G + 1) * (G + 2) / 2}});
   }
-  const double t2_seconds = since(t0) - calib_seconds;
+  const double t2_seconds = total.seconds() - calib_seconds;
   const nlohmann::json t1 = table1(model, ev, boot, opt);
 
   nlohmann::json groups = nlohmann::json::array();
@@ -416,7 +414,7 @@ nlohmann::json run_tables(Model<float>& model, const Sources& src, const Sequenc
           {"table2", t2},
           {"fig2", f2},
           {"bootstrap_groups", groups},
-          {"seconds", {{"calibration", calib_seconds}, {"table2", t2_seconds}, {"total", since(t0)}}}};
+          {"seconds", {{"calibration", calib_seconds}, {"table2", t2_seconds}, {"total", total.seconds()}}}};
 }
 
 std::string tables_markdown(const nlohmann::json& r) {

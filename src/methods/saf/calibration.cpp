@@ -1,13 +1,13 @@
 #include "headwise/methods/saf/calibration.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/methods/saf/capture.hpp"
 
 namespace hw::saf {
@@ -152,12 +152,12 @@ std::vector<HeadStatsAccumulator> CaptureStream::capture(int l1, CaptureTimes* t
       }
   };
   const double fwd0 = stream_->forward_seconds();
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch timer;
   stream_->advance(l1, visit);
   if (times) {
     const double fwd = stream_->forward_seconds() - fwd0;
     times->forward_seconds += fwd;
-    times->host_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - fwd;
+    times->host_seconds += timer.seconds() - fwd;
   }
   for (auto& a : acc) reduce_across_ranks(a, comm_);
   return acc;
@@ -171,9 +171,9 @@ std::vector<HeadStatsAccumulator> capture_layers(Model<float>& model, const Cali
   check(0 <= l0 && l0 < l1 && l1 <= cfg.n_layer, "SAF calibration: bad layer range [" + std::to_string(l0) + ", " +
                                                       std::to_string(l1) + ")");
   CaptureStream stream(model, source, opt, comm);
-  const auto t0 = std::chrono::steady_clock::now();
+  const Stopwatch timer;
   stream.skip_to(l0);
-  if (times) times->forward_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (times) times->forward_seconds += timer.seconds();
   return stream.capture(l1, times);
 }
 

@@ -2,13 +2,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <chrono>
 #include <cmath>
 #include <map>
 #include <memory>
 
 #include "data/seed_mix.hpp"
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/saf/fit.hpp"
@@ -18,9 +18,6 @@
 namespace hw {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 // Independent streams derived from SAF's seed (calibration windows use the seed itself).
 uint64_t derived_seed(uint64_t seed, data::Stream stream) { return data::derive_seed(seed, stream, 0); }
@@ -127,7 +124,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   const bool need_stats = selector != saf::Selector::GateTaylor || freeze;
 
   // 1. Calibration: statistics per group of layers, reduced to scores and target marginals.
-  const auto t_capture = Clock::now();
+  const Stopwatch capture_time;
   std::vector<HeadSummary> summary(size_t(L * H));
   const int group = saf::layers_per_group(L, H, T, opt.needs, m.memory_budget_mb);
   int replays = 0;
@@ -163,10 +160,10 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
   }
   saf::ScoreGrid gate_raw;
   if (selector == saf::Selector::GateTaylor) gate_raw = saf::gate_taylor_scores(model, source, opt, ctx.comm);
-  const double capture_seconds = seconds_since(t_capture);
+  const double capture_seconds = capture_time.seconds();
 
   // 2. Selection through the KL-gated compact fit (fits cached: the random control reuses them).
-  const auto t_select = Clock::now();
+  const Stopwatch select_time;
   double fit_seconds = 0.0;
   std::map<int, saf::CompactFit> fits;
   saf::FitOptions fo;
@@ -176,9 +173,9 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
     const int flat = l * H + h;
     auto it = fits.find(flat);
     if (it != fits.end()) return it->second;
-    const auto t0 = Clock::now();
+    const Stopwatch fit_time;
     saf::CompactFit f = saf::fit_compact(summary[size_t(flat)].target, fo);
-    fit_seconds += seconds_since(t0);
+    fit_seconds += fit_time.seconds();
     return fits.emplace(flat, std::move(f)).first->second;
   };
   saf::FitGate gate;
@@ -217,10 +214,10 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
       if (need_stats && opt.needs.kl) scores.emplace("kl", summary[size_t(l * H + h)].kl);
     }
 
-  const double select_seconds = seconds_since(t_select) - fit_seconds;
+  const double select_seconds = select_time.seconds() - fit_seconds;
 
   // 3. The new plan and the static heads' values.
-  const auto t_values = Clock::now();
+  const Stopwatch values_time;
   const double fit_before_values = fit_seconds;
   PlanChange change;
   change.plan = mc.head_plan;
@@ -245,7 +242,7 @@ std::optional<PlanChange> SafPlanner::act(PlannerContext& ctx) {
     }
 
   // Fits first met here (ungated selectors) count as fit time; the rest is the values' own.
-  const double values_seconds = seconds_since(t_values) - (fit_seconds - fit_before_values);
+  const double values_seconds = values_time.seconds() - (fit_seconds - fit_before_values);
 
   // 4. Every rank must install the same change.
   std::vector<float> blob;

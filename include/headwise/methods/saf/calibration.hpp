@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "headwise/calibration/window_stream.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/saf/select.hpp"
-#include "headwise/methods/window_stream.hpp"
 #include "headwise/methods/saf/stats.hpp"
 #include "headwise/model/gpt.hpp"
 

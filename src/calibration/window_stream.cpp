@@ -1,9 +1,9 @@
-#include "headwise/methods/window_stream.hpp"
+#include "headwise/calibration/window_stream.hpp"
 
-#include <chrono>
 #include <string>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
 
 namespace hw {
 
@@ -30,7 +30,7 @@ void WindowStream::advance(int l1, const Visit& visit) {
                                     std::to_string(l1));
   if (l1 == next_) return;
   for (size_t b = 0; b < tokens_.size(); ++b) {
-    const auto t0 = std::chrono::steady_clock::now();
+    const Stopwatch batch_time;
     if (next_ == 0) {
       model_.forward_start(tokens_[b].data(), B_, T_);
     } else {
@@ -41,14 +41,14 @@ void WindowStream::advance(int l1, const Visit& visit) {
     for (int l = next_; l < l1; ++l) {
       model_.forward_layer(l);
       if (!visit) continue;
-      const auto v0 = std::chrono::steady_clock::now();
+      const Stopwatch visit_time;
       model_.read_layer_qkv(l, qkv_);
       visit(l, b, qkv_);
-      host += std::chrono::duration<double>(std::chrono::steady_clock::now() - v0).count();
+      host += visit_time.seconds();
     }
     if (l1 < L) model_.save_layer_input(l1, inputs_[b]);
     else std::vector<unsigned char>().swap(inputs_[b]);  // nothing left to run
-    forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - host;
+    forward_seconds_ += batch_time.seconds() - host;
   }
   next_ = l1;
 }

@@ -1,4 +1,4 @@
-#include "headwise/methods/mqar_adapt.hpp"
+#include "headwise/data/mqar/mqar_adapt.hpp"
 
 #include "data/seed_mix.hpp"
 

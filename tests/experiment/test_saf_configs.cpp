@@ -2,7 +2,7 @@
 #include <catch2/catch.hpp>
 #include <filesystem>
 
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 #include "headwise/methods/saf/planner.hpp"
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "headwise/core/error.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 
 namespace hw {
 

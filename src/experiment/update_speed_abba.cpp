@@ -1,5 +1,5 @@
 // A-B-B-A update-speed protocol (update_speed_abba.hpp): spawn, collect, pair, median.
-#include "headwise/methods/update_speed_abba.hpp"
+#include "headwise/experiment/update_speed_abba.hpp"
 
 #include <fcntl.h>
 #include <spawn.h>

@@ -6,7 +6,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_fields.hpp"
 #include "headwise/core/json_parse.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 
 namespace hw {

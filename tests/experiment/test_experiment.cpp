@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "headwise/dist/local_comm.hpp"
-#include "headwise/methods/experiment.hpp"
+#include "headwise/experiment/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
 #include "headwise/train/trainer.hpp"
 #include "methods/methods_test_util.hpp"
@@ -60,27 +60,6 @@ std::string read_text(const std::string& path) {
 }
 
 }  // namespace
-
-TEST_CASE("peak RSS: the high-water mark sees a touched allocation and resets to the current RSS", "[experiment]") {
-  REQUIRE(reset_peak_rss());
-  const int64_t base = current_rss_bytes();
-  REQUIRE(base > 0);
-  CHECK(peak_rss_bytes() >= base);
-  CHECK(peak_rss_bytes() < base + (4 << 20));  // just reset: the current RSS (page-granular)
-  const int64_t size = int64_t(64) << 20;
-  int64_t peak_with = 0;
-  {
-    std::vector<char> block(size_t(size), 1);  // 64 MiB, every page touched
-    volatile char sink = block[size_t(size) - 1];
-    (void)sink;
-    peak_with = peak_rss_bytes();
-    CHECK(peak_with >= base + size - (1 << 20));
-  }
-  // Freed: the mark stays (within the kernel's lazily synced per-thread RSS counters, < 1 MiB).
-  CHECK(peak_rss_bytes() >= peak_with - (1 << 20));
-  REQUIRE(reset_peak_rss());
-  CHECK(peak_rss_bytes() < peak_with - size / 2);  // 64 MiB went back to the kernel, the mark follows
-}
 
 TEST_CASE("experiment spec: generated branches, explicit branches and bad input", "[experiment]") {
   const auto s = ExperimentSpec::from_json(nlohmann::json::object());

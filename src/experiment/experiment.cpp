@@ -2,17 +2,16 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
 
 #include "headwise/core/error.hpp"
+#include "headwise/core/process_stats.hpp"
+#include "headwise/experiment/experiment.hpp"
+#include "headwise/experiment/update_speed_abba.hpp"
 #include "headwise/io/files.hpp"
-#include "headwise/methods/experiment.hpp"
 #include "headwise/methods/method_registry.hpp"
-#include "headwise/methods/update_speed_abba.hpp"
 #include "headwise/train/trainer.hpp"
 
 namespace hw {
@@ -20,29 +19,10 @@ namespace hw {
 namespace {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
-
 size_t training_bytes(Trainer& tr) {
   Model<float>& m = tr.model();
   return m.params().bytes() + m.grads().bytes() + m.buffers().bytes() + m.activation_bytes() +
          tr.optimizer().m().bytes() + tr.optimizer().v().bytes();
-}
-
-// A "Name:  <n> kB" line of /proc/self/status, in bytes (-1: not there).
-int64_t status_kb_line(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  const std::string k = std::string(key) + ":";
-  while (std::getline(in, line))
-    if (line.compare(0, k.size(), k) == 0) {
-      try {
-        return int64_t(std::stoll(line.substr(k.size()))) * 1024;
-      } catch (const std::exception&) {
-        return -1;
-      }
-    }
-  return -1;
 }
 
 class MetricsFile {
@@ -99,10 +79,10 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
   bool has_capture = false, has_fit = false;
   // The hook at the current step; returns its wall ms (0 when nothing changed).
   auto intervene = [&] {
-    const auto t0 = Clock::now();
+    const Stopwatch timer;
     const auto reports = tr.intervene_if_due();  // the trainer's own planner hook
     if (reports.empty()) return 0.0;
-    const double ms = ms_since(t0);
+    const double ms = timer.ms();
     for (const auto& rep : reports) {
       if (rep.contains("capture_seconds")) {
         capture_s += rep["capture_seconds"].get<double>();
@@ -141,10 +121,10 @@ nlohmann::json run_branch(const RunConfig& cfg, const ExperimentBranch& branch, 
     if (step != start) clock.add_intervention(intervene());  // later acts of the branch's methods
     if (wall_before) wall_before->push_back(clock.budgeted_ms());
     double norm = 0.0, upd = 0.0;
-    const auto t0 = Clock::now();
+    const Stopwatch timer;
     loss = tr.train_step(&norm, &upd);
     upd = slowest_rank_ms(comm, upd);  // the update speed across ranks (all-reduce included)
-    const double ms = ms_since(t0);
+    const double ms = timer.ms();
     clock.add_update(ms);
     if (step == start)
       first_update_ms = upd;  // the intervention step itself: left out of the speed
@@ -232,18 +212,6 @@ nlohmann::json speed_phase(const ExperimentSetup& setup, const std::string& out_
 }
 
 }  // namespace
-
-double slowest_rank_ms(dist::Comm& comm, double ms) { return comm.world() > 1 ? comm.allreduce_max(ms) : ms; }
-
-int64_t current_rss_bytes() { return status_kb_line("VmRSS"); }
-int64_t peak_rss_bytes() { return status_kb_line("VmHWM"); }
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  if (!out.is_open()) return false;
-  out << "5";
-  out.close();
-  return !out.fail();
-}
 
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm) {
   const ExperimentSpec& spec = setup.spec;

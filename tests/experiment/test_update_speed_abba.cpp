@@ -4,7 +4,7 @@
 #include <cstdlib>
 
 #include "headwise/core/error.hpp"
-#include "headwise/methods/update_speed_abba.hpp"
+#include "headwise/experiment/update_speed_abba.hpp"
 
 using namespace hw;
 

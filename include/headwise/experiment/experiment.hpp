@@ -83,10 +83,6 @@ struct BranchClock {
   double budgeted_ms() const { return train_ms; }
 };
 
-// An update's time across ranks, as the paper's multi-GPU update speed: the slowest rank's
-// (each rank's time includes the gradient all-reduce); collective, every rank gets the same.
-double slowest_rank_ms(dist::Comm& comm, double ms);
-
 // Runs the protocol. A branch's intervention step F is the first step at which its methods act
 // (first_action_step, in [0, train.steps]; from the first seed's config, and checked for every
 // seed); a branch whose methods never act (the reference) branches at the earliest F of all.
@@ -137,13 +133,6 @@ double slowest_rank_ms(dist::Comm& comm, double ms);
 //    "Peak RSS change (%)"; it includes the baseline, so it dilutes the arena change. On the
 //    GPU neither is the device allocator's high-water mark (not measured yet).
 nlohmann::json run_experiment(const ExperimentSetup& setup, const std::string& out_dir, dist::Comm& comm);
-
-// The process's resident set (bytes) from /proc/self/status: current (VmRSS) and peak (VmHWM);
-// -1 where it cannot be read. reset_peak_rss() sets the peak to the current RSS (false where the
-// kernel refuses it).
-int64_t current_rss_bytes();
-int64_t peak_rss_bytes();
-bool reset_peak_rss();
 
 // Per-branch mean and standard deviation over seeds of every table column (from the per-seed
 // results that run_experiment collects), and the markdown table.

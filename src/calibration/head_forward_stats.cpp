@@ -1,4 +1,4 @@
-#include "headwise/methods/head_forward_stats.hpp"
+#include "headwise/calibration/head_forward_stats.hpp"
 
 #include <algorithm>
 #include <cmath>

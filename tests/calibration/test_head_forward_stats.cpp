@@ -7,8 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "headwise/calibration/head_forward_stats.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/head_forward_stats.hpp"
 #include "headwise/model/gpt.hpp"
 
 using namespace hw;

@@ -2,10 +2,11 @@
 // queries, SAF calibrated on MQAR installs static heads, and bad sizes are clear errors.
 #include <catch2/catch.hpp>
 
+#include "headwise/data/mqar/mqar_adapt.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/methods/mqar_adapt.hpp"
 #include "methods/reference_gpt.hpp"
+#include "support/mqar_count.hpp"
 
 using namespace hw;
 
@@ -85,18 +86,7 @@ TEST_CASE("MQAR adaptation trains on the query loss and accuracy is an argmax co
   for (size_t k = 0; k < acc.size(); ++k) {
     const int pairs = int(acc[k].pairs);
     INFO("pairs " << pairs);
-    const auto ex = mqar_eval_examples(o, pairs, 0, o.eval_examples);
-    m->forward(ex.inputs.data(), nullptr, o.eval_examples, o.seq_len);
-    const float* logits = m->logits();
-    int64_t hits = 0, total = 0;
-    for (size_t i = 0; i < ex.inputs.size(); ++i) {
-      if (!ex.query_mask[i]) continue;
-      int best = 0;
-      for (int v = 1; v < 40; ++v)
-        if (logits[i * 40 + size_t(v)] > logits[i * 40 + size_t(best)]) best = v;
-      hits += best == ex.targets[i];
-      ++total;
-    }
+    const auto [hits, total] = test::count_mqar_hits(*m, o, pairs);
     CHECK(total == o.eval_examples * pairs);
     CHECK(acc[k].total == total);
     CHECK(acc[k].correct == hits);
