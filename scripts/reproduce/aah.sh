@@ -48,7 +48,7 @@ case "$SCALE" in
     done
     NOTE="the paper's protocol: 16 layers x 12 heads x 1536 wide, context 4096, WikiText-2 GPT-2 BPE ($WT), bf16, dropout ${DROPOUT:-0.1}$([ "${DROPOUT:-0.1}" = 0.1 ] || echo " (paper: 0.1; the CUDA backend has no dropout op)"), ${STEPS:-10,000 (Table 5: 3,000)} updates of 4,096 tokens, seeds ${SEED_LIST[*]}"
     # The paper's dropout (0.1 in the configs) needs a dropout op, which the CUDA backend lacks
-    # (src/model/gpt.cpp refuses resid/embd dropout on a backend without has_dropout_op, and
+    # (src/model/model.cpp refuses resid/embd dropout on a backend without has_dropout_op, and
     # src/kernels/cuda/cuda_backend.cpp has none): refused here, when the jobs are written, instead
     # of in each job after its GPU check. Lift this when the CUDA backend has passed a dropout op.
     [[ "${DROPOUT:-0.1}" =~ ^(0|0?\.[0-9]+)$ ]] || { echo "error: DROPOUT='${DROPOUT:-}' must be a number in [0, 1)" >&2; exit 1; }

@@ -2,7 +2,7 @@
 # OAL at --scale gpu|cluster on the pretrained models the user passes (sourced by
 # scripts/reproduce/oal.sh after common.sh; its header says what runs). With --backend headwise
 # every command runs on the CPU backend: Qwen2/Llama (RMSNorm, SwiGLU), LoRA adapters, the linear
-# head and the baseline heads have no CUDA ops (src/model/gpt.cpp stops a CUDA model with them at
+# head and the baseline heads have no CUDA ops (src/model/model.cpp stops a CUDA model with them at
 # its first line), and oal-tables, eval-tasks and the PPL evaluation below run on the CPU. So those
 # jobs ask for CPUs only, and no GPU check runs (it checks the CUDA backend, which they do not use).
 # With --backend torch headwise converts (CPU) and the LoRA fine-tune, the PPL and the task columns

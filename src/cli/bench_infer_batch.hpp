@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::cli {
 

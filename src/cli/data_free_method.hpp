@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "headwise/train/planner.hpp"
 #include "headwise/train/run_config.hpp"
 

@@ -177,7 +177,7 @@ void Model<F>::ensure_static_normalisers(int64_t rows) const {
 }
 
 // The members defined here, for both model types (the class itself is instantiated once, in
-// gpt.cpp: a second explicit instantiation of the whole class would be ill-formed).
+// model.cpp: a second explicit instantiation of the whole class would be ill-formed).
 #define HW_HEAD_PARAMS_INSTANTIATE(F)                                                        \
   template void Model<F>::Impl::declare_static_normalisers(const ModelConfig&, Arena&);      \
   template void Model<F>::Impl::bind_head_params(Model<F>&, const HeadExtras&);              \

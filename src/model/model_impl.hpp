@@ -1,12 +1,12 @@
 #pragma once
 // Model<F>'s private state (Impl, StepActs and the weight views they hold), shared by the files
-// that define Model's members: gpt.cpp (the step), model_head_params.cpp, model_plan_install.cpp.
+// that define Model's members: model.cpp (the step), model_head_params.cpp, model_plan_install.cpp.
 #include <array>
 #include <string>
 #include <type_traits>
 #include <vector>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw {
 

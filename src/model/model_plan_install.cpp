@@ -137,7 +137,7 @@ bool Model<F>::install_keeping_layout(const attn::HeadPlan& plan, const HeadExtr
 }
 
 // The members defined here, for both model types (the class itself is instantiated once, in
-// gpt.cpp).
+// model.cpp).
 template void Model<float>::rebuild_keeping_values(const ModelConfig&, const HeadExtras&);
 template void Model<double>::rebuild_keeping_values(const ModelConfig&, const HeadExtras&);
 template bool Model<float>::install_plan(const attn::HeadPlan&, const HeadExtras&);

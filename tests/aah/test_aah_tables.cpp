@@ -8,7 +8,7 @@
 #include "headwise/methods/aah/tables.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "train/train_test_util.hpp"
 
 using namespace hw;

@@ -9,7 +9,7 @@
 
 #include "headwise/calibration/head_forward_stats.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 using namespace hw;
 

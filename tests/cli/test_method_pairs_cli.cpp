@@ -20,7 +20,7 @@
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 using namespace hw;
 namespace fs = std::filesystem;

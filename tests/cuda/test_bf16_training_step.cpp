@@ -11,7 +11,7 @@
 #include "headwise/core/rng.hpp"
 #include "headwise/dist/local_comm.hpp"
 #include "headwise/model/device_copy.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "headwise/train/trainer.hpp"
 #include "train/train_test_util.hpp"
 

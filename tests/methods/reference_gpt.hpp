@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::test {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "support/rel_err.hpp"
 
 namespace hw::test {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "headwise/kernels/backend.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "model/model_test_util.hpp"
 
 using namespace hw;

@@ -7,7 +7,7 @@
 
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "support/rel_err.hpp"
 
 using namespace hw;

@@ -9,7 +9,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 using namespace hw;
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "headwise/kernels/backend.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 using namespace hw;
 

@@ -10,7 +10,7 @@
 #include "headwise/core/bf16.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/kernels/backend.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "model/model_test_util.hpp"
 
 using namespace hw;

@@ -11,7 +11,7 @@
 #include "headwise/core/process_stats.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "model/model_test_util.hpp"
 
 using namespace hw;

@@ -12,7 +12,7 @@
 #include "headwise/methods/oal/calibrate.hpp"
 #include "headwise/methods/oal/kernel.hpp"
 #include "headwise/methods/oal/kernel_moments.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 using namespace hw;
 

@@ -2,7 +2,7 @@
 """Keeps docs/architecture.md true to the tree (ctest docs:architecture):
 1. every path it names exists: a repository path (`src/...`, `include/...`, `tests/...`, ...; `<name>`
    and `*` match any name) anywhere in the page, and, inside its code block, a bare file name
-   (`gpt.cpp`) in the folder its line (or the last line that began with a folder) is about;
+   (`model.cpp`) in the folder its line (or the last line that began with a folder) is about;
 2. every folder under src/ is named (any depth: src/kernels, src/kernels/cpu, src/methods/<name>,
    src/data/tokenizer, ...), and each top-level folder the repository tracks files in is named or
    has a path under it named (include/ mirrors src/'s areas, so include/headwise/<area> is free).

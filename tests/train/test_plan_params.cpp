@@ -9,7 +9,7 @@
 #include "headwise/io/safetensors.hpp"
 #include "headwise/kernels/backend.hpp"
 #include "headwise/model/checkpoint.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "headwise/optim/adamw.hpp"
 #include "support/temp_dir.hpp"
 

@@ -11,7 +11,7 @@
 #include <functional>
 #include <vector>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "headwise/eval/eval_tokenizer.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::eval {
 

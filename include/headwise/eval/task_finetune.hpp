@@ -11,7 +11,7 @@
 
 #include "headwise/eval/eval_tokenizer.hpp"
 #include "headwise/eval/task_file.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::eval {
 

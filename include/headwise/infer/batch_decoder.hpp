@@ -20,7 +20,7 @@
 
 #include "headwise/infer/cached_decoder.hpp"
 #include "headwise/attention/kv_cache.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::infer {
 

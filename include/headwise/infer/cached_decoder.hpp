@@ -26,7 +26,7 @@
 
 #include "headwise/attention/kv_cache.hpp"
 #include "headwise/kernels/gemv.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::infer {
 

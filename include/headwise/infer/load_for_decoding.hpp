@@ -12,7 +12,7 @@
 #include <string>
 
 #include "headwise/infer/cached_decoder.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::infer {
 

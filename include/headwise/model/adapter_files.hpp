@@ -15,7 +15,7 @@
 // so PeftModel.from_pretrained loads them onto the transformers model.
 #include <string>
 
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw {
 

@@ -13,7 +13,7 @@
 
 #include "headwise/io/safetensors.hpp"
 #include "headwise/io/safetensors_set.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw {
 

@@ -33,7 +33,7 @@ struct RopeScaling {
   static RopeScaling from_json(const nlohmann::json& j, const std::string& what);
 };
 
-// The decoder is one block written over these choices (gpt.cpp): GPT-2 is LayerNorm, GELU MLP
+// The decoder is one block written over these choices (model.cpp): GPT-2 is LayerNorm, GELU MLP
 // (4x), learned positions, biases everywhere, tied head; the Llama family (llama, qwen2, qwen3)
 // is RMSNorm, SwiGLU MLP, RoPE, with biases, q/k norm and the head per its Hugging Face class.
 // `family` names the Hugging Face class the checkpoint is written as (hf_family.hpp) and gives

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "headwise/attention/head_plan.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "headwise/train/run_config.hpp"
 
 namespace hw {

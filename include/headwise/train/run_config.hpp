@@ -50,7 +50,7 @@ struct TrainConfig {
   bool tf32 = true;
   // train.precision: "fp32" (default) or "bf16" (mixed precision: bf16 activations and a bf16
   // copy of the weights for the GEMMs, fp32 master weights, gradients, AdamW moments and
-  // statistics; see Precision in model/gpt.hpp). On the CPU "bf16" runs the slow reference
+  // statistics; see Precision in model/model.hpp). On the CPU "bf16" runs the slow reference
   // emulation of what the GPU computes.
   std::string precision = "fp32";
   // train.classifier_chunk_rows: the LM head and cross-entropy (and their backward) run over this

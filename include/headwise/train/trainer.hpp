@@ -19,7 +19,7 @@
 #include "headwise/data/loader.hpp"
 #include "headwise/dist/comm.hpp"
 #include "headwise/dist/grad_buckets.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "headwise/optim/adamw.hpp"
 #include "headwise/train/micro_step_sum.hpp"
 #include "headwise/train/planner.hpp"

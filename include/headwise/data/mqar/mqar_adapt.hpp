@@ -13,7 +13,7 @@
 
 #include "headwise/data/mqar.hpp"
 #include "headwise/dist/comm.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 #include "headwise/train/planner.hpp"
 
 namespace hw {

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "headwise/attention/head_plan.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::aoh {
 

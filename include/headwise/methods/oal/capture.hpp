@@ -10,7 +10,7 @@
 
 #include "headwise/methods/oal/contribution.hpp"
 #include "headwise/methods/oal/kernel.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::oal {
 

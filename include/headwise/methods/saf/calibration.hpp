@@ -14,7 +14,7 @@
 #include "headwise/dist/comm.hpp"
 #include "headwise/methods/saf/select.hpp"
 #include "headwise/methods/saf/stats.hpp"
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 namespace hw::saf {
 

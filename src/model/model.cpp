@@ -1,6 +1,7 @@
-// The GPT forward and backward pass, written once against the Backend interface. Head
+// The model's forward and backward pass for every family, written once against the Backend
+// interface (the layer's forward sequence: layer_forward.hpp, shared with cached decoding). Head
 // parameters are set up and read in model_head_params.cpp, plan changes in model_plan_install.cpp.
-#include "headwise/model/gpt.hpp"
+#include "headwise/model/model.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,8 +1,10 @@
 #pragma once
-// GPT-2 decoder: pre-LayerNorm blocks, tanh-GELU MLP (4x), tied embedding and LM head,
-// learned positions or RoPE, MHA or GQA, and a head plan per layer. One training step reads
-// top to bottom in forward() and backward() (gpt.cpp). F is float for training and double for
-// the gradient tests.
+// The decoder of every family (GPT-2, Llama, Qwen2, Qwen3): pre-norm blocks whose norm
+// (LayerNorm | RMSNorm), MLP (GELU | SwiGLU), positions (learned | RoPE, Llama 3 scaling),
+// biases, q/k norm and head tying are the config's choices, MHA or GQA, and a head plan per
+// layer. One training step reads top to bottom in forward() and backward() (model.cpp; the
+// layer's forward sequence in layer_forward.hpp, shared with cached decoding). F is float for
+// training and double for the gradient tests.
 //
 // Device-clean: every arena lives on the backend's device (ops.device()), and the model itself
 // touches that memory only through the backend: ops inside a step, copy_to_device /
@@ -283,7 +285,7 @@ class Model {
     return std::min<int64_t>(N, std::max<int64_t>(1, kAutoChunkLogits / cfg_.vocab_size));
   }
 
-  // The choices of the block that differ between families (gpt.cpp).
+  // The choices of the block that differ between families (model.cpp).
   template <class A>
   void norm_backward(const ComputeOps<A, F>& o, A* dinp, F* dw, F* db, const A* dout, const A* inp, const F* w,
                      const F* mean, const F* rstd, int64_t N) const;
