@@ -17,10 +17,10 @@ m = re.search(r"^## Adding a head kind\n(.*?)(?=^## |\Z)", text, re.S | re.M)
 if not m:
     sys.exit("docs/head-plans.md: no section '## Adding a head kind'")
 listed = set()
-for line in m.group(1).splitlines():
-    if line.startswith("- "):
-        for path in re.findall(r"`((?:src|include)/[^`]+)`", line):
-            listed.add(path.replace("<kind>", kind))
+# the list items, each with its continuation lines
+for item in re.findall(r"^- (.*?)(?=^- |^\s*$|\Z)", m.group(1), re.S | re.M):
+    for path in re.findall(r"`((?:src|include)/[^`]+)`", item):
+        listed.add(path.replace("<kind>", kind))
 if not listed:
     sys.exit("docs/head-plans.md: 'Adding a head kind' lists no files")
 

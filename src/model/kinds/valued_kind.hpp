@@ -1,6 +1,6 @@
 #pragma once
-// The model side of the head kinds that carry their own values besides Q, K, V and O (performer,
-// dijiang, taylorshift): one file each in this folder, listed in kinds.cpp. A kind's file says
+// The model side of the head kinds that carry their own values besides Q, K, V and O (the
+// linearization baselines): one file each in this folder, listed in kinds.cpp. A kind's file says
 // which tensors a head of it has (names, shapes, trained or buffer, initial value), its default
 // and checked values, how they are kept in HeadExtras, and which attention parameters point at
 // them. The parameter layout, the model (binding, read-back, plan installation) and the
