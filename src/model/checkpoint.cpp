@@ -18,6 +18,7 @@
 #include "headwise/model/hf_family.hpp"
 #include "headwise/model/peft_config.hpp"
 #include "headwise/model/remote_code.hpp"
+#include "model/kinds/valued_kind.hpp"
 
 namespace hw {
 
@@ -441,22 +442,13 @@ HeadExtras read_head_extras(const io::SafetensorsSet& st, const ModelConfig& cfg
         attn::check_linear_groups(v.groups.data(), cfg.head_dim(), v.n_groups,
                                   st.path() + ": tensor '" + lp + "groups'");
         ex.linears[{l, h}] = std::move(v);
-      } else if (kind == attn::HeadKind::Performer) {
-        PerformerHeadValues v;
-        v.n_features = cfg.head_plan.layers[size_t(l)][size_t(h)].features;
-        v.W.resize(size_t(v.n_features) * size_t(cfg.head_dim()));
-        st.read(name_of(p + "performer." + std::to_string(h) + ".W"), DType::F32, {v.n_features, cfg.head_dim()},
-                v.W.data());
-        ex.performers[{l, h}] = std::move(v);
-      } else if (kind == attn::HeadKind::DiJiang) {
-        DiJiangHeadValues v;
-        v.log_w.resize(size_t(cfg.head_dim()));
-        st.read(name_of(p + "dijiang." + std::to_string(h) + ".log_w"), DType::F32, {cfg.head_dim()}, v.log_w.data());
-        ex.dijiangs[{l, h}] = std::move(v);
-      } else if (kind == attn::HeadKind::TaylorShift) {
-        TaylorShiftHeadValues v;
-        st.read(name_of(p + "taylorshift." + std::to_string(h) + ".tau"), DType::F32, {1}, &v.tau);
-        ex.taylorshifts[{l, h}] = v;
+      } else if (const ValuedKind* k = valued_kind(kind)) {
+        KindHeadValues v;
+        for (const KindTensor& t : k->tensors(cfg, cfg.head_plan.layers[size_t(l)][size_t(h)])) {
+          v.emplace_back(size_t(kind_tensor_numel(t)));
+          st.read(name_of(kind_tensor_name(*k, l, h, t)), DType::F32, t.shape, v.back().data());
+        }
+        k->store(cfg, ex, l, h, std::move(v));
       }
     }
   return ex;

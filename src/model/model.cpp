@@ -230,10 +230,9 @@ void Model<F>::init_weights(uint64_t seed) {
   Rng rng(seed);
   for (const auto& s : specs_) {
     if ((s.role != ParamRole::Param && !s.frozen) || s.adapter) continue;
-    // Head-kind parameters (linear L, dijiang log_w, taylorshift tau) keep their plan-given values.
-    if (s.name.find(".linear.") != std::string::npos || s.name.find(".dijiang.") != std::string::npos ||
-        s.name.find(".taylorshift.") != std::string::npos)
-      continue;
+    // A head kind's own parameters (linear L, the valued kinds' trained values) keep their
+    // plan-given values.
+    if (s.head_value) continue;
     std::vector<double> stored(size_t(stored_numel(s)));
     for (auto& x : stored) x = s.init_std > 0 ? s.init_std * rng.normal() : s.init_value;
     const attn::LayerLayout* lay = s.layer >= 0 ? &layouts_[size_t(s.layer)] : nullptr;

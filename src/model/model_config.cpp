@@ -6,6 +6,7 @@
 #include "headwise/core/json_fields.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/model/hf_family.hpp"
+#include "model/family/family.hpp"
 
 namespace hw {
 
@@ -58,17 +59,9 @@ RopeScaling RopeScaling::from_json(const nlohmann::json& j, const std::string& w
 
 ModelConfig ModelConfig::for_family(const std::string& family) {
   ModelConfig c;
-  check(family == "gpt2" || family == "llama" || family == "qwen2" || family == "qwen3",
-        "model.family must be \"gpt2\", \"llama\", \"qwen2\" or \"qwen3\", got \"" + family + "\"");
+  const ModelFamily& f = family_named(family);
   c.family = family;
-  if (family == "gpt2") return c;
-  c.norm = "rmsnorm";
-  c.mlp = "swiglu";
-  c.pos = "rope";
-  c.bias = false;
-  c.layer_norm_epsilon = 1e-6;
-  if (family == "qwen2") c.qkv_bias = true;
-  if (family == "qwen3") c.qk_norm = true;
+  f.set_defaults(c);
   return c;
 }
 
@@ -225,85 +218,17 @@ nlohmann::json ModelConfig::merged_section(const nlohmann::json& section, const 
   return merged;
 }
 
-namespace {
-constexpr int kGpt2EndOfText = 50256;  // transformers' GPT2Config default for bos/eos
-}  // namespace
-
-nlohmann::json ModelConfig::to_hf_config() const {
-  if (family != "gpt2") return llama_family_hf_config(*this);
-  nlohmann::json j = {{"vocab_size", vocab_size},
-                      {"n_positions", block_size},
-                      {"n_ctx", block_size},
-                      {"n_embd", n_embd},
-                      {"n_layer", n_layer},
-                      {"n_head", n_head},
-                      {"n_inner", nullptr},
-                      {"activation_function", "gelu_new"},
-                      {"layer_norm_epsilon", layer_norm_epsilon},
-                      {"initializer_range", init_std},
-                      {"resid_pdrop", resid_pdrop},
-                      {"embd_pdrop", embd_pdrop},
-                      {"attn_pdrop", attn_pdrop},
-                      {"tie_word_embeddings", true},
-                      {"scale_attn_weights", true},
-                      // headwise keys (ignored by transformers)
-                      {"headwise_n_kv_head", kv_heads()},
-                      {"headwise_pos", pos},
-                      {"headwise_rope_theta", rope_theta},
-                      {"headwise_bias", bias},
-                      {"linear_eps", linear_eps},
-                      {"head_plan", head_plan.to_json()}};
-  // The adapters themselves are in adapter_model.safetensors (PEFT names); transformers reads
-  // model.safetensors as the base model.
-  if (lora.enabled()) j["headwise_lora"] = lora.to_json();
-  // Without these keys transformers assumes GPT-2's <|endoftext|> (50256), which a smaller
-  // vocabulary (the byte tokenizer's 256) does not have: it warns on every load.
-  if (vocab_size <= kGpt2EndOfText) j["bos_token_id"] = j["eos_token_id"] = nullptr;
-  set_hf_model_type(j, *this);
-  return j;
-}
+nlohmann::json ModelConfig::to_hf_config() const { return family_named(family).to_hf_config(*this); }
 
 ModelConfig ModelConfig::from_hf_config(const nlohmann::json& j, const std::string& path) {
   check(j.is_object(), path + ": config.json is not a JSON object");
-  // Checked reads: a wrong type or an integer outside int is one error naming the key.
-  const std::string w = path + ": config.json key ";
-  auto int_of = [&](const char* key) { return int(json_int(j[key], w + "'" + key + "'", INT32_MIN, INT32_MAX)); };
-  auto need_int = [&](const char* key) -> int {
-    check(j.contains(key), path + ": config.json needs integer key '" + key + "'");
-    return int_of(key);
-  };
-  if (j.contains("model_type") && j["model_type"] == "headwise") return from_hf_config(family_hf_config(j, path), path);
-  if (j.contains("model_type") && j["model_type"] != "gpt2") return llama_family_from_hf_config(j, path);
-  ModelConfig c;
-  c.vocab_size = need_int("vocab_size");
-  c.block_size = need_int("n_positions");
-  c.n_embd = need_int("n_embd");
-  c.n_layer = need_int("n_layer");
-  c.n_head = need_int("n_head");
-  if (j.contains("layer_norm_epsilon")) c.layer_norm_epsilon = json_number(j["layer_norm_epsilon"], w + "'layer_norm_epsilon'");
-  if (j.contains("initializer_range")) c.init_std = json_number(j["initializer_range"], w + "'initializer_range'");
-  if (j.contains("activation_function"))
-    check(j["activation_function"] == "gelu_new" || j["activation_function"] == "gelu_pytorch_tanh",
-          path + ": only the tanh GELU (gelu_new) is supported, got " + json_brief(j["activation_function"]));
-  if (j.contains("n_inner") && !j["n_inner"].is_null())
-    check(int64_t(int_of("n_inner")) == 4 * int64_t(c.n_embd), path + ": n_inner must be 4 * n_embd");
-  if (j.contains("headwise_n_kv_head")) c.n_kv_head = int_of("headwise_n_kv_head");
-  if (j.contains("headwise_pos")) c.pos = json_string(j["headwise_pos"], w + "'headwise_pos'");
-  if (j.contains("headwise_rope_theta")) c.rope_theta = json_number(j["headwise_rope_theta"], w + "'headwise_rope_theta'");
-  if (j.contains("headwise_bias")) c.bias = json_bool(j["headwise_bias"], w + "'headwise_bias'");
-  if (j.contains("linear_eps")) c.linear_eps = json_number(j["linear_eps"], w + "'linear_eps'");
-  for (const auto& [key, rate] : {std::pair<const char*, double*>{"resid_pdrop", &c.resid_pdrop},
-                                  {"embd_pdrop", &c.embd_pdrop},
-                                  {"attn_pdrop", &c.attn_pdrop}})
-    if (j.contains(key) && !j[key].is_null()) *rate = json_number(j[key], w + "'" + key + "'");
-  try {
-    if (j.contains("head_plan")) c.head_plan = attn::HeadPlan::from_json(j["head_plan"]);
-    if (j.contains("headwise_lora")) c.lora = LoraConfig::from_json(j["headwise_lora"]);
-    c.validate();
-  } catch (const Error& e) {
-    fail(path + ": " + e.what());
-  }
-  return c;
+  if (!j.contains("model_type")) return family_named("gpt2").from_hf_config(j, path);  // older GPT-2 files
+  const nlohmann::json& type = j["model_type"];
+  if (type == "headwise") return from_hf_config(family_hf_config(j, path), path);
+  const ModelFamily* f = type.is_string() ? find_family(type.get<std::string>()) : nullptr;
+  check(f != nullptr, path + ": model_type \"" + (type.is_string() ? type.get<std::string>() : json_brief(type)) +
+                          "\" is not supported (" + family_names("", ", ") + " and headwise are)");
+  return f->from_hf_config(j, path);
 }
 
 }  // namespace hw

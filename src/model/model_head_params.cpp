@@ -1,4 +1,4 @@
-// The per-head parameters of static and linear heads: setting them up when the arenas are
+// The per-head parameters of static and linear heads, and of the valued kinds (kinds/*.cpp): setting them up when the arenas are
 // built, uploading static heads' values, reading them back, refreshing their normalisers.
 #include <algorithm>
 #include <cmath>
@@ -8,6 +8,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "model/kinds/valued_kind.hpp"
 #include "model/model_impl.hpp"
 
 namespace hw {
@@ -32,9 +33,6 @@ void Model<F>::Impl::bind_head_params(Model& m, const HeadExtras& extras) {
     hp.linear_eps = cfg.linear_eps;
     hp.statics.assign(size_t(cfg.n_head), {});
     hp.linears.assign(size_t(cfg.n_head), {});
-    hp.performers.assign(size_t(cfg.n_head), {});
-    hp.dijiangs.assign(size_t(cfg.n_head), {});
-    hp.taylorshifts.assign(size_t(cfg.n_head), {});
     for (int h = 0; h < cfg.n_head; ++h) {
       const auto kind = cfg.head_plan.layers[size_t(l)][size_t(h)].kind;
       const std::string p = "h." + std::to_string(l) + ".attn.";
@@ -65,35 +63,18 @@ void Model<F>::Impl::bind_head_params(Model& m, const HeadExtras& extras) {
         int32_t* groups = m.buffers_.get(lp + "groups").i32();
         write_device(m.ops_, groups, v.groups);
         hp.linears[size_t(h)] = {L, find_ptr<F>(m.grads_, lp + "L"), groups, G};
-      } else if (kind == attn::HeadKind::Performer) {
-        const int M = cfg.head_plan.layers[size_t(l)][size_t(h)].features;
-        auto it = extras.performers.find({l, h});
-        const PerformerHeadValues v =
-            it != extras.performers.end() ? it->second : default_performer_values(cfg.head_dim(), M, l, h);
-        check(v.n_features == M && int64_t(v.W.size()) == int64_t(M) * cfg.head_dim(),
-              "performer head (" + std::to_string(l) + ", " + std::to_string(h) + "): its features must be " +
-                  std::to_string(M) + " x head_dim " + std::to_string(cfg.head_dim()));
-        F* W = find_ptr<F>(m.buffers_, p + "performer." + std::to_string(h) + ".W");
-        write_device(m.ops_, W, std::vector<F>(v.W.begin(), v.W.end()));
-        hp.performers[size_t(h)] = {W, M};
-      } else if (kind == attn::HeadKind::DiJiang) {
-        auto it = extras.dijiangs.find({l, h});
-        const DiJiangHeadValues v = it != extras.dijiangs.end() ? it->second : default_dijiang_values(cfg.head_dim());
-        check(int64_t(v.log_w.size()) == cfg.head_dim(), "dijiang head (" + std::to_string(l) + ", " +
-                                                               std::to_string(h) + "): log_w must be head_dim long");
-        const std::string name = p + "dijiang." + std::to_string(h) + ".log_w";
-        F* log_w = find_ptr<F>(m.params_, name);
-        write_device(m.ops_, log_w, std::vector<F>(v.log_w.begin(), v.log_w.end()));
-        hp.dijiangs[size_t(h)] = {log_w, find_ptr<F>(m.grads_, name)};
-      } else if (kind == attn::HeadKind::TaylorShift) {
-        auto it = extras.taylorshifts.find({l, h});
-        const TaylorShiftHeadValues v = it != extras.taylorshifts.end() ? it->second : default_taylorshift_values();
-        check(std::isfinite(v.tau), "taylorshift head (" + std::to_string(l) + ", " + std::to_string(h) +
-                                        "): tau must be finite");
-        const std::string name = p + "taylorshift." + std::to_string(h) + ".tau";
-        F* tau = find_ptr<F>(m.params_, name);
-        write_device(m.ops_, tau, std::vector<F>{F(v.tau)});
-        hp.taylorshifts[size_t(h)] = {tau, find_ptr<F>(m.grads_, name)};
+      } else if (const ValuedKind* k = valued_kind(kind)) {
+        const attn::HeadSpec& spec = cfg.head_plan.layers[size_t(l)][size_t(h)];
+        const KindHeadValues v = k->values(cfg, extras, l, h);
+        const std::vector<KindTensor> ts = k->tensors(cfg, spec);
+        std::vector<F*> values, grads;
+        for (size_t i = 0; i < ts.size(); ++i) {
+          const std::string name = kind_tensor_name(*k, l, h, ts[i]);
+          values.push_back(find_ptr<F>(ts[i].trained ? m.params_ : m.buffers_, name));
+          grads.push_back(ts[i].trained ? find_ptr<F>(m.grads_, name) : nullptr);
+          write_device(m.ops_, values.back(), std::vector<F>(v[i].begin(), v[i].end()));
+        }
+        k->bind(hp, cfg.n_head, h, spec, values.data(), grads.data());
       }
     }
   }
@@ -134,19 +115,16 @@ HeadExtras Model<F>::head_extras() const {
         v.L.assign(L.begin(), L.end());
         v.groups = read_device(ops_, lp.groups, cfg_.head_dim());
         ex.linears[{l, h}] = std::move(v);
-      } else if (kind == attn::HeadKind::Performer) {
-        const auto& pp = impl_->head_params[size_t(l)].performers[size_t(h)];
-        const std::vector<F> W = read_device(ops_, pp.W, int64_t(pp.n_features) * cfg_.head_dim());
-        PerformerHeadValues v;
-        v.n_features = pp.n_features;
-        v.W.assign(W.begin(), W.end());
-        ex.performers[{l, h}] = std::move(v);
-      } else if (kind == attn::HeadKind::DiJiang) {
-        const std::vector<F> w = read_device(ops_, impl_->head_params[size_t(l)].dijiangs[size_t(h)].log_w, cfg_.head_dim());
-        ex.dijiangs[{l, h}].log_w.assign(w.begin(), w.end());
-      } else if (kind == attn::HeadKind::TaylorShift) {
-        const std::vector<F> t = read_device(ops_, impl_->head_params[size_t(l)].taylorshifts[size_t(h)].tau, 1);
-        ex.taylorshifts[{l, h}].tau = float(t[0]);
+      } else if (const ValuedKind* k = valued_kind(kind)) {
+        KindHeadValues v;
+        for (const KindTensor& t : k->tensors(cfg_, cfg_.head_plan.layers[size_t(l)][size_t(h)])) {
+          const std::string name = kind_tensor_name(*k, l, h, t);
+          const Tensor* tensor = (t.trained ? params_ : buffers_).find(name);
+          check(tensor != nullptr, "head_extras: no tensor " + name);
+          const std::vector<F> x = read_device(ops_, tensor->template as<F>(), kind_tensor_numel(t));
+          v.emplace_back(x.begin(), x.end());
+        }
+        k->store(cfg_, ex, l, h, std::move(v));
       }
     }
   return ex;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "headwise/model/device_copy.hpp"
+#include "model/kinds/valued_kind.hpp"
 #include "model/model_impl.hpp"
 
 namespace hw {
@@ -23,24 +24,10 @@ bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras
     it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == attn::HeadKind::Linear
              ? std::next(it)
              : merged.linears.erase(it);
-  auto keep_kind = [&](auto& values, attn::HeadKind kind) {
-    for (auto it = values.begin(); it != values.end();)
-      it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].kind == kind ? std::next(it)
-                                                                                     : values.erase(it);
-  };
-  keep_kind(merged.performers, attn::HeadKind::Performer);
-  keep_kind(merged.dijiangs, attn::HeadKind::DiJiang);
-  keep_kind(merged.taylorshifts, attn::HeadKind::TaylorShift);
-  // a performer head whose feature count changes draws new features
-  for (auto it = merged.performers.begin(); it != merged.performers.end();)
-    it = plan.layers[size_t(it->first.first)][size_t(it->first.second)].features == it->second.n_features
-             ? std::next(it)
-             : merged.performers.erase(it);
+  for (const ValuedKind* k : valued_kinds()) k->keep_for(merged, plan);
   for (const auto& [k, v] : extras.statics) merged.statics[k] = v;
   for (const auto& [k, v] : extras.linears) merged.linears[k] = v;
-  for (const auto& [k, v] : extras.performers) merged.performers[k] = v;
-  for (const auto& [k, v] : extras.dijiangs) merged.dijiangs[k] = v;
-  for (const auto& [k, v] : extras.taylorshifts) merged.taylorshifts[k] = v;
+  for (const ValuedKind* k : valued_kinds()) k->merge(merged, extras);
 
   ModelConfig next = cfg_;
   next.head_plan = plan;
@@ -50,15 +37,19 @@ bool Model<F>::install_plan(const attn::HeadPlan& plan, const HeadExtras& extras
     Tensor& L = params_.get("h." + std::to_string(k.first) + ".attn.linear." + std::to_string(k.second) + ".L");
     write_device(ops_, L.as<F>(), std::vector<F>(v.L.begin(), v.L.end()));
   }
-  // Likewise the baselines' trainable values (performer features are buffers: build() wrote them).
-  for (const auto& [k, v] : extras.dijiangs) {
-    Tensor& t = params_.get("h." + std::to_string(k.first) + ".attn.dijiang." + std::to_string(k.second) + ".log_w");
-    write_device(ops_, t.as<F>(), std::vector<F>(v.log_w.begin(), v.log_w.end()));
-  }
-  for (const auto& [k, v] : extras.taylorshifts) {
-    Tensor& t = params_.get("h." + std::to_string(k.first) + ".attn.taylorshift." + std::to_string(k.second) + ".tau");
-    write_device(ops_, t.as<F>(), std::vector<F>{F(v.tau)});
-  }
+  // Likewise the valued kinds' trained values (their buffers: build() wrote them).
+  for (const ValuedKind* k : valued_kinds())
+    for (const auto& [l, h] : k->heads(extras)) {
+      const std::vector<KindTensor> ts = k->tensors(cfg_, cfg_.head_plan.layers[size_t(l)][size_t(h)]);
+      bool any_trained = false;
+      for (const KindTensor& t : ts) any_trained = any_trained || t.trained;
+      if (!any_trained) continue;
+      const KindHeadValues v = k->values(cfg_, extras, l, h);
+      for (size_t i = 0; i < ts.size(); ++i)
+        if (ts[i].trained)
+          write_device(ops_, params_.get(kind_tensor_name(*k, l, h, ts[i])).template as<F>(),
+                       std::vector<F>(v[i].begin(), v[i].end()));
+    }
   return false;
 }
 
@@ -99,7 +90,8 @@ void Model<F>::rebuild_keeping_values(const ModelConfig& next, const HeadExtras&
 template <class F>
 bool Model<F>::keeps_layout(const attn::HeadPlan& plan, const HeadExtras& extras) const {
   if (!extras.linears.empty()) return false;  // new linear groups: build() writes groups and L together
-  if (!extras.performers.empty() || !extras.dijiangs.empty() || !extras.taylorshifts.empty()) return false;
+  for (const ValuedKind* k : valued_kinds())
+    if (k->any(extras)) return false;
   plan.validate(cfg_.n_layer, cfg_.n_head);
   ModelConfig next = cfg_;
   next.head_plan = plan;

@@ -6,6 +6,7 @@
 
 #include "headwise/core/error.hpp"
 #include "headwise/model/device_copy.hpp"
+#include "model/kinds/valued_kind.hpp"
 
 namespace hw {
 
@@ -87,15 +88,13 @@ std::vector<ParamSpec> param_specs(const ModelConfig& cfg, const HeadExtras& ext
           add(hp + "static." + std::to_string(h) + "." + v, {cfg.block_size}, 0.f, 0.f, l);
           specs.back().role = ParamRole::Buffer;
         }
-      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::Performer) {
-        // fixed random features: a buffer (no gradient), saved with the model
-        add(hp + "performer." + std::to_string(h) + ".W", {plan[static_cast<size_t>(h)].features, hd}, 0.f, 0.f, l);
-        specs.back().role = ParamRole::Buffer;
-        specs.back().decay = false;
-      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::DiJiang) {
-        add(hp + "dijiang." + std::to_string(h) + ".log_w", {hd}, 0.f, 0.f, l);
-      } else if (plan[static_cast<size_t>(h)].kind == attn::HeadKind::TaylorShift) {
-        add(hp + "taylorshift." + std::to_string(h) + ".tau", {1}, 0.f, 1.f, l);
+      } else if (const ValuedKind* k = valued_kind(plan[static_cast<size_t>(h)].kind)) {
+        // the kind's own tensors (kinds/*.cpp); trained ones without weight decay
+        for (const KindTensor& t : k->tensors(cfg, plan[static_cast<size_t>(h)])) {
+          add(kind_tensor_name(*k, l, h, t), t.shape, 0.f, t.init_value, l);
+          if (!t.trained) specs.back().role = ParamRole::Buffer;
+          specs.back().decay = false;
+        }
       }
     }
     for (size_t i = first_head_value; i < specs.size(); ++i) specs[i].head_value = true;

@@ -19,7 +19,8 @@ struct LinearHeadValues {
   std::vector<int32_t> groups;  // length head_dim, values 1..G
 };
 
-// The linearization baselines (head kinds performer, dijiang, taylorshift).
+// The linearization baselines (head kinds performer, dijiang, taylorshift). Each kind's file in
+// src/model/kinds/ defines its defaults below and how the model and checkpoints hold its values.
 struct PerformerHeadValues {
   int n_features = 0;    // M
   std::vector<float> W;  // M x head_dim, row-major: the fixed random projections

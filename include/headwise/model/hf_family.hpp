@@ -1,8 +1,9 @@
 #pragma once
 // The Hugging Face side of the model families: which choices each class can hold, its
-// config.json keys, and its tensor names. In memory every family keeps GPT-2's layout (fused
-// c_attn [in, q|k|v out], c_fc [in, gate|up], Conv1D [in, out] weights: param_layout.hpp); on
-// disk a Llama-family tensor is split and transposed into the class's own nn.Linear tensors
+// config.json keys, and its tensor names (each family's own in its file under src/model/family/;
+// ModelConfig::to_hf_config / from_hf_config write and read config.json). In memory every
+// family keeps GPT-2's layout (fused c_attn [in, q|k|v out], c_fc [in, gate|up], Conv1D [in,
+// out] weights: param_layout.hpp); on disk a Llama-family tensor is split and transposed into the class's own nn.Linear tensors
 // ([out, in]): h.{l}.attn.c_attn.weight <-> model.layers.{l}.self_attn.{q,k,v}_proj.weight, etc.
 #include <cstdint>
 #include <string>
@@ -17,10 +18,6 @@ namespace hw {
 
 // Throws naming the key when cfg's choices do not fit its family's Hugging Face class.
 void validate_family(const ModelConfig& cfg);
-// config.json of LlamaForCausalLM / Qwen2ForCausalLM / Qwen3ForCausalLM (plus headwise keys),
-// and back (model_type llama, qwen2 or qwen3; any other is one error naming it).
-nlohmann::json llama_family_hf_config(const ModelConfig& cfg);
-ModelConfig llama_family_from_hf_config(const nlohmann::json& j, const std::string& path);
 
 // config.json's model_type and architectures. transformers computes every head as softmax, so
 // only an all-softmax plan is written as the family's class (transformers opens it and computes

@@ -42,8 +42,8 @@ struct ParamSpec {
   bool frozen = false;   // a model weight that model.lora.freeze_base keeps fixed (role Buffer)
   bool adapter = false;  // a LoRA matrix (saved in adapter_model.safetensors, not model.safetensors)
   float init_uniform = 0.f;  // adapters' A: uniform in [-bound, bound] from their own stream
-  // A head kind's own values (static alpha/rho, linear L and groups, performer features,
-  // dijiang weights, taylorshift tau), not a weight of the network: checkpoints keep them in
+  // A head kind's own values (static alpha/rho, linear L and groups, the tensors of the kinds
+  // in src/model/kinds/), not a weight of the network: checkpoints keep them in
   // float32 (int32 for groups) whatever dtype the weights are written in.
   bool head_value = false;
 };
