@@ -72,7 +72,7 @@ void matmul_half(float* out, const float* inp, const HalfMatrix& w, const float*
 constexpr int64_t kPanelRows = 256;
 // Up to this many rows matmul_half reads W once for all of them (widened a block at a time into
 // L2, each row's dot products over the block); more rows widen panels for a GEMM.
-constexpr int64_t kFewHalfRows = 16;
+constexpr int64_t kFewHalfRows = 8;  // at 16 the panel GEMM led again (Qwen2.5-0.5B shape, 2 threads)
 
 // The widest fan-in bf16 products widen (above it they take the AVX512_BF16 dot products).
 constexpr int64_t kMaxWidenIn = 2048;

@@ -173,7 +173,7 @@ void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
 // is the whole cost); here each thread walks its share of W in blocks small enough to stay in
 // L2 (kFewRowsBlockFloats), and every row's GEMV runs over a block while it is there. Each
 // output is one full-length dot product in a fixed order whatever the thread count.
-constexpr int kFewRowsMax = 16;
+constexpr int kFewRowsMax = 8;  // at 16 rows OpenBLAS's GEMM led again (Qwen2.5-0.5B shape, 2 threads)
 constexpr int64_t kFewRowsBlockFloats = 32768;  // 128 KiB of W per block
 
 template <class F>
