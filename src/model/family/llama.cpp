@@ -4,17 +4,17 @@
 namespace hw {
 
 namespace {
-constexpr LlamaVariant kVariant{LlamaVariant::Biases::AttentionAndMlp, false, false};
+constexpr LlamaVariant kLlamaVariant{LlamaVariant::Biases::AttentionAndMlp, false, false};
 }  // namespace
 
 extern const ModelFamily kLlamaFamily;
 const ModelFamily kLlamaFamily = {
     "llama",
     "LlamaForCausalLM",
-    [](ModelConfig& c) { llama_set_defaults(kVariant, c); },
-    [](const ModelConfig& c, const std::string& who) { llama_validate(kVariant, c, who); },
-    [](const ModelConfig& c) { return llama_to_hf_config(kVariant, c); },
-    [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kVariant, j, path); },
+    [](ModelConfig& c) { llama_set_defaults(kLlamaVariant, c); },
+    [](const ModelConfig& c, const std::string& who) { llama_validate(kLlamaVariant, c, who); },
+    [](const ModelConfig& c) { return llama_to_hf_config(kLlamaVariant, c); },
+    [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kLlamaVariant, j, path); },
     llama_hf_tensors};
 
 }  // namespace hw

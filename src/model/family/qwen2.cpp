@@ -4,17 +4,17 @@
 namespace hw {
 
 namespace {
-constexpr LlamaVariant kVariant{LlamaVariant::Biases::QkvAlways, false, true};
+constexpr LlamaVariant kQwen2Variant{LlamaVariant::Biases::QkvAlways, false, true};
 }  // namespace
 
 extern const ModelFamily kQwen2Family;
 const ModelFamily kQwen2Family = {
     "qwen2",
     "Qwen2ForCausalLM",
-    [](ModelConfig& c) { llama_set_defaults(kVariant, c); },
-    [](const ModelConfig& c, const std::string& who) { llama_validate(kVariant, c, who); },
-    [](const ModelConfig& c) { return llama_to_hf_config(kVariant, c); },
-    [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kVariant, j, path); },
+    [](ModelConfig& c) { llama_set_defaults(kQwen2Variant, c); },
+    [](const ModelConfig& c, const std::string& who) { llama_validate(kQwen2Variant, c, who); },
+    [](const ModelConfig& c) { return llama_to_hf_config(kQwen2Variant, c); },
+    [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kQwen2Variant, j, path); },
     llama_hf_tensors};
 
 }  // namespace hw

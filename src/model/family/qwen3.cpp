@@ -5,17 +5,17 @@
 namespace hw {
 
 namespace {
-constexpr LlamaVariant kVariant{LlamaVariant::Biases::Attention, true, true};
+constexpr LlamaVariant kQwen3Variant{LlamaVariant::Biases::Attention, true, true};
 }  // namespace
 
 extern const ModelFamily kQwen3Family;
 const ModelFamily kQwen3Family = {
     "qwen3",
     "Qwen3ForCausalLM",
-    [](ModelConfig& c) { llama_set_defaults(kVariant, c); },
-    [](const ModelConfig& c, const std::string& who) { llama_validate(kVariant, c, who); },
-    [](const ModelConfig& c) { return llama_to_hf_config(kVariant, c); },
-    [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kVariant, j, path); },
+    [](ModelConfig& c) { llama_set_defaults(kQwen3Variant, c); },
+    [](const ModelConfig& c, const std::string& who) { llama_validate(kQwen3Variant, c, who); },
+    [](const ModelConfig& c) { return llama_to_hf_config(kQwen3Variant, c); },
+    [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kQwen3Variant, j, path); },
     llama_hf_tensors};
 
 }  // namespace hw
