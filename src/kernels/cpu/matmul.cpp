@@ -171,8 +171,9 @@ void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
 // read from memory once for all N rows. A GEMM of a few rows packs W first (OpenBLAS's panels
 // outgrow L2: on the Qwen2.5-0.5B shape a step of 4 rows took 2.4x one row's, where reading W
 // is the whole cost); here each thread walks its share of W in blocks small enough to stay in
-// L2 (kFewRowsBlockFloats), and every row's GEMV runs over a block while it is there. Each
-// output is one full-length dot product in a fixed order whatever the thread count.
+// L2 (kFewRowsBlockFloats), and every row's GEMV runs over a block while it is there. The
+// summation order is fixed for a given thread count (W [I, O] sums in blocks of rows whose depth
+// follows each thread's share of the columns), so runs repeat bit for bit.
 constexpr int kFewRowsMax = 8;  // at 16 rows OpenBLAS's GEMM led again (Qwen2.5-0.5B shape, 2 threads)
 constexpr int64_t kFewRowsBlockFloats = 32768;  // 128 KiB of W per block
 
