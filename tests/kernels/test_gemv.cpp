@@ -147,6 +147,44 @@ TEST_CASE("gemv: the prefill product with 16-bit weights (panels of rows) equals
     }
 }
 
+TEST_CASE("gemv: a few rows at once (batched decoding) equal a naive double loop, each row bit for bit its one-row product",
+          "[kernels][gemv]") {
+  // N covers every pass height (4, then 3, 2 or 1 rows) and the widest few-row product; the
+  // shapes, tails of I (32-wide loads), O (4-output passes, 16-output pieces) and both fan-ins
+  // of Auto's bf16 choice (2100: the AVX512_BF16 dot products).
+  for (HalfType t : {HalfType::BF16, HalfType::F16})
+    for (HalfKernel k : {HalfKernel::Plain, HalfKernel::Widen, HalfKernel::Bf16Dot, HalfKernel::Auto})
+      for (const Shape& s : {Shape{3, 5}, Shape{33, 100}, Shape{130, 67}, Shape{257, 1001}, Shape{2100, 40}})
+        for (int64_t N : {int64_t(2), int64_t(3), int64_t(5), int64_t(8), int64_t(11), kFewHalfRows}) {
+          const auto w = randn(s.I * s.O, 31 + uint64_t(s.O)), x = randn(N * s.I, 37 + uint64_t(N)), b = randn(s.O, 41);
+          const HalfMatrix m = HalfMatrix::from_f32(w.data(), s.I, s.O, /*w_out_in=*/false, t);
+          force_half_kernel(k);
+          const std::string name = half_kernel_name(t, s.I);
+          for (int threads : {1, 2, 3}) {
+            ThreadCount tc(threads);
+            std::vector<float> scratch, got(size_t(N * s.O), 123.f);
+            matmul_half(got.data(), x.data(), m, b.data(), N, scratch);
+            for (int64_t r = 0; r < N; ++r) {
+              std::vector<float> xr(x.begin() + r * s.I, x.begin() + (r + 1) * s.I);
+              std::vector<float> row(got.begin() + r * s.O, got.begin() + (r + 1) * s.O), alone(size_t(s.O), 7.f);
+              gemv_half(alone.data(), xr.data(), m, b.data());
+              if (name == "avx512bf16")
+                for (auto& v : xr) v = bf16_to_float(float_to_bf16(v));
+              std::vector<double> ref, scale;
+              naive(xr, [&](int64_t i, int64_t o) {
+                const uint16_t h = m.w[o * s.I + i];
+                return double(t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h));
+              }, b.data(), s.I, s.O, ref, scale);
+              INFO((t == HalfType::BF16 ? "bf16 " : "fp16 ") << name << " I " << s.I << " O " << s.O << " N " << N
+                                                             << " row " << r << " threads " << threads);
+              CHECK(worst_scaled(row, ref, scale) <= 1e-6);
+              if (name != "plain") CHECK(std::memcmp(row.data(), alone.data(), row.size() * 4) == 0);
+            }
+          }
+        }
+  force_half_kernel(HalfKernel::Auto);
+}
+
 TEST_CASE("gemv: bf16 and fp16 conversions round to nearest even (hand-worked values)", "[kernels][gemv]") {
   CHECK(float_to_bf16(1.0f) == 0x3f80);
   CHECK(float_to_bf16(1.0f + 0x1p-8f) == 0x3f80);         // tie, even stays

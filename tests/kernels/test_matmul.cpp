@@ -168,3 +168,43 @@ TEST_CASE("matmul of one float row (a decode step) matches a double loop at 1-3 
   }
   omp_set_num_threads(keep);
 }
+
+TEST_CASE("matmul of a few float rows (batched decoding) matches a double loop, each row with W [O, I] bit for bit its one-row product") {
+  hw::Rng rng(13);
+  struct Shape {
+    int64_t I, O;
+  };
+  const int keep = omp_get_max_threads();
+  // N: every pass height of gemv.hpp's few_rows_f32 (4 rows, then 3, 2 or 1) up to the widest
+  // few-row product; I = 17, 5: masked tails; O = 4099: rows not a multiple of the pass's four.
+  for (const Shape sh : {Shape{300, 500}, Shape{17, 4099}, Shape{5, 70}, Shape{1000, 2100}})
+    for (int64_t N : {2, 3, 5, 8, 13, 32}) {
+      const int64_t I = sh.I, O = sh.O;
+      const Vec xd = randn(rng, N * I), wd = randn(rng, I * O), bd = randn(rng, O);
+      const std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), b(bd.begin(), bd.end());
+      for (bool w_out_in : {false, true})
+        for (int threads : {1, 2, 3}) {
+          omp_set_num_threads(threads);
+          std::vector<float> out(size_t(N * O), 7.f);
+          hw::cpu::matmul_forward(out.data(), x.data(), w.data(), b.data(), N, I, O, w_out_in);
+          double worst = 0;
+          for (int64_t r = 0; r < N; ++r) {
+            for (int64_t o = 0; o < O; ++o) {
+              double s = double(b[size_t(o)]);
+              for (int64_t i = 0; i < I; ++i)
+                s += double(x[size_t(r * I + i)]) * double(w_out_in ? w[size_t(o * I + i)] : w[size_t(i * O + o)]);
+              worst = std::max(worst, std::abs(double(out[size_t(r * O + o)]) - s));
+            }
+            if (w_out_in) {
+              std::vector<float> alone(size_t(O), 5.f);
+              hw::cpu::matmul_forward(alone.data(), x.data() + r * I, w.data(), b.data(), 1, I, O, true);
+              INFO("I=" << I << " O=" << O << " N=" << N << " row " << r << " threads=" << threads);
+              CHECK(std::equal(alone.begin(), alone.end(), out.begin() + r * O));
+            }
+          }
+          INFO("I=" << I << " O=" << O << " N=" << N << " w_out_in=" << w_out_in << " threads=" << threads);
+          CHECK(worst < 2e-3);
+        }
+    }
+  omp_set_num_threads(keep);
+}

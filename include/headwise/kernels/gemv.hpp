@@ -70,9 +70,21 @@ void gemv_half(float* out, const float* x, const HalfMatrix& w, const float* bia
 void matmul_half(float* out, const float* inp, const HalfMatrix& w, const float* bias, int64_t N,
                  std::vector<float>& panel);
 constexpr int64_t kPanelRows = 256;
-// Up to this many rows matmul_half reads W once for all of them (widened a block at a time into
-// L2, each row's dot products over the block); more rows widen panels for a GEMM.
-constexpr int64_t kFewHalfRows = 8;  // at 16 the panel GEMM led again (Qwen2.5-0.5B shape, 2 threads)
+// Up to this many rows matmul_half multiplies each weight, loaded once, into all of them
+// (few_rows_half); more rows widen panels for a GEMM.
+constexpr int64_t kFewHalfRows = 32;
+
+// A few rows at once (batched decoding), few_rows.cpp: each weight loaded into a register once
+// and multiplied into up to four rows, each row's result equal bit for bit to its one-row
+// product (gemv_half's, or dot_rows_f32's). For 16-bit W [O,I]: out[N,O] = inp[N,I] W^T (+ bias),
+// `scratch` holding the rows' x in the kernel's layout (resized once).
+void few_rows_half(float* out, const float* inp, const HalfMatrix& w, const float* bias, int64_t N,
+                   std::vector<float>& scratch);
+// For fp32 W [O,I], outputs lo..hi of N rows (x [N,I], out [N,O]; a thread's piece):
+// out[r,o] = (accumulate ? out[r,o] : 0) + sum_i x[r,i] W(o,i). False, computing nothing,
+// without AVX-512 (the caller takes BLAS).
+bool few_rows_f32(float* out, const float* x, const float* w, int64_t N, int64_t I, int64_t O, int64_t lo, int64_t hi,
+                  bool accumulate);
 
 // The widest fan-in bf16 products widen (above it they take the AVX512_BF16 dot products).
 constexpr int64_t kMaxWidenIn = 2048;

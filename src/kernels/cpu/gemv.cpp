@@ -14,13 +14,9 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/host_pages.hpp"
 #include "headwise/kernels/cpu.hpp"
-#include "kernels/cpu/parallel.hpp"
 #include "kernels/cpu/avx512_sums.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#define HW_HAVE_X86 1
-#endif
+#include "kernels/cpu/gemv_parts.hpp"
+#include "kernels/cpu/parallel.hpp"
 
 namespace hw::cpu {
 
@@ -118,34 +114,10 @@ HalfMatrix HalfMatrix::from_f32(const float* w, int64_t I, int64_t O, bool w_out
 
 namespace {
 
-// Outputs per piece are multiples of this (a 64-byte line of fp32 outputs: no false sharing).
-constexpr int64_t kAlign = 16;
-// Below this many multiply-adds a product runs on the calling thread.
-constexpr int64_t kMinParallelWork = int64_t(1) << 15;
-// The widest x the AVX-512 kernels copy onto the stack (128 KiB as fp32); wider products take the plain path.
-constexpr int64_t kMaxStackIn = 32768;
-// The kernels fetch the next pass's four rows one pass ahead: into L1 while a pass fits in half
-// of it, into L2 past that. Prefetched into a 32 KiB L1D (Zen 4's), the passes of a 4864-wide
-// matrix (38 KiB in 16 bits, 76 in fp32) were evicted before use. bench_gemv --shape 4864x896,
-// 4 alternating runs, GB/s into L1 -> into L2: one thread bf16 13.7-20.9 -> 19.6-20.4, fp16
-// 10.9-12.1 -> 20.2-21.4, fp32 14.4-19.7 -> 19.5-21.7; two threads fp16 20.1-21.3 -> 31.0-34.2.
-constexpr int64_t kL1PassBytes = 16384;
-
-template <class Fn>
-void split_outputs(int64_t O, int64_t I, Fn&& fn) {
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int pieces = int(std::min<int64_t>(threads, (O + kAlign - 1) / kAlign));
-  if (pieces <= 1 || O * I < kMinParallelWork) {
-    fn(int64_t(0), O);
-    return;
-  }
-#pragma omp parallel for schedule(static) num_threads(pieces)
-  for (int p = 0; p < pieces; ++p) {
-    const int64_t lo = O * p / pieces / kAlign * kAlign;
-    const int64_t hi = p + 1 == pieces ? O : O * (p + 1) / pieces / kAlign * kAlign;
-    if (hi > lo) fn(lo, hi);
-  }
-}
+using detail::kL1PassBytes;
+using detail::kMaxStackIn;
+using detail::kMinParallelWork;
+using detail::split_outputs;
 
 inline float widen(uint16_t h, HalfType t) { return t == HalfType::BF16 ? bf16_to_float(h) : f16_to_float(h); }
 
@@ -203,29 +175,9 @@ void rows_f16_plain(float* out, const float* x, const uint16_t* w, const float* 
 using detail::sum1;
 using detail::sum4;
 
-// The kernels' targets, on their lambdas too (a lambda does not take its enclosing function's).
-#define HW_AVX512_TARGET __attribute__((target("avx512f,avx512bw,avx512dq")))
-#define HW_BF16_TARGET __attribute__((target("avx512bf16,avx512f,avx512bw,avx512vl,avx512dq")))
-
 HW_BF16_TARGET inline __m512bh row_load(const uint16_t* p) { return (__m512bh)_mm512_loadu_si512(p); }
 
-// Four lines of the next pass, into L2 when `far` (a pass over kL1PassBytes), else into L1.
-// always_inline: GCC 12 does not inline it into the kernels (their target differs), finds it
-// free of side effects and drops every call, prefetches and all (the kernels then streamed at
-// 12 instead of 19-24 GB/s; tests/scripts/test_kernel_prefetch.sh checks the object code).
-__attribute__((always_inline)) inline void prefetch_lines(const char* p, bool far) {
-  if (far) {
-    _mm_prefetch(p, _MM_HINT_T1);
-    _mm_prefetch(p + 64, _MM_HINT_T1);
-    _mm_prefetch(p + 128, _MM_HINT_T1);
-    _mm_prefetch(p + 192, _MM_HINT_T1);
-  } else {
-    _mm_prefetch(p, _MM_HINT_T0);
-    _mm_prefetch(p + 64, _MM_HINT_T0);
-    _mm_prefetch(p + 128, _MM_HINT_T0);
-    _mm_prefetch(p + 192, _MM_HINT_T0);
-  }
-}
+using detail::prefetch_lines;
 
 // AVX512_BF16: x rounded to bf16 (xb, zero-padded to a multiple of 32), 32 products per
 // instruction per row, four rows per pass over xb.
@@ -288,13 +240,7 @@ HW_AVX512_TARGET void rows_half_widen(float* out, const float* xs,
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
   auto fma2 = [xs](__m512i v, int64_t i, __m512 a) HW_AVX512_TARGET {
     __m512 w0, w1;
-    if constexpr (T == HalfType::BF16) {
-      w0 = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(0xffff, v, 16));
-      w1 = _mm512_castsi512_ps(_mm512_and_si512(v, _mm512_set1_epi32(int(0xffff0000u))));
-    } else {
-      w0 = _mm512_maskz_cvtph_ps(0xffff, _mm512_maskz_extracti64x4_epi64(0xff, v, 0));
-      w1 = _mm512_maskz_cvtph_ps(0xffff, _mm512_maskz_extracti64x4_epi64(0xff, v, 1));
-    }
+    detail::widen32<T>(v, w0, w1);
     a = _mm512_fmadd_ps(w0, _mm512_load_ps(xs + i), a);
     return _mm512_fmadd_ps(w1, _mm512_load_ps(xs + i + 16), a);
   };
@@ -380,14 +326,6 @@ __attribute__((target("avx512f,avx512dq"))) void rows_f32_dot(float* out, const 
 }
 #endif
 
-bool cpu_has_avx512() {  // what rows_half_widen and rows_f32_dot need
-#if defined(HW_HAVE_X86)
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
-#else
-  return false;
-#endif
-}
-
 bool cpu_has_avx512bf16() {
 #if defined(HW_HAVE_X86)
   return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq");
@@ -411,10 +349,34 @@ HalfKernel forced() {
   return HalfKernel(p);
 }
 
-enum class Chosen { Plain, Widen, Bf16Dot };
+}  // namespace
 
-Chosen choose(HalfType t, int64_t I) {
-  static const bool avx512 = cpu_has_avx512(), bf16dot = cpu_has_avx512bf16();
+namespace detail {
+
+bool cpu_has_avx512() {  // what rows_half_widen and rows_f32_dot need
+#if defined(HW_HAVE_X86)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512bw");
+#else
+  return false;
+#endif
+}
+
+void widen_order(float* xs, const float* x, int64_t I, int64_t padded, HalfType t) {
+  const bool bf = t == HalfType::BF16;
+  for (int64_t b = 0; b < padded; b += 32)
+    for (int64_t j = 0; j < 32; ++j) {
+      const int64_t src = bf ? b + (j < 16 ? 2 * j : 2 * (j - 16) + 1) : b + j;
+      xs[b + j] = src < I ? x[src] : 0.f;
+    }
+}
+
+void bf16_padded(uint16_t* xb, const float* x, int64_t I, int64_t padded) {
+  for (int64_t i = 0; i < I; ++i) xb[i] = float_to_bf16(x[i]);
+  for (int64_t i = I; i < padded; ++i) xb[i] = 0;
+}
+
+Chosen choose_half_kernel(HalfType t, int64_t I) {
+  static const bool avx512 = detail::cpu_has_avx512(), bf16dot = cpu_has_avx512bf16();
   const HalfKernel f = forced();
   if (f == HalfKernel::Plain || I > kMaxStackIn) return Chosen::Plain;
   const bool dot_ok = t == HalfType::BF16 && bf16dot;
@@ -433,9 +395,9 @@ void force_plain_half_kernel(bool on) { force_half_kernel(on ? HalfKernel::Plain
 void force_half_kernel(HalfKernel k) { g_forced.store(int(k), std::memory_order_relaxed); }
 
 std::string half_kernel_name(HalfType t, int64_t I) {
-  switch (choose(t, I)) {
-    case Chosen::Widen: return "avx512";
-    case Chosen::Bf16Dot: return "avx512bf16";
+  switch (detail::choose_half_kernel(t, I)) {
+    case detail::Chosen::Widen: return "avx512";
+    case detail::Chosen::Bf16Dot: return "avx512bf16";
     default: return "plain";
   }
 }
@@ -445,30 +407,22 @@ void gemv_half(float* out, const float* x, const HalfMatrix& m, const float* bia
   if (O <= 0) return;
   const uint16_t* w = m.w;
 #if defined(HW_HAVE_X86)
-  const Chosen k = choose(m.type, I);
-  if (k == Chosen::Widen) {
+  const detail::Chosen k = detail::choose_half_kernel(m.type, I);
+  const int64_t padded = (I + 31) / 32 * 32;
+  if (k == detail::Chosen::Widen) {
     // x rearranged for rows_half_widen once per call, on the calling thread's stack, zero-padded.
     alignas(64) float xs[kMaxStackIn + 32];
-    const int64_t padded = (I + 31) / 32 * 32;
-    const bool bf = m.type == HalfType::BF16;
-    for (int64_t b = 0; b < padded; b += 32)
-      for (int64_t j = 0; j < 32; ++j) {
-        // bf16: the first vector multiplies the block's even elements, the second its odd ones.
-        const int64_t src = bf ? b + (j < 16 ? 2 * j : 2 * (j - 16) + 1) : b + j;
-        xs[b + j] = src < I ? x[src] : 0.f;
-      }
-    if (bf)
+    detail::widen_order(xs, x, I, padded, m.type);
+    if (m.type == HalfType::BF16)
       split_outputs(O, I, [&](int64_t lo, int64_t hi) { rows_half_widen<HalfType::BF16>(out, xs, w, bias, I, lo, hi); });
     else
       split_outputs(O, I, [&](int64_t lo, int64_t hi) { rows_half_widen<HalfType::F16>(out, xs, w, bias, I, lo, hi); });
     return;
   }
-  if (k == Chosen::Bf16Dot) {
+  if (k == detail::Chosen::Bf16Dot) {
     // x in bf16 once per call, on the calling thread's stack (64 KiB at most), zero-padded.
     alignas(64) uint16_t xb[kMaxStackIn + 32];
-    const int64_t padded = (I + 31) / 32 * 32;
-    for (int64_t i = 0; i < I; ++i) xb[i] = float_to_bf16(x[i]);
-    for (int64_t i = I; i < padded; ++i) xb[i] = 0;
+    detail::bf16_padded(xb, x, I, padded);
     split_outputs(O, I, [&](int64_t lo, int64_t hi) { rows_bf16_dot(out, xb, w, bias, I, lo, hi); });
     return;
   }
@@ -483,7 +437,7 @@ void gemv_half(float* out, const float* x, const HalfMatrix& m, const float* bia
 
 bool dot_rows_f32(float* out, const float* x, const float* w, int64_t I, int64_t lo, int64_t hi, bool accumulate) {
 #if defined(HW_HAVE_X86)
-  static const bool has = cpu_has_avx512();
+  static const bool has = detail::cpu_has_avx512();
   if (has && I >= 1) {
     rows_f32_dot(out, x, w, I, lo, hi, accumulate);
     return true;
@@ -492,52 +446,6 @@ bool dot_rows_f32(float* out, const float* x, const float* w, int64_t I, int64_t
   (void)out, (void)x, (void)w, (void)I, (void)lo, (void)hi, (void)accumulate;
   return false;
 }
-
-namespace {
-
-// A few rows: each thread widens blocks of its share of W's rows into its slice of the panel
-// (small enough to stay in L2) and runs every row's dot products over the block while it is
-// there, so W is read from memory once for all N rows (the panel-and-GEMM path below read the
-// Qwen2.5-0.5B shape's bf16 weights at a quarter of the speed with 4 rows: OpenBLAS packs the
-// widened panel again).
-void few_rows_half(float* out, const float* inp, const HalfMatrix& m, const float* bias, int64_t N,
-                   std::vector<float>& panel) {
-  const int64_t I = m.I, O = m.O;
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  // 128 KiB of widened rows per thread, within the kPanelRows x I the caller's panel holds
-  const int64_t rows = std::max<int64_t>(1, std::min<int64_t>(32768 / std::max<int64_t>(I, 1), kPanelRows / threads));
-  const size_t need = size_t(threads) * size_t(rows * I);
-  if (panel.size() < need) panel.resize(need);  // (once: the decoder sizes it at construction)
-  split_outputs(O, I, [&](int64_t lo, int64_t hi) {
-    float* p = panel.data() + size_t(threads == 1 ? 0 : omp_get_thread_num()) * size_t(rows * I);
-    for (int64_t b0 = lo; b0 < hi; b0 += rows) {
-      const int64_t b1 = std::min(hi, b0 + rows);
-      const uint16_t* src = m.w + b0 * I;
-      const int64_t len = (b1 - b0) * I;
-      if (m.type == HalfType::BF16)
-#pragma omp simd
-        for (int64_t k = 0; k < len; ++k) p[k] = bf16_to_float(src[k]);
-      else
-        for (int64_t k = 0; k < len; ++k) p[k] = f16_to_float(src[k]);
-      for (int64_t r = 0; r < N; ++r) {
-        float* y = out + r * O;
-        const float* x = inp + r * I;
-        // (dot_rows_f32 indexes W and out by the output: W's base is the block's start - b0 rows)
-        if (!dot_rows_f32(y + b0, x, p, I, 0, b1 - b0, false))
-          for (int64_t o = b0; o < b1; ++o) {
-            float a = 0.f;
-            const float* wr = p + (o - b0) * I;
-            for (int64_t i = 0; i < I; ++i) a += wr[i] * x[i];
-            y[o] = a;
-          }
-        if (bias)
-          for (int64_t o = b0; o < b1; ++o) y[o] += bias[o];
-      }
-    }
-  });
-}
-
-}  // namespace
 
 void matmul_half(float* out, const float* inp, const HalfMatrix& m, const float* bias, int64_t N,
                  std::vector<float>& panel) {

@@ -170,29 +170,25 @@ void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
 // A few rows (batched decoding: one row per sequence): out[N, O] = inp W (+ beta out) with W
 // read from memory once for all N rows. A GEMM of a few rows packs W first (OpenBLAS's panels
 // outgrow L2: on the Qwen2.5-0.5B shape a step of 4 rows took 2.4x one row's, where reading W
-// is the whole cost); here each thread walks its share of W in blocks small enough to stay in
-// L2 (kFewRowsBlockFloats), and every row's GEMV runs over a block while it is there. The
-// summation order is fixed for a given thread count (W [I, O] sums in blocks of rows whose depth
-// follows each thread's share of the columns), so runs repeat bit for bit.
-constexpr int kFewRowsMax = 8;  // at 16 rows OpenBLAS's GEMM led again (Qwen2.5-0.5B shape, 2 threads)
+// is the whole cost). W [O, I] (the decoder's re-laid matrices, LM heads): gemv.hpp's
+// few_rows_f32, each weight loaded once into a register for up to four rows, every row equal to
+// its one-row product. W [I, O]: each thread walks its share of W's columns in blocks of rows
+// small enough to stay in L2 (kFewRowsBlockFloats), every row's GEMV over a block while it is
+// there; the summation order is fixed for a given thread count (the blocks' depth follows each
+// thread's share of the columns), so runs repeat bit for bit.
+constexpr int kFewRowsMaxInOut = 8;  // W [I, O]: at 16 rows OpenBLAS's GEMM led again (Qwen2.5-0.5B shape, 2 threads)
+constexpr int kFewRowsMaxOutIn = 32;  // W [O, I]
 constexpr int64_t kFewRowsBlockFloats = 32768;  // 128 KiB of W per block
 
 template <class F>
 void few_rows_gemv(const F* x, const F* w, int n, int i, int o, bool w_out_in, F beta, F* out) {
   const blas::SingleThreaded blas_on_calling_thread;
   auto piece = [&](int lo, int hi) {
-    if (w_out_in) {  // W [O, I]: blocks of its rows lo..hi, each row's dot products over a block
-      const int rows = int(std::max<int64_t>(4, kFewRowsBlockFloats / std::max(i, 1)));
-      for (int b0 = lo; b0 < hi; b0 += rows) {
-        const int b1 = std::min(hi, b0 + rows);
-        for (int r = 0; r < n; ++r) {
-          F* y = out + int64_t(r) * o;
-          const F* xr = x + int64_t(r) * i;
-          if constexpr (std::is_same_v<F, float>)
-            if (dot_rows_f32(y, xr, w, i, b0, b1, beta != F(0))) continue;
-          blas_gemv(CblasNoTrans, b1 - b0, i, w + int64_t(b0) * i, i, xr, beta, y + b0);
-        }
-      }
+    if (w_out_in) {  // W [O, I]: its rows lo..hi
+      if constexpr (std::is_same_v<F, float>)
+        if (few_rows_f32(out, x, w, n, i, o, lo, hi, beta != F(0))) return;
+      for (int r = 0; r < n; ++r)
+        blas_gemv(CblasNoTrans, hi - lo, i, w + int64_t(lo) * i, i, x + int64_t(r) * i, beta, out + int64_t(r) * o + lo);
     } else {  // W [I, O]: its columns lo..hi in blocks of rows, every row's partial sums added
       const int cols = hi - lo;
       const int depth = int(std::max<int64_t>(1, kFewRowsBlockFloats / std::max(cols, 1)));
@@ -238,7 +234,7 @@ void matmul_forward(F* out, const F* inp, const F* w, const F* bias, int64_t N, 
   // bounds in tests/model/test_classifier_chunks.cpp are calibrated on)
   if (std::is_same_v<F, float> && N == 1 && I > 0) {
     row_gemv(inp, w, i, o, w_out_in, beta, out);
-  } else if (std::is_same_v<F, float> && N <= kFewRowsMax && I > 0) {
+  } else if (std::is_same_v<F, float> && N <= (w_out_in ? kFewRowsMaxOutIn : kFewRowsMaxInOut) && I > 0) {
     few_rows_gemv(inp, w, n, i, o, w_out_in, beta, out);
   } else if (w_out_in) {  // out = inp @ W^T, W [O,I]
     gemm(CblasNoTrans, CblasTrans, n, o, i, inp, std::max(i, 1), w, std::max(i, 1), beta, out, o);
