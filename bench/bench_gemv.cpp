@@ -1,5 +1,6 @@
-// bench_gemv [--shape IxO]... [--rounds N] [--reps N] [--min-mb M]
-// The one-row products of a decode step, each weight read once, in every layout and precision
+// bench_gemv [--shape IxO]... [--rounds N] [--reps N] [--min-mb M] [--rows B]
+// The one-row products of a decode step (or, with --rows B, the B-row products of a step of B
+// sequences decoded together: gemv.hpp's few-row kernels), each weight read once, in every layout and precision
 // the decoder has, side by side (bench/results/decode.md): GB/s of weights per product, median of
 // --rounds rounds that alternate the variants (a VM's memory bandwidth drifts by 10-30% within
 // minutes, so only figures of the same run compare). Default shapes: Qwen2.5-0.5B's, I x O =
@@ -53,7 +54,8 @@ void blas_by_outputs(const float* w, int I, int O, const float* x, float* out) {
 }
 
 [[noreturn]] void usage(const char* why) {
-  std::fprintf(stderr, "error: %s\nusage: bench_gemv [--shape IxO]... [--rounds N] [--reps N] [--min-mb M]\n", why);
+  std::fprintf(stderr, "error: %s\nusage: bench_gemv [--shape IxO]... [--rounds N] [--reps N] [--min-mb M] [--rows B]\n",
+               why);
   std::exit(2);
 }
 
@@ -61,7 +63,7 @@ void blas_by_outputs(const float* w, int I, int O, const float* x, float* out) {
 
 int main(int argc, char** argv) {
   std::vector<Shape> shapes;
-  int rounds = 7, reps = 3;
+  int rounds = 7, reps = 3, rows = 1;
   double min_mb = 128;
   for (int a = 1; a < argc; ++a) {
     const std::string k = argv[a];
@@ -76,13 +78,15 @@ int main(int argc, char** argv) {
       rounds = std::atoi(v);
     } else if (k == "--reps") {
       reps = std::atoi(v);
+    } else if (k == "--rows") {
+      rows = std::atoi(v);
     } else if (k == "--min-mb") {
       min_mb = std::atof(v);
     } else {
       usage(("unknown option " + k).c_str());
     }
   }
-  if (rounds < 1 || reps < 1 || min_mb <= 0) usage("--rounds, --reps and --min-mb must be positive");
+  if (rounds < 1 || reps < 1 || min_mb <= 0 || rows < 1) usage("--rounds, --reps, --min-mb and --rows must be positive");
   if (shapes.empty()) shapes = {{896, 1152}, {896, 896}, {896, 9728}, {4864, 896}, {896, 151936}};
 
   const char* names[] = {"fp32 [I,O] matmul", "fp32 [O,I] matmul", "fp32 [O,I] blas", "bf16 [O,I]", "fp16 [O,I]"};
@@ -111,8 +115,8 @@ int main(int argc, char** argv) {
       c.f16.push_back(hw::cpu::HalfMatrix::from_f32(io, I, O, false, hw::cpu::HalfType::F16));
     }
   }
-  std::vector<float> x(static_cast<size_t>(max_io), 0.5f);
-  std::vector<float> out(static_cast<size_t>(max_io));
+  std::vector<float> x(static_cast<size_t>(max_io) * size_t(rows), 0.5f);
+  std::vector<float> out(static_cast<size_t>(max_io) * size_t(rows)), scratch;
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 7) * 0.25f - 0.75f;
 
   // [shape][variant][round] GB/s
@@ -121,11 +125,19 @@ int main(int argc, char** argv) {
     const int I = shapes[s].I, O = shapes[s].O;
     const Copies& c = mats[s];
     switch (v) {
-      case 0: hw::cpu::matmul_forward<float>(out.data(), x.data(), c.io[size_t(k)], nullptr, 1, I, O, false); break;
-      case 1: hw::cpu::matmul_forward<float>(out.data(), x.data(), c.oi[size_t(k)], nullptr, 1, I, O, true); break;
-      case 2: blas_by_outputs(c.oi[size_t(k)], I, O, x.data(), out.data()); break;
-      case 3: hw::cpu::gemv_half(out.data(), x.data(), c.bf[size_t(k)], nullptr); break;
-      default: hw::cpu::gemv_half(out.data(), x.data(), c.f16[size_t(k)], nullptr); break;
+      case 0: hw::cpu::matmul_forward<float>(out.data(), x.data(), c.io[size_t(k)], nullptr, rows, I, O, false); break;
+      case 1: hw::cpu::matmul_forward<float>(out.data(), x.data(), c.oi[size_t(k)], nullptr, rows, I, O, true); break;
+      case 2:
+        for (int r = 0; r < rows; ++r) blas_by_outputs(c.oi[size_t(k)], I, O, x.data() + size_t(r) * I, out.data() + size_t(r) * O);
+        break;
+      case 3:
+        if (rows == 1) hw::cpu::gemv_half(out.data(), x.data(), c.bf[size_t(k)], nullptr);
+        else hw::cpu::matmul_half(out.data(), x.data(), c.bf[size_t(k)], nullptr, rows, scratch);
+        break;
+      default:
+        if (rows == 1) hw::cpu::gemv_half(out.data(), x.data(), c.f16[size_t(k)], nullptr);
+        else hw::cpu::matmul_half(out.data(), x.data(), c.f16[size_t(k)], nullptr, rows, scratch);
+        break;
     }
   };
   for (int r = 0; r < rounds; ++r)
@@ -141,9 +153,9 @@ int main(int argc, char** argv) {
         gbs[s][size_t(v)].push_back(bytes / sec / 1e9);
       }
 
-  std::printf("one-row products, %d thread(s); GB/s of weights, median of %d alternating rounds; 16-bit kernels "
+  std::printf("%d-row products, %d thread(s); GB/s of weights, median of %d alternating rounds; 16-bit kernels "
               "(gemv.hpp) in brackets\n\n",
-              omp_get_max_threads(), rounds);
+              rows, omp_get_max_threads(), rounds);
   std::printf("| I x O |");
   for (const char* n : names) std::printf(" %s |", n);
   std::printf(" [O,I] matmul / [I,O] matmul |\n|---|");

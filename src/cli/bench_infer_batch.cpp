@@ -11,6 +11,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/batch_decoder.hpp"
+#include "headwise/infer/load_for_decoding.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/core/process_stats.hpp"
 
@@ -49,7 +50,7 @@ int64_t weights_held(const Model<float>& model, infer::WeightPrecision w, size_t
   return int64_t(half_bytes + rest);
 }
 
-BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) {
+BatchSide run_batch_side(Model<float>& model, const BatchBenchOptions& o) {
   BatchSide s;
   s.timed = true;
   reset_peak_rss();
@@ -59,6 +60,7 @@ BatchSide run_batch_side(const Model<float>& model, const BatchBenchOptions& o) 
     bo.max_context = o.context;
     bo.weights = infer::parse_weight_precision(o.weights);
     bo.kv = infer::kv_precision_for(bo.weights, o.kv_cache);
+    bo.layout = infer::relay_for_decoding(model, bo.weights);
     infer::BatchDecoder dec(model, bo);
     const int V = dec.vocab_size();
     const int64_t steps = o.decode_warmup + o.decode_runs, P = o.context - steps;

@@ -23,6 +23,7 @@
 #include "headwise/core/process_stats.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/infer/cached_decoder.hpp"
+#include "headwise/infer/load_for_decoding.hpp"
 #include "headwise/infer/read_bandwidth.hpp"
 #include "headwise/infer/sampler.hpp"
 #include "headwise/io/safetensors.hpp"
@@ -66,14 +67,15 @@ double median(std::vector<double> x) {
   return x[x.size() / 2];
 }
 
-Side run_side(const Model<float>& model, const std::vector<int32_t>& tokens, const BenchInferArgs& a) {
+Side run_side(Model<float>& model, const std::vector<int32_t>& tokens, const BenchInferArgs& a) {
   Side s;
   s.plan = model.config().head_plan.to_json();
   const int64_t N = a.context;
   reset_peak_rss();
   {
     const infer::WeightPrecision w = infer::parse_weight_precision(a.weights);
-    infer::CachedDecoder dec(model, N, 64, 512, w, {}, infer::kv_precision_for(w, a.kv_cache));
+    const infer::Fp32Layout layout = infer::relay_for_decoding(model, w);
+    infer::CachedDecoder dec(model, N, 64, 512, w, {}, infer::kv_precision_for(w, a.kv_cache), layout);
     std::vector<double> pre, dec_ms;
     for (int64_t r = 0; r < a.prefill_warmup + a.prefill_runs; ++r) {
       dec.reset();

@@ -32,4 +32,10 @@ DecodingModel load_for_decoding(const std::string& dir, WeightPrecision weights)
   return d;
 }
 
+Fp32Layout relay_for_decoding(Model<float>& model, WeightPrecision weights) {
+  if (weights != WeightPrecision::FP32 || model.config().lora.enabled()) return Fp32Layout::InOut;
+  for (const auto& t : model.params().tensors()) relay_out_in(model, t->name, t->f32());
+  return Fp32Layout::OutIn;
+}
+
 }  // namespace hw::infer

@@ -24,4 +24,10 @@ struct DecodingModel {
 
 DecodingModel load_for_decoding(const std::string& dir, WeightPrecision weights);
 
+// An already loaded model (adapters merged) made ready as load_for_decoding makes it: with fp32
+// weights its decoder layer matrices are re-laid [out, in] in place (the model then serves only a
+// decoder built with the layout returned); otherwise nothing changes (InOut). bench-infer times
+// the products generate runs.
+Fp32Layout relay_for_decoding(Model<float>& model, WeightPrecision weights);
+
 }  // namespace hw::infer

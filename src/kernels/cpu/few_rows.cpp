@@ -26,8 +26,9 @@ using detail::prefetch_lines;
 using detail::sum1;
 using detail::sum4;
 
-// Where a pass over four weight rows of `bytes_per_row` fetches the next four: L1 or L2.
-inline bool far_pass(int64_t bytes_per_row) { return 4 * bytes_per_row > detail::kL1PassBytes; }
+// A vector loaded once into a register: without this GCC folds the load into each of the four
+// FMAs that use it, four loads where one does (the passes are bound by loads at 16 rows).
+#define HW_IN_REGISTER(v) asm("" : "+v"(v))
 
 // One pass: outputs o..o+3 of R rows (x + r * ldx, out + r * ldo).
 template <int R>
@@ -37,7 +38,7 @@ __attribute__((target("avx512f,avx512dq"))) void f32_pass(float* out, int64_t ld
   const __mmask16 tail = __mmask16((1u << (I - full)) - 1);
   const float *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
   const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  const bool far = far_pass(I * int64_t(sizeof(float)));
+  const bool far = true;  // (into L2: the rows' x beside the pass fills L1)
   __m512 a[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
@@ -48,7 +49,8 @@ __attribute__((target("avx512f,avx512dq"))) void f32_pass(float* out, int64_t ld
                  v3 = _mm512_loadu_ps(w3 + i);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_loadu_ps(x + r * ldx + i);
+      __m512 xv = _mm512_loadu_ps(x + r * ldx + i);
+      HW_IN_REGISTER(xv);
       a[r][0] = _mm512_fmadd_ps(v0, xv, a[r][0]);
       a[r][1] = _mm512_fmadd_ps(v1, xv, a[r][1]);
       a[r][2] = _mm512_fmadd_ps(v2, xv, a[r][2]);
@@ -85,7 +87,7 @@ HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
   const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
   const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  const bool far = far_pass(I * int64_t(sizeof(uint16_t)));
+  const bool far = true;
   __m512 a[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
@@ -97,7 +99,9 @@ HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64
     detail::widen32<T>(l3, v[3][0], v[3][1]);
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const __m512 x0 = _mm512_load_ps(xs + r * ldx + i), x1 = _mm512_load_ps(xs + r * ldx + i + 16);
+      __m512 x0 = _mm512_load_ps(xs + r * ldx + i), x1 = _mm512_load_ps(xs + r * ldx + i + 16);
+      HW_IN_REGISTER(x0);
+      HW_IN_REGISTER(x1);
 #pragma GCC unroll 4
       for (int j = 0; j < 4; ++j) a[r][j] = _mm512_fmadd_ps(v[j][1], x1, _mm512_fmadd_ps(v[j][0], x0, a[r][j]));
     }
@@ -150,14 +154,16 @@ HW_BF16_TARGET void dot_pass(float* out, int64_t ldo, const uint16_t* xb, int64_
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
   const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
   const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  const bool far = far_pass(I * int64_t(sizeof(uint16_t)));
+  const bool far = true;
   __m512 a[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
   auto step = [&](__m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_BF16_TARGET {
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
-      const __m512bh xv = (__m512bh)_mm512_loadu_si512(xb + r * ldx + i);
+      __m512i xi = _mm512_loadu_si512(xb + r * ldx + i);
+      HW_IN_REGISTER(xi);
+      const __m512bh xv = (__m512bh)xi;
       a[r][0] = _mm512_dpbf16_ps(a[r][0], (__m512bh)l0, xv);
       a[r][1] = _mm512_dpbf16_ps(a[r][1], (__m512bh)l1, xv);
       a[r][2] = _mm512_dpbf16_ps(a[r][2], (__m512bh)l2, xv);
