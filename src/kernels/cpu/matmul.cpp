@@ -177,7 +177,7 @@ void bias_grad(F* dbias, const F* dout, int64_t N, int64_t O) {
 // there; the summation order is fixed for a given thread count (the blocks' depth follows each
 // thread's share of the columns), so runs repeat bit for bit.
 constexpr int kFewRowsMaxInOut = 8;  // W [I, O]: at 16 rows OpenBLAS's GEMM led again (Qwen2.5-0.5B shape, 2 threads)
-constexpr int kFewRowsMaxOutIn = 32;  // W [O, I]
+constexpr int kFewRowsMaxOutIn = 32;  // W [O, I]: at 32 rows even with OpenBLAS's GEMM (bench_gemv --rows 32: 0.94-1.14x)
 constexpr int64_t kFewRowsBlockFloats = 32768;  // 128 KiB of W per block
 
 template <class F>
