@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "attention/feature_state.hpp"
+#include "attention/kind_table.hpp"
 #include "attention/tile_ops.hpp"
 
 namespace hw::attn::detail {
@@ -87,26 +88,54 @@ class DiJiangMap final : public FeatureMap<F> {
   std::vector<F> dct_, wt_;
 };
 
-}  // namespace
-
 int64_t dijiang_scratch(int D) { return feature_scratch(D, D, DiJiangMap<double>::dijiang_map_scratch(D)); }
 
-template <class F>
-int64_t dijiang_forward(const DiJiangHeadParams<F>& p, const HeadFwd<F>& a) {
-  return feature_forward(DiJiangMap<F>(p, a.D), a);
-}
+// ---- the CPU table's entry (kind_table.hpp) ----
+class DiJiangKind final : public CpuKindOf<DiJiangKind> {
+ public:
+  HeadKind kind() const override { return HeadKind::DiJiang; }
+  int64_t scratch(const HeadSpec&, int D) const override { return dijiang_scratch(D); }
+  int64_t partials(const HeadSpec&, int64_t, int D) const override { return D; }  // dlog_w's partial sums
+  template <class F>
+  void check_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, int) const {
+    hw::check(params.dijiangs.size() > static_cast<size_t>(h) && params.dijiangs[size_t(h)].log_w,
+              head_name(h) + " is a dijiang head but has no weights");
+  }
+  template <class F>
+  int64_t forward_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, const HeadFwd<F>& a) const {
+    return feature_forward(DiJiangMap<F>(params.dijiangs[size_t(h)], a.D), a);
+  }
+  // dlog_w accumulates into this task's partial sums (length D), or is skipped
+  template <class F>
+  void backward_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, const HeadBwd<F>& a, F* partial) const {
+    DiJiangHeadParams<F> q = params.dijiangs[size_t(h)];
+    q.dlog_w = q.dlog_w ? partial : nullptr;
+    feature_backward(DiJiangMap<F>(q, a.D), a);
+  }
+  template <class F>
+  void reduce_as(const LayerHeadParams<F>& params, int h, F* first, int64_t stride, int64_t B, int64_t, int D) const {
+    const auto& p = params.dijiangs[size_t(h)];
+    if (p.dlog_w)
+      for (int64_t b = 0; b < B; ++b)
+        for (int f = 0; f < D; ++f) p.dlog_w[f] += first[b * stride + f];
+  }
+  double flops(const HeadSpec&, int64_t T, double D) const override { return feature_flops(T, D, D); }
+  std::vector<BenchCase> curve_rows() const override {
+    const HeadSpec spec{HeadKind::DiJiang};
+    return {{spec.str(), spec}};
+  }
+  // unit weights
+  void bench_params(const BenchCase&, int D, int64_t, Rng&, BenchHead& out) const override {
+    out.floats.assign(2, std::vector<float>(size_t(D), 0.f));
+    out.params.dijiangs.push_back({out.floats[0].data(), out.floats[1].data()});
+  }
+};
 
-// dlog_w: this task's partial sums (length D, accumulated), or null to skip them.
-template <class F>
-void dijiang_backward(const DiJiangHeadParams<F>& p, const HeadBwd<F>& a, F* dlog_w) {
-  DiJiangHeadParams<F> q = p;
-  q.dlog_w = dlog_w;
-  feature_backward(DiJiangMap<F>(q, a.D), a);
-}
+}  // namespace
 
-template int64_t dijiang_forward<float>(const DiJiangHeadParams<float>&, const HeadFwd<float>&);
-template int64_t dijiang_forward<double>(const DiJiangHeadParams<double>&, const HeadFwd<double>&);
-template void dijiang_backward<float>(const DiJiangHeadParams<float>&, const HeadBwd<float>&, float*);
-template void dijiang_backward<double>(const DiJiangHeadParams<double>&, const HeadBwd<double>&, double*);
+const CpuKind& dijiang_cpu_kind() {
+  static const DiJiangKind k{};
+  return k;
+}
 
 }  // namespace hw::attn::detail

@@ -159,4 +159,10 @@ template int64_t feature_forward<double>(const FeatureMap<double>&, const HeadFw
 template void feature_backward<float>(const FeatureMap<float>&, const HeadBwd<float>&);
 template void feature_backward<double>(const FeatureMap<double>&, const HeadBwd<double>&);
 
+// Per token the feature maps of q and k, 2 x D M (a projection each), and the state read and
+// update, 2 x 2 M (D + 1); per intra-chunk pair the kernel 2 M and the weighted [v, 1] 2 (D + 1).
+double feature_flops(int64_t T, double D, double M) {
+  return double(T) * (4 * D * M + 4 * M * (D + 1)) + intra_chunk_pairs(T) * (2 * M + 2 * (D + 1));
+}
+
 }  // namespace hw::attn::detail

@@ -1,7 +1,7 @@
 #pragma once
 // The chunked, exact, linear-time evaluation of a causal attention head whose kernel is an
 // explicit positive feature map: kappa(q, k) = psi(q) . phi(k) with m features per side
-// (performer: FAVOR+ random features; dijiang: DCT + feature softmax). A kind supplies the map
+// (random features, a DCT with a feature softmax, ...). A kind supplies the map
 // and its Jacobian (FeatureMap); the engine runs the prefix state S = sum_j phi(k_j) (x) [v_j, 1]
 // over chunks of 64 tokens with GEMMs, the intra-chunk pairs as a masked GEMM, and the backward
 // as a forward pass (dq) and a reverse suffix pass (dk, dv). Memory independent of T.
@@ -27,6 +27,9 @@ class FeatureMap {
 
 // Engine scratch for a map of m features with map scratch `map_ws` (elements of F).
 int64_t feature_scratch(int D, int m, int64_t map_ws);
+// Forward multiply-adds per sequence of length T for M features, the maps' cost taken as a
+// D x M projection each (attn::plan_cost; what it counts: feature_state.cpp).
+double feature_flops(int64_t T, double D, double M);
 
 // Writes out and the denominators; returns -1 or the first position whose denominator is not
 // positive and finite (the caller throws).

@@ -1,5 +1,6 @@
 #pragma once
-// Per-kind math of one (sequence, query head), called by the layer entry point (layer.cpp).
+// Per-kind math of one (sequence, query head), called by the layer entry point (layer.cpp)
+// through each kind's entry in the CPU table (kind_table.hpp).
 // Pointers address row 0 of the sequence at the head's column block; rows are strided by
 // ldx (QKV and dQKV) and ldo (out and dout). Backward ACCUMULATES into dq, dk, dv (the entry
 // point zeroes them, then heads of one KV group add their share in head order).
@@ -78,25 +79,5 @@ int64_t linear_forward(const LinearHeadParams<F>& p, double eps, const HeadFwd<F
 // dL = 2 A L_lower after reducing the partials in a fixed order.
 template <class F>
 void linear_backward(const LinearHeadParams<F>& p, double eps, const HeadBwd<F>& a, F* A);
-
-// ---- the linearization baselines; forwards return -1 or the first bad denominator's position ----
-// performer_head.cpp (W fixed: no parameter gradient)
-int64_t performer_scratch(int D, int n_features);
-template <class F>
-int64_t performer_forward(const PerformerHeadParams<F>& p, const HeadFwd<F>& a);
-template <class F>
-void performer_backward(const PerformerHeadParams<F>& p, const HeadBwd<F>& a);
-// dijiang_head.cpp; dlog_w: this task's partial sums (length D, accumulated), or null
-int64_t dijiang_scratch(int D);
-template <class F>
-int64_t dijiang_forward(const DiJiangHeadParams<F>& p, const HeadFwd<F>& a);
-template <class F>
-void dijiang_backward(const DiJiangHeadParams<F>& p, const HeadBwd<F>& a, F* dlog_w);
-// taylorshift_head.cpp; dtau: this task's partial sum (one value, accumulated)
-int64_t taylorshift_scratch(int D);
-template <class F>
-int64_t taylorshift_forward(const TaylorShiftHeadParams<F>& p, const HeadFwd<F>& a);
-template <class F>
-void taylorshift_backward(const TaylorShiftHeadParams<F>& p, const HeadBwd<F>& a, F* dtau);
 
 }  // namespace hw::attn::detail

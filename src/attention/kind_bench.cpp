@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <ctime>
 #include <cstdio>
+#include <utility>
 #include <vector>
 
+#include "attention/kind_table.hpp"
 #include "headwise/attention/attention.hpp"
 #include "headwise/core/error.hpp"
 #include "headwise/core/process_stats.hpp"
@@ -14,31 +16,22 @@
 namespace hw::attn {
 namespace {
 
-struct KindCase {
-  std::string name;
-  HeadSpec spec;
-  int groups = 3;  // linear heads: G, dimensions round-robin over the groups
-};
+using detail::BenchCase;
 
-std::vector<KindCase> kinds_for(int64_t T) {
-  const int32_t w = static_cast<int32_t>(std::min<int64_t>(256, std::max<int64_t>(1, T / 4)));
-  HeadSpec window{HeadKind::Window, w, 0}, sink{HeadKind::SinkWindow, w, 4};
-  return {{"softmax", {}},
-          {window.str(), window},
-          {sink.str(), sink},
-          {"static", {HeadKind::Static, 0, 0}},
-          {"linear", {HeadKind::Linear, 0, 0}},
-          {"pruned", {HeadKind::Pruned, 0, 0}}};
+// The rows of the per-kind table at length T and of the curve: each kind's entry gives its own,
+// in HeadKind order.
+std::vector<BenchCase> kinds_for(int64_t T) {
+  std::vector<BenchCase> all;
+  for (const detail::CpuKind* k : detail::cpu_kinds())
+    for (BenchCase& c : k->bench_rows(T)) all.push_back(std::move(c));
+  return all;
 }
 
-// The curve's kinds: the OAL paper's Fig. 3 set with our kernels.
-std::vector<KindCase> curve_kinds() {
-  return {{"softmax", {}},
-          {"linear G=1", {HeadKind::Linear, 0, 0}, 1},
-          {"linear G=4", {HeadKind::Linear, 0, 0}, 4},
-          {"performer", HeadSpec::parse("performer")},
-          {"dijiang", HeadSpec::parse("dijiang")},
-          {"taylorshift", HeadSpec::parse("taylorshift")}};
+std::vector<BenchCase> curve_kinds() {
+  std::vector<BenchCase> all;
+  for (const detail::CpuKind* k : detail::cpu_kinds())
+    for (BenchCase& c : k->curve_rows()) all.push_back(std::move(c));
+  return all;
 }
 
 struct Timed {
@@ -48,7 +41,7 @@ struct Timed {
 };
 
 // Median milliseconds of forward+backward of a one-head layer, and the bytes it uses.
-Timed time_head(const KindCase& kc, int64_t T, int D, int64_t B, int repeats, Rng& rng) {
+Timed time_head(const BenchCase& kc, int64_t T, int D, int64_t B, int repeats, Rng& rng) {
   const HeadSpec& spec = kc.spec;
   const LayerPlan plan{spec};
   const LayerLayout layout = LayerLayout::build(plan, 1, 1, D);
@@ -62,32 +55,9 @@ Timed time_head(const KindCase& kc, int64_t T, int D, int64_t B, int repeats, Rn
   std::vector<float> ws(size_t(workspace_size(plan, layout, dims, attention_threads())));
   fill(qkv, 1.0);
   fill(dout, 1.0);
-  LayerHeadParams<float> params;
-  // static head: a recency-biased fixed pattern
-  const auto nT = static_cast<size_t>(spec.kind == HeadKind::Static ? T : 0);
-  std::vector<float> alpha(nT), rho(nT), log_z(nT), dalpha(nT), drho(nT);
-  if (spec.kind == HeadKind::Static) {
-    fill(alpha, 0.1);
-    for (int64_t d = 0; d < T; ++d) rho[size_t(d)] = -0.05f * float(d);
-    static_log_normalisers(log_z.data(), alpha.data(), rho.data(), T);
-  }
-  params.statics.push_back({alpha.data(), rho.data(), log_z.data(), dalpha.data(), drho.data()});
-  // linear head: G groups round-robin over the dimensions, L = identity + small noise
-  const int G = std::min(kc.groups, D), G1 = G + 1;
-  std::vector<int32_t> groups(static_cast<size_t>(D));
-  for (int r = 0; r < D; ++r) groups[size_t(r)] = 1 + r % G;
-  std::vector<float> L(static_cast<size_t>(G1 * G1)), dL(L.size());
-  for (int r = 0; r < G1; ++r)
-    for (int c = 0; c <= r; ++c) L[size_t(r * G1 + c)] = (r == c ? 1.0f : 0.0f) + float(0.1 * rng.normal());
-  params.linears.push_back({L.data(), dL.data(), groups.data(), G});
-  // baselines: Gaussian projections (timing does not depend on their orthogonality), unit weights
-  const size_t nD = size_t(D);
-  std::vector<float> W(size_t(std::max(spec.features, 0)) * nD), log_w(nD, 0.f), dlog_w(nD, 0.f);
-  fill(W, 1.0);
-  float tau = 1.f, dtau = 0.f;
-  params.performers.push_back({W.data(), spec.features});
-  params.dijiangs.push_back({log_w.data(), dlog_w.data()});
-  params.taylorshifts.push_back({&tau, &dtau});
+  detail::BenchHead head;  // the kind's parameters (head 0)
+  detail::cpu_kind(spec.kind).bench_params(kc, D, T, rng, head);
+  const LayerHeadParams<float>& params = head.params;
 
   auto once = [&] {
     layer_forward(plan, layout, dims, params, qkv.data(), out.data(), stats.data(), ws.data());
@@ -114,9 +84,8 @@ Timed time_head(const KindCase& kc, int64_t T, int D, int64_t B, int repeats, Rn
   t.ms = ms[ms.size() / 2];
   t.cpu_ms = cpu[cpu.size() / 2];
   t.workspace_bytes = int64_t(ws.size() * sizeof(float));
-  const size_t floats = qkv.size() + dqkv.size() + out.size() + dout.size() + stats.size() + ws.size() + alpha.size() * 5 +
-                        L.size() * 2 + W.size() + log_w.size() * 2 + 2;
-  t.total_bytes = int64_t(floats * sizeof(float) + groups.size() * sizeof(int32_t));
+  const size_t floats = qkv.size() + dqkv.size() + out.size() + dout.size() + stats.size() + ws.size();
+  t.total_bytes = int64_t(floats * sizeof(float)) + head.bytes();
   return t;
 }
 
@@ -136,7 +105,7 @@ nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_di
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : Ts) {
     double softmax_ms = 0;
-    for (const KindCase& k : kinds_for(T)) {
+    for (const BenchCase& k : kinds_for(T)) {
       const double ms = time_head(k, T, head_dim, batch, repeats, rng).ms;
       if (k.spec.kind == HeadKind::Softmax) softmax_ms = ms;
       rows.push_back({{"kind", k.name},
@@ -151,18 +120,20 @@ nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_di
 nlohmann::json bench_attention_curve(const std::vector<int64_t>& Ts, int head_dim, int repeats,
                                      const std::vector<std::string>& kinds) {
   check_args(Ts, head_dim, 1, repeats);
-  std::vector<KindCase> cases;
-  for (const KindCase& k : curve_kinds())
+  std::vector<BenchCase> cases;
+  for (const BenchCase& k : curve_kinds())
     if (kinds.empty() || std::find(kinds.begin(), kinds.end(), k.name) != kinds.end()) cases.push_back(k);
   for (const std::string& name : kinds)
-    check(std::any_of(cases.begin(), cases.end(), [&](const KindCase& k) { return k.name == name; }),
-          "bench-attention --kinds: '" + name + "' is not a curve kind (softmax, linear G=1, linear G=4, performer, "
-          "dijiang, taylorshift)");
+    if (std::none_of(cases.begin(), cases.end(), [&](const BenchCase& k) { return k.name == name; })) {
+      std::string names;
+      for (const BenchCase& k : curve_kinds()) names += (names.empty() ? "" : ", ") + k.name;
+      fail("bench-attention --kinds: '" + name + "' is not a curve kind (" + names + ")");
+    }
   Rng rng(1234);
   nlohmann::json rows = nlohmann::json::array();
   for (int64_t T : Ts) {
     double softmax_cpu = 0;
-    for (const KindCase& k : cases) {
+    for (const BenchCase& k : cases) {
       const Timed t = time_head(k, T, head_dim, 1, repeats, rng);
       if (k.spec.kind == HeadKind::Softmax) softmax_cpu = t.cpu_ms;
       rows.push_back({{"kind", k.name},

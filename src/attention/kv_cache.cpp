@@ -58,19 +58,39 @@ const char* kv_precision_name(KvPrecision p) {
   return p == KvPrecision::FP32 ? "fp32" : p == KvPrecision::BF16 ? "bf16" : "fp16";
 }
 
+std::vector<std::vector<KvHeadPolicy>> KvCache::policies_for(const HeadPlan& plan, int n_head, int n_kv_head,
+                                                              int head_dim, int64_t max_context) {
+  check(max_context >= 1, "kv cache: max_context must be >= 1");
+  check(head_dim >= 1, "kv cache: head_dim must be >= 1");
+  std::vector<std::vector<KvHeadPolicy>> out;
+  for (const auto& layer : plan.layers) out.push_back(kv_layer_policies(layer, n_head, n_kv_head, max_context));
+  return out;
+}
+
+KvCache::Counts KvCache::counts(const std::vector<std::vector<KvHeadPolicy>>& policies, int head_dim) {
+  const size_t lin = size_t(linear_features(head_dim)) * size_t(head_dim + 1);
+  Counts c;
+  for (const auto& layer : policies)
+    for (const auto& p : layer) {
+      c.rows += size_t(p.slots) * size_t(head_dim) * (size_t(p.has_k) + size_t(p.has_v));
+      c.linear += p.linear_state ? lin : 0;
+    }
+  return c;
+}
+
+size_t KvCache::bytes_for(const HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
+                          KvPrecision rows) {
+  const Counts c = counts(policies_for(plan, n_head, n_kv_head, head_dim, max_context), head_dim);
+  return c.linear * sizeof(float) + c.rows * (rows == KvPrecision::FP32 ? sizeof(float) : sizeof(uint16_t));
+}
+
 KvCache::KvCache(const attn::HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
                  KvPrecision rows)
     : n_kv_head_(n_kv_head), D_(head_dim), max_context_(max_context), precision_(rows) {
-  check(max_context >= 1, "kv cache: max_context must be >= 1");
-  check(head_dim >= 1, "kv cache: head_dim must be >= 1");
-  for (const auto& layer : plan.layers) policies_.push_back(kv_layer_policies(layer, n_head, n_kv_head, max_context));
+  policies_ = policies_for(plan, n_head, n_kv_head, head_dim, max_context);
   const int64_t lin = linear_features(D_) * (D_ + 1);
-  size_t rows_total = 0, lin_total = 0;
-  for (const auto& layer : policies_)
-    for (const auto& p : layer) {
-      rows_total += size_t(p.slots) * size_t(D_) * (size_t(p.has_k) + size_t(p.has_v));
-      lin_total += p.linear_state ? size_t(lin) : 0;
-    }
+  const Counts n = counts(policies_, D_);
+  const size_t rows_total = n.rows, lin_total = n.linear;
   const size_t f32_total = lin_total + (half() ? 0 : rows_total);
   // Both blocks are read once per decode step: on huge pages between reserve and the first write.
   values_.reserve(f32_total);

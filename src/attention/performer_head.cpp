@@ -1,13 +1,14 @@
 // Performer heads (FAVOR+): positive random features
 //   phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(M),  x' = x / D^(1/4),
 // the same map on both sides, so E[phi(q) . phi(k)] = exp(q . k / sqrt(D)) for Gaussian rows
-// of W (drawn orthogonal in blocks with chi-distributed norms: model/head_extras.cpp). W is a
+// of W (drawn orthogonal in blocks with chi-distributed norms: src/model/kinds/performer.cpp). W is a
 // fixed buffer (no gradient). Evaluated exactly for these features by the chunked prefix-state
 // engine (feature_state.cpp). No max-subtraction stabiliser: an overflowing feature makes a
 // non-finite denominator, which the entry point reports.
 #include <cmath>
 
 #include "attention/feature_state.hpp"
+#include "attention/kind_table.hpp"
 #include "attention/tile_ops.hpp"
 
 namespace hw::attn::detail {
@@ -68,25 +69,50 @@ class PerformerMap final : public FeatureMap<F> {
   F in_scale_, out_scale_;
 };
 
-}  // namespace
-
 int64_t performer_scratch(int D, int m) {
   return feature_scratch(D, m, PerformerMap<double>::performer_map_scratch(D, m));
 }
 
-template <class F>
-int64_t performer_forward(const PerformerHeadParams<F>& p, const HeadFwd<F>& a) {
-  return feature_forward(PerformerMap<F>(p, a.D), a);
-}
+// ---- the CPU table's entry (kind_table.hpp) ----
+class PerformerKind final : public CpuKindOf<PerformerKind> {
+ public:
+  HeadKind kind() const override { return HeadKind::Performer; }
+  int64_t scratch(const HeadSpec& spec, int D) const override { return performer_scratch(D, spec.features); }
+  template <class F>
+  void check_as(const LayerHeadParams<F>& params, int h, const HeadSpec& spec, int) const {
+    hw::check(params.performers.size() > static_cast<size_t>(h) && params.performers[size_t(h)].W,
+              head_name(h) + " is a performer head but has no random features");
+    hw::check(params.performers[size_t(h)].n_features == spec.features,
+              head_name(h) + " is '" + spec.str() + "' but its feature matrix has " +
+                  std::to_string(params.performers[size_t(h)].n_features) + " rows");
+  }
+  template <class F>
+  int64_t forward_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, const HeadFwd<F>& a) const {
+    return feature_forward(PerformerMap<F>(params.performers[size_t(h)], a.D), a);
+  }
+  // W is fixed: no parameter gradient
+  template <class F>
+  void backward_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, const HeadBwd<F>& a, F*) const {
+    feature_backward(PerformerMap<F>(params.performers[size_t(h)], a.D), a);
+  }
+  double flops(const HeadSpec& spec, int64_t T, double D) const override { return feature_flops(T, D, spec.features); }
+  std::vector<BenchCase> curve_rows() const override {
+    const HeadSpec spec{HeadKind::Performer, 0, 0, HeadSpec::kPerformerFeatures};
+    return {{spec.str(), spec}};
+  }
+  // Gaussian projections (timing does not depend on their orthogonality)
+  void bench_params(const BenchCase& c, int D, int64_t, Rng& rng, BenchHead& out) const override {
+    out.floats.assign(1, std::vector<float>(size_t(std::max(c.spec.features, 0)) * size_t(D)));
+    for (auto& x : out.floats[0]) x = float(rng.normal());
+    out.params.performers.push_back({out.floats[0].data(), c.spec.features});
+  }
+};
 
-template <class F>
-void performer_backward(const PerformerHeadParams<F>& p, const HeadBwd<F>& a) {
-  feature_backward(PerformerMap<F>(p, a.D), a);
-}
+}  // namespace
 
-template int64_t performer_forward<float>(const PerformerHeadParams<float>&, const HeadFwd<float>&);
-template int64_t performer_forward<double>(const PerformerHeadParams<double>&, const HeadFwd<double>&);
-template void performer_backward<float>(const PerformerHeadParams<float>&, const HeadBwd<float>&);
-template void performer_backward<double>(const PerformerHeadParams<double>&, const HeadBwd<double>&);
+const CpuKind& performer_cpu_kind() {
+  static const PerformerKind k{};
+  return k;
+}
 
 }  // namespace hw::attn::detail

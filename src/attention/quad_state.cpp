@@ -329,4 +329,13 @@ template int64_t quad_forward<double>(const QuadKernel<double>&, const HeadFwd<d
 template void quad_backward<float>(const QuadKernel<float>&, const HeadBwd<float>&, float*);
 template void quad_backward<double>(const QuadKernel<double>&, const HeadBwd<double>&, double*);
 
+// Per token the prefix-state read and update, 2 x 2 Fw (D + 1) with Fw = 1 + D + D(D+1)/2
+// packed features, plus the exact pairs inside each chunk, 2 D for the group scores and
+// 2 (D + 1) for the weighted [v, 1] (the O(G^2) kernel evaluation and the feature construction
+// are left out: small, and G is not known to the count). Independent of G.
+double quad_flops(int64_t T, double D) {
+  const double fw = 1 + D + D * (D + 1) / 2;
+  return double(T) * 4 * fw * (D + 1) + intra_chunk_pairs(T) * (2 * D + 2 * (D + 1));
+}
+
 }  // namespace hw::attn::detail

@@ -3,9 +3,8 @@
 // quadratic form in grouped dot products:
 //   kappa(x, y) = eps + ||L^T s||^2,  s = [1, s_1..s_G],  s_g = scale * sum_{r in g} x_r y_r,
 // over working rows x (queries) and y (keys): the rows themselves (`linear`, OAL) or the rows
-// normalised to unit length (`taylorshift`). Shared by linear_head.cpp and taylorshift_head.cpp,
-// which only choose L, eps, scale and the row normalisation and map the gradient A to their
-// parameters.
+// normalised to unit length. Shared by linear_head.cpp and the kinds that reuse its engine, which
+// only choose L, eps, scale and the row normalisation and map the gradient A to their parameters.
 #include <algorithm>
 #include <cstdint>
 
@@ -20,7 +19,7 @@ struct QuadKernel {
   int n_groups = 1;
   double eps = 0.0;
   double scale = 0.0;
-  bool unit_norm = false;  // rows normalised to unit length before the kernel (TaylorShift)
+  bool unit_norm = false;  // rows normalised to unit length before the kernel
 };
 
 // The kernel's two sides, the one definition that the chunked evaluation below and cached
@@ -72,6 +71,8 @@ bool linear_state_read(const float* St, const float* w, const float* q, int D, f
 
 // Scratch of one (sequence, head) task, in elements of F; independent of T.
 int64_t quad_scratch(int D, int n_groups);
+// Forward multiply-adds per sequence of length T (attn::plan_cost; what it counts: quad_state.cpp).
+double quad_flops(int64_t T, double D);
 
 // Writes out and the per-row denominators (a.stats). Returns -1, or the first position whose
 // denominator is not positive and finite (the caller throws: not inside an OpenMP region).

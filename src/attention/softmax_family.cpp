@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "attention/head_kernels.hpp"
+#include "attention/kind_table.hpp"
 #include "attention/tile_ops.hpp"
 #include "headwise/kernels/tiles/attention_schedule.hpp"
 
@@ -125,5 +126,83 @@ template void softmax_family_forward<float>(const KeySet&, const HeadFwd<float>&
 template void softmax_family_forward<double>(const KeySet&, const HeadFwd<double>&);
 template void softmax_family_backward<float>(const KeySet&, const HeadBwd<float>&);
 template void softmax_family_backward<double>(const KeySet&, const HeadBwd<double>&);
+
+// ---- the CPU table's entries (kind_table.hpp): softmax, window and sink_window ----
+namespace {
+
+// Visible (i, j) pairs of a head over T rows: row i sees min(i+1, W) window keys plus the
+// sink keys j < S left of its window, max(0, min(S, i+1-W)).
+double visible_pairs(int64_t T, int64_t S, int64_t W) {
+  const double n = double(std::min(T, W));
+  double pairs = n * (n + 1) / 2 + double(T - std::min(T, W)) * double(W);
+  const int64_t nu = std::max<int64_t>(0, T - W);  // rows with keys left of the window
+  if (S > 0 && nu > 0) {
+    if (S >= nu) pairs += double(nu) * double(nu + 1) / 2;
+    else pairs += double(S) * double(S + 1) / 2 + double(nu - S) * double(S);
+  }
+  return pairs;
+}
+
+// bench-attention's window: W = min(256, max(1, T/4)) (sinks 4)
+int32_t bench_window(int64_t T) { return static_cast<int32_t>(std::min<int64_t>(256, std::max<int64_t>(1, T / 4))); }
+
+class SoftmaxFamilyKind final : public CpuKindOf<SoftmaxFamilyKind> {
+ public:
+  explicit SoftmaxFamilyKind(HeadKind k) : kind_(k) {}
+  HeadKind kind() const override { return kind_; }
+  int64_t scratch(const HeadSpec&, int D) const override { return softmax_scratch(D); }
+  template <class F>
+  int64_t forward_as(const LayerHeadParams<F>&, int, const HeadSpec& spec, const HeadFwd<F>& a) const {
+    softmax_family_forward(key_set(spec, a.T), a);
+    return -1;
+  }
+  template <class F>
+  void backward_as(const LayerHeadParams<F>&, int, const HeadSpec& spec, const HeadBwd<F>& a, F*) const {
+    softmax_family_backward(key_set(spec, a.T), a);
+  }
+  // QK^T and PV over the key set only: 4 D per visible (i, j) pair.
+  double flops(const HeadSpec& s, int64_t T, double D) const override {
+    switch (kind_) {
+      case HeadKind::Window: return 4 * D * visible_pairs(T, 0, s.window);
+      case HeadKind::SinkWindow: return 4 * D * visible_pairs(T, s.sink, s.window);
+      default: return 4 * D * (double(T) * double(T + 1) / 2);
+    }
+  }
+  // W_h = T for softmax, W for window, min(S + W, T) for sink_window.
+  int64_t score_keys(const HeadSpec& s, int64_t T) const override {
+    switch (kind_) {
+      case HeadKind::Window: return s.window;
+      case HeadKind::SinkWindow: return std::min<int64_t>(int64_t(s.sink) + s.window, T);
+      default: return T;
+    }
+  }
+  std::vector<BenchCase> bench_rows(int64_t T) const override {
+    HeadSpec spec{kind_, bench_window(T), kind_ == HeadKind::SinkWindow ? 4 : 0};
+    if (kind_ == HeadKind::Softmax) spec = HeadSpec{};
+    return {{spec.str(), spec}};
+  }
+  std::vector<BenchCase> curve_rows() const override {
+    if (kind_ != HeadKind::Softmax) return {};
+    return {{"softmax", HeadSpec{}}};
+  }
+
+ private:
+  HeadKind kind_;
+};
+
+}  // namespace
+
+const CpuKind& softmax_cpu_kind() {
+  static const SoftmaxFamilyKind k{HeadKind::Softmax};
+  return k;
+}
+const CpuKind& window_cpu_kind() {
+  static const SoftmaxFamilyKind k{HeadKind::Window};
+  return k;
+}
+const CpuKind& sink_window_cpu_kind() {
+  static const SoftmaxFamilyKind k{HeadKind::SinkWindow};
+  return k;
+}
 
 }  // namespace hw::attn::detail

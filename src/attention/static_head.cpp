@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attention/head_kernels.hpp"
+#include "attention/kind_table.hpp"
 #include "attention/tile_ops.hpp"
 
 namespace hw::attn {
@@ -112,6 +113,68 @@ template void static_forward<float>(const StaticHeadParams<float>&, const HeadFw
 template void static_forward<double>(const StaticHeadParams<double>&, const HeadFwd<double>&);
 template void static_backward<float>(const StaticHeadParams<float>&, const HeadBwd<float>&, float*, float*);
 template void static_backward<double>(const StaticHeadParams<double>&, const HeadBwd<double>&, double*, double*);
+
+// ---- the CPU table's entry (kind_table.hpp) ----
+namespace {
+
+class StaticKind final : public CpuKindOf<StaticKind> {
+ public:
+  HeadKind kind() const override { return HeadKind::Static; }
+  int64_t scratch(const HeadSpec&, int D) const override { return static_scratch(D); }
+  // dalpha's and drho's partial sums, T each
+  int64_t partials(const HeadSpec&, int64_t T, int) const override { return 2 * T; }
+  template <class F>
+  void check_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, int) const {
+    hw::check(params.statics.size() > static_cast<size_t>(h), head_name(h) + " is static but has no parameters");
+    const auto& p = params.statics[static_cast<size_t>(h)];
+    hw::check(p.alpha && p.rho && p.log_z, head_name(h) + " is static but alpha, rho or log_z is null");
+  }
+  // no row statistic: zeros
+  template <class F>
+  int64_t forward_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, const HeadFwd<F>& a) const {
+    std::fill(a.stats, a.stats + a.T, F(0));
+    static_forward(params.statics[static_cast<size_t>(h)], a);
+    return -1;
+  }
+  template <class F>
+  void backward_as(const LayerHeadParams<F>& params, int h, const HeadSpec&, const HeadBwd<F>& a, F* partial) const {
+    const auto& p = params.statics[static_cast<size_t>(h)];
+    static_backward(p, a, p.dalpha ? partial : nullptr, p.drho ? partial + a.T : nullptr);
+  }
+  template <class F>
+  void reduce_as(const LayerHeadParams<F>& params, int h, F* first, int64_t stride, int64_t B, int64_t T, int) const {
+    const auto& p = params.statics[static_cast<size_t>(h)];
+    for (int64_t b = 0; b < B; ++b) {
+      const F* part = first + b * stride;
+      if (p.dalpha)
+        for (int64_t j = 0; j < T; ++j) p.dalpha[j] += part[j];
+      if (p.drho)
+        for (int64_t j = 0; j < T; ++j) p.drho[j] += part[T + j];
+    }
+  }
+  // PV only over the causal band: 2 D per pair (no scores computed)
+  double flops(const HeadSpec&, int64_t T, double D) const override { return 2 * D * (double(T) * double(T + 1) / 2); }
+  std::vector<BenchCase> bench_rows(int64_t) const override { return {{"static", {HeadKind::Static, 0, 0}}}; }
+  // a recency-biased fixed pattern
+  void bench_params(const BenchCase&, int, int64_t T, Rng& rng, BenchHead& out) const override {
+    const auto n = static_cast<size_t>(T);
+    out.floats.assign(5, std::vector<float>(n, 0.f));
+    auto& alpha = out.floats[0];
+    auto& rho = out.floats[1];
+    for (auto& x : alpha) x = float(0.1 * rng.normal());
+    for (int64_t d = 0; d < T; ++d) rho[size_t(d)] = -0.05f * float(d);
+    static_log_normalisers(out.floats[2].data(), alpha.data(), rho.data(), T);
+    out.params.statics.push_back(
+        {alpha.data(), rho.data(), out.floats[2].data(), out.floats[3].data(), out.floats[4].data()});
+  }
+};
+
+}  // namespace
+
+const CpuKind& static_cpu_kind() {
+  static const StaticKind k{};
+  return k;
+}
 
 }  // namespace detail
 }  // namespace hw::attn

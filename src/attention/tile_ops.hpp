@@ -9,8 +9,17 @@
 
 namespace hw::attn::detail {
 
-// Query rows and keys per tile. Also the linear head's chunk length.
+// Query rows and keys per tile. Also the chunk length of the prefix-state engines
+// (quad_state.cpp, feature_state.cpp).
 constexpr int kTile = 64;
+
+// The (i, j <= i) pairs inside the chunks of T rows: the exact intra-chunk part of the
+// prefix-state engines' work (their FLOP counts).
+inline double intra_chunk_pairs(int64_t T) {
+  const int64_t C = kTile;
+  const int64_t full = T / C, rest = T % C;
+  return double(full) * double(C * (C + 1) / 2) + double(rest * (rest + 1) / 2);
+}
 
 // The three tile products go to BLAS (OpenBLAS), which the caller runs single-threaded
 // inside the per-head OpenMP loop (BlasSingleThreaded below): the entry point already

@@ -14,14 +14,7 @@ size_t kv_cache_bytes(const ModelConfig& cfg, const attn::HeadPlan& plan, int64_
   check(context >= 1, "kv_cache_bytes: the context must be >= 1");
   check(int(plan.layers.size()) == cfg.n_layer, "kv_cache_bytes: the plan has " + std::to_string(plan.layers.size()) +
                                                     " layers, the model " + std::to_string(cfg.n_layer));
-  const size_t D = size_t(cfg.head_dim());
-  const size_t bpv = kv == attn::KvPrecision::FP32 ? 4 : 2;
-  const size_t state = sizeof(float) * size_t(attn::linear_features(cfg.head_dim())) * (D + 1);
-  size_t bytes = 0;
-  for (const auto& layer : plan.layers)
-    for (const attn::KvHeadPolicy& p : attn::kv_layer_policies(layer, cfg.n_head, cfg.kv_heads(), context))
-      bytes += bpv * D * size_t(p.slots) * (size_t(p.has_k) + size_t(p.has_v)) + (p.linear_state ? state : 0);
-  return bytes;
+  return attn::KvCache::bytes_for(plan, cfg.n_head, cfg.kv_heads(), cfg.head_dim(), context, kv);
 }
 
 struct BatchDecoder::Impl {

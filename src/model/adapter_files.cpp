@@ -12,13 +12,18 @@
 #include "headwise/io/safetensors.hpp"
 #include "headwise/model/device_copy.hpp"
 #include "headwise/model/peft_config.hpp"
+#include "model/family/family.hpp"
 
 namespace hw {
 
 namespace {
 
-std::string peft_name(int l, const char* module, const char* matrix) {
-  return "base_model.model.transformer.h." + std::to_string(l) + ".attn." + module + ".lora_" + matrix + ".weight";
+const ModelFamily& family_of(const ModelConfig& cfg) { return family_named(cfg.family); }
+
+// PEFT's name of matrix A or B of the adapter on layer l's module that holds target t (the
+// family names the module).
+std::string peft_name(const ModelConfig& cfg, int l, LoraTarget t, const char* matrix) {
+  return "base_model.model." + lora_module(family_of(cfg), l, t).name + ".lora_" + matrix + ".weight";
 }
 
 const ParamSpec& spec_named(const Model<float>& model, const std::string& name) {
@@ -65,16 +70,17 @@ QkvTargets qkv_targets(const ModelConfig& cfg) {
   return q;
 }
 
-// The Llama family (Llama, Qwen2, Qwen3) keeps q, k, v and o apart (nn.Linear q_proj, k_proj,
+// A family whose q, k, v and o are modules apart (the Llama family: nn.Linear q_proj, k_proj,
 // v_proj, o_proj): one PEFT adapter per targeted projection, under PEFT's own names, A [r, in]
 // and B [out, r] as stored (no packing, fan_in_fan_out false).
-bool separate_projections(const ModelConfig& cfg) { return cfg.family != "gpt2"; }
+bool separate_projections(const ModelConfig& cfg) { return !family_of(cfg).fused_qkv; }
 
-// adapter_config.json as PEFT writes it for a LoRA on `modules`; `layers_pattern` is the name of
-// the model's layer list (GPT-2: "h", the Llama family: "layers"), used when only some layers
-// have adapters.
-nlohmann::json peft_config(const LoraConfig& lora, const nlohmann::json& modules, bool fan_in_fan_out,
-                           const char* layers_pattern) {
+// adapter_config.json as PEFT writes it for a LoRA on `modules`; the family's layers_pattern
+// (the name of the model's layer list) is used when only some layers have adapters. A fused
+// q|k|v family's weights are Conv1D's [in, out] (fan_in_fan_out).
+nlohmann::json peft_config(const ModelConfig& cfg, const nlohmann::json& modules) {
+  const LoraConfig& lora = cfg.lora;
+  const ModelFamily& family = family_of(cfg);
   nlohmann::json j = {{"peft_type", "LORA"},
                       {"task_type", "CAUSAL_LM"},
                       {"base_model_name_or_path", nullptr},
@@ -82,7 +88,7 @@ nlohmann::json peft_config(const LoraConfig& lora, const nlohmann::json& modules
                       {"lora_alpha", lora.alpha},
                       {"lora_dropout", lora.dropout},
                       {"target_modules", modules},
-                      {"fan_in_fan_out", fan_in_fan_out},
+                      {"fan_in_fan_out", family.fused_qkv},
                       {"bias", "none"},
                       {"use_rslora", false},
                       {"init_lora_weights", true},
@@ -93,18 +99,12 @@ nlohmann::json peft_config(const LoraConfig& lora, const nlohmann::json& modules
                       {"layers_pattern", nullptr}};
   if (!lora.layers.empty()) {
     j["layers_to_transform"] = lora.layers;
-    j["layers_pattern"] = layers_pattern;
+    j["layers_pattern"] = family.layers_pattern;
   }
   return j;
 }
 
-std::string peft_llama_name(int l, LoraTarget t, const char* matrix) {
-  static const char* module[kLoraTargets] = {"q_proj", "k_proj", "v_proj", "o_proj"};
-  return "base_model.model.model.layers." + std::to_string(l) + ".self_attn." + module[int(t)] + ".lora_" + matrix +
-         ".weight";
-}
-
-void save_llama_adapters(const Model<float>& model, const std::string& dir) {
+void save_per_projection_adapters(const Model<float>& model, const std::string& dir) {
   const ModelConfig& cfg = model.config();
   const LoraConfig& lora = cfg.lora;
   io::SafetensorsWriter w;
@@ -112,7 +112,7 @@ void save_llama_adapters(const Model<float>& model, const std::string& dir) {
   w.set_metadata("producer", "headwise");
   nlohmann::json modules = nlohmann::json::array();
   for (int t = 0; t < kLoraTargets; ++t)
-    if (lora.has(LoraTarget(t))) modules.push_back(std::string(lora_target_name(LoraTarget(t))) + "_proj");
+    if (lora.has(LoraTarget(t))) modules.push_back(lora_module(family_of(cfg), 0, LoraTarget(t)).peft_key);
   for (int l = 0; l < cfg.n_layer; ++l) {
     if (!lora.on_layer(l)) continue;
     for (int t = 0; t < kLoraTargets; ++t) {
@@ -120,16 +120,16 @@ void save_llama_adapters(const Model<float>& model, const std::string& dir) {
       for (const char* matrix : {"A", "B"}) {
         const std::string name = matrix[0] == 'A' ? lora_a_name(l, LoraTarget(t)) : lora_b_name(l, LoraTarget(t));
         const std::vector<float> v = stored_values(model, name);
-        w.add(peft_llama_name(l, LoraTarget(t), matrix), DType::F32, spec_named(model, name).stored_shape, v.data());
+        w.add(peft_name(cfg, l, LoraTarget(t), matrix), DType::F32, spec_named(model, name).stored_shape, v.data());
       }
     }
   }
   w.write(dir + "/" + kAdapterWeightsFile);
-  nlohmann::json j = peft_config(lora, modules, /*fan_in_fan_out=*/false, "layers");
+  nlohmann::json j = peft_config(cfg, modules);
   io::write_file_atomic(dir + "/" + kAdapterConfigFile, j.dump(2) + "\n");
 }
 
-void load_llama_adapters(Model<float>& model, const std::string& dir) {
+void load_per_projection_adapters(Model<float>& model, const std::string& dir) {
   const ModelConfig& cfg = model.config();
   const LoraConfig& lora = cfg.lora;
   const std::string path = dir + "/" + kAdapterWeightsFile;
@@ -145,7 +145,7 @@ void load_llama_adapters(Model<float>& model, const std::string& dir) {
         int64_t n = 1;
         for (int64_t d : shape) n *= d;
         std::vector<float> v(static_cast<size_t>(n));
-        st.read(peft_llama_name(l, LoraTarget(t), matrix), DType::F32, shape, v.data());
+        st.read(peft_name(cfg, l, LoraTarget(t), matrix), DType::F32, shape, v.data());
         write_stored(model, name, v);
         ++expected;
       }
@@ -243,7 +243,7 @@ void save_adapter_files(const Model<float>& model, const std::string& dir) {
   const ModelConfig& cfg = model.config();
   const LoraConfig& lora = cfg.lora;
   check(lora.enabled(), "internal: save_adapter_files on a model without adapters");
-  if (separate_projections(cfg)) return save_llama_adapters(model, dir);
+  if (separate_projections(cfg)) return save_per_projection_adapters(model, dir);
   const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();
   const QkvTargets qkv = qkv_targets(cfg);
   const int64_t m = int64_t(qkv.targets.size());
@@ -261,25 +261,26 @@ void save_adapter_files(const Model<float>& model, const std::string& dir) {
         for (int64_t row = 0; row < qkv.rows[size_t(i)]; ++row)
           for (int64_t k = 0; k < r; ++k) B[size_t((qkv.row0[size_t(i)] + row) * m * r + i * r + k)] = b[size_t(row * r + k)];
       }
-      w.add(peft_name(l, "c_attn", "A"), DType::F32, {m * r, C}, A.data());
-      w.add(peft_name(l, "c_attn", "B"), DType::F32, {full_qkv, m * r}, B.data());
+      w.add(peft_name(cfg, l, LoraTarget::Q, "A"), DType::F32, {m * r, C}, A.data());
+      w.add(peft_name(cfg, l, LoraTarget::Q, "B"), DType::F32, {full_qkv, m * r}, B.data());
     }
     if (lora.has(LoraTarget::O)) {
       const std::vector<float> a = stored_values(model, lora_a_name(l, LoraTarget::O));
       const std::vector<float> b = stored_values(model, lora_b_name(l, LoraTarget::O));
-      w.add(peft_name(l, "c_proj", "A"), DType::F32, {r, int64_t(cfg.n_head) * cfg.head_dim()}, a.data());
-      w.add(peft_name(l, "c_proj", "B"), DType::F32, {C, r}, b.data());
+      w.add(peft_name(cfg, l, LoraTarget::O, "A"), DType::F32, {r, int64_t(cfg.n_head) * cfg.head_dim()}, a.data());
+      w.add(peft_name(cfg, l, LoraTarget::O, "B"), DType::F32, {C, r}, b.data());
     }
   }
   w.write(dir + "/" + kAdapterWeightsFile);
 
+  const std::string qkv_key = lora_module(family_of(cfg), 0, LoraTarget::Q).peft_key;
   nlohmann::json modules = nlohmann::json::array();
-  if (m > 0) modules.push_back("c_attn");
-  if (lora.has(LoraTarget::O)) modules.push_back("attn.c_proj");  // ("c_proj" would match mlp.c_proj too)
-  nlohmann::json j = peft_config(lora, modules, /*fan_in_fan_out=*/true, "h");
-  if (m > 1) {  // c_attn's packed adapter: rank m r, alpha m alpha (same scaling)
-    j["rank_pattern"]["c_attn"] = m * r;
-    j["alpha_pattern"]["c_attn"] = double(m) * lora.alpha;
+  if (m > 0) modules.push_back(qkv_key);
+  if (lora.has(LoraTarget::O)) modules.push_back(lora_module(family_of(cfg), 0, LoraTarget::O).peft_key);
+  nlohmann::json j = peft_config(cfg, modules);
+  if (m > 1) {  // the fused module's packed adapter: rank m r, alpha m alpha (same scaling)
+    j["rank_pattern"][qkv_key] = m * r;
+    j["alpha_pattern"][qkv_key] = double(m) * lora.alpha;
   }
   io::write_file_atomic(dir + "/" + kAdapterConfigFile, j.dump(2) + "\n");
 }
@@ -292,7 +293,7 @@ void load_adapter_files(Model<float>& model, const std::string& dir) {
   check(std::filesystem::exists(path), "checkpoint " + dir + ": missing " + kAdapterWeightsFile +
                                    " (its config.json declares LoRA adapters)");
   if (std::filesystem::exists(dir + "/" + kAdapterConfigFile)) return load_peft_adapters(model, dir);
-  if (separate_projections(cfg)) return load_llama_adapters(model, dir);
+  if (separate_projections(cfg)) return load_per_projection_adapters(model, dir);
   io::SafetensorsReader st(path);
   const int64_t C = cfg.n_embd, r = lora.rank, full_qkv = int64_t(cfg.n_head + 2 * cfg.kv_heads()) * cfg.head_dim();
   const QkvTargets qkv = qkv_targets(cfg);
@@ -303,8 +304,8 @@ void load_adapter_files(Model<float>& model, const std::string& dir) {
     if (m > 0) {
       expected += 2;
       std::vector<float> A(size_t(m * r * C)), B(size_t(full_qkv * m * r));
-      st.read(peft_name(l, "c_attn", "A"), DType::F32, {m * r, C}, A.data());
-      st.read(peft_name(l, "c_attn", "B"), DType::F32, {full_qkv, m * r}, B.data());
+      st.read(peft_name(cfg, l, LoraTarget::Q, "A"), DType::F32, {m * r, C}, A.data());
+      st.read(peft_name(cfg, l, LoraTarget::Q, "B"), DType::F32, {full_qkv, m * r}, B.data());
       for (int64_t i = 0; i < m; ++i) {
         write_stored(model, lora_a_name(l, qkv.targets[size_t(i)]),
                      std::vector<float>(A.begin() + i * r * C, A.begin() + (i + 1) * r * C));
@@ -319,15 +320,15 @@ void load_adapter_files(Model<float>& model, const std::string& dir) {
           const int64_t i = col / r;
           const bool inside = row >= qkv.row0[size_t(i)] && row < qkv.row0[size_t(i)] + qkv.rows[size_t(i)];
           check(inside || B[size_t(row * m * r + col)] == 0.f,
-                path + ": " + peft_name(l, "c_attn", "B") +
+                path + ": " + peft_name(cfg, l, LoraTarget::Q, "B") +
                     " is not block-diagonal over the q, k, v targets (headwise adapters are per projection)");
         }
     }
     if (lora.has(LoraTarget::O)) {
       expected += 2;
       std::vector<float> a(size_t(r * cfg.n_head * cfg.head_dim())), b(size_t(C * r));
-      st.read(peft_name(l, "c_proj", "A"), DType::F32, {r, int64_t(cfg.n_head) * cfg.head_dim()}, a.data());
-      st.read(peft_name(l, "c_proj", "B"), DType::F32, {C, r}, b.data());
+      st.read(peft_name(cfg, l, LoraTarget::O, "A"), DType::F32, {r, int64_t(cfg.n_head) * cfg.head_dim()}, a.data());
+      st.read(peft_name(cfg, l, LoraTarget::O, "B"), DType::F32, {C, r}, b.data());
       write_stored(model, lora_a_name(l, LoraTarget::O), a);
       write_stored(model, lora_b_name(l, LoraTarget::O), b);
     }

@@ -10,30 +10,11 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/json_parse.hpp"
 #include "headwise/io/safetensors.hpp"
+#include "model/family/family.hpp"
 
 namespace hw {
 
 namespace {
-
-// The modules of layer l a LoRA could adapt, named as in the family's transformers model, with
-// the headwise target of the attention projections (-1: one headwise does not adapt).
-struct Candidate {
-  std::string name;
-  int target;  // LoraTarget, or -1
-};
-
-std::vector<Candidate> candidates(const ModelConfig& c, int l) {
-  const std::string L = std::to_string(l);
-  if (c.family == "gpt2") {
-    const std::string p = "transformer.h." + L + ".";
-    return {{p + "attn.c_attn", int(LoraTarget::Q)}, {p + "attn.c_proj", int(LoraTarget::O)},
-            {p + "mlp.c_fc", -1}, {p + "mlp.c_proj", -1}};
-  }
-  const std::string p = "model.layers." + L + ".";
-  return {{p + "self_attn.q_proj", int(LoraTarget::Q)}, {p + "self_attn.k_proj", int(LoraTarget::K)},
-          {p + "self_attn.v_proj", int(LoraTarget::V)}, {p + "self_attn.o_proj", int(LoraTarget::O)},
-          {p + "mlp.gate_proj", -1}, {p + "mlp.up_proj", -1}, {p + "mlp.down_proj", -1}};
-}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -138,6 +119,7 @@ PeftAdapters read_peft_adapters(const std::string& dir, const ModelConfig& model
   // A module PEFT would adapt but the file has no tensor for stays at PEFT's initial B = 0: no
   // effect, so it is left out (and such a match of another projection is no error: headwise's
   // GPT-2 adapters of before named "c_proj", which also matches mlp.c_proj).
+  const ModelFamily& family = family_named(model.family);
   std::vector<std::string> names;
   const std::string weights = dir + "/adapter_model.safetensors";
   if (std::filesystem::exists(weights)) names = io::SafetensorsReader(weights).names();
@@ -147,7 +129,7 @@ PeftAdapters read_peft_adapters(const std::string& dir, const ModelConfig& model
   };
   for (int l = 0; l < model.n_layer; ++l) {
     if (!layer_selected(r, j, l)) continue;
-    for (const Candidate& c : candidates(model, l)) {
+    for (const HfModule& c : family.lora_modules(l)) {
       if (!r.matches("target_modules", c.name) || r.matches("exclude_modules", c.name)) continue;
       if (!names.empty() && !has_tensors(c.name)) continue;
       check(c.target >= 0, out.path + ": target_modules adapts " + c.name +
@@ -177,15 +159,16 @@ PeftAdapters read_peft_adapters(const std::string& dir, const ModelConfig& model
   for (const PeftModule& m : out.modules) {
     if (std::find(layers.begin(), layers.end(), m.layer) == layers.end()) layers.push_back(m.layer);
     lc.rank = std::max(lc.rank, m.rank);
-    if (model.family == "gpt2" && m.target == LoraTarget::Q) c_attn_rank = std::max(c_attn_rank, m.rank);
+    if (family.fused_qkv && m.target == LoraTarget::Q) c_attn_rank = std::max(c_attn_rank, m.rank);
     lc.targets[size_t(m.target)] = true;
   }
   if (int(layers.size()) < model.n_layer) lc.layers = layers;
-  if (model.family == "gpt2" && lc.targets[size_t(LoraTarget::Q)]) {
-    // c_attn: headwise's packed form when config.json's own LoRA says so, else q, k and v each.
+  if (family.fused_qkv && lc.targets[size_t(LoraTarget::Q)]) {
+    // the fused q|k|v module (GPT-2's c_attn): headwise's packed form when config.json's own LoRA
+    // says so, else q, k and v each.
     int m = 0;
     for (int t = 0; t < 3; ++t) m += declared.enabled() && declared.has(LoraTarget(t));
-    bool o_rank = true;  // headwise writes c_proj at the adapters' rank
+    bool o_rank = true;  // headwise writes the output projection at the adapters' rank
     for (const PeftModule& pm : out.modules) o_rank = o_rank && (pm.target != LoraTarget::O || pm.rank == declared.rank);
     out.packed_c_attn = m > 0 && o_rank && c_attn_rank == m * declared.rank;
     for (int t = 0; t < 3; ++t) lc.targets[size_t(t)] = out.packed_c_attn ? declared.has(LoraTarget(t)) : true;

@@ -36,6 +36,22 @@ TEST_CASE("plan_cost: hand-computed ACR and FLOPs for a mixed two-layer plan") {
   CHECK(c.relative() == Approx(82814592.0 / 16908288.0).epsilon(1e-15));
 }
 
+TEST_CASE("plan_cost: the linearization baselines' FLOPs and coverage by hand") {
+  // T = 100, D = 8: one full chunk of 64 and 36 rows, intra-chunk pairs 64*65/2 + 36*37/2 = 2746.
+  // taylorshift (the linear engine): Fw = 1 + 8 + 36 = 45, 100*4*45*9 = 162000 + 2746*(16 + 18) = 93364.
+  // performer:12: 100*(4*8*12 + 4*12*9) = 81600 + 2746*(2*12 + 18) = 115332.
+  // dijiang (M = D = 8): 100*(4*8*8 + 4*8*9) = 54400 + 2746*(16 + 18) = 93364.
+  // None computes scores: coverage 0.
+  const double want[3] = {162000.0 + 93364.0, 81600.0 + 115332.0, 54400.0 + 93364.0};
+  const char* kinds[3] = {"taylorshift", "performer:12", "dijiang"};
+  for (int i = 0; i < 3; ++i) {
+    INFO(kinds[i]);
+    const PlanCost c = plan_cost(plan_of({{kinds[i]}}), 100, 8);
+    CHECK(c.attn_flops == Approx(want[i]).epsilon(1e-15));
+    CHECK(c.acr == 0.0);
+  }
+}
+
 TEST_CASE("plan_cost: all-softmax plan has ACR 1 and relative cost 1, pruned plan 0") {
   const PlanCost full = plan_cost(HeadPlan::uniform(3, 4), 1000, 32);
   CHECK(full.acr == Approx(1.0));

@@ -213,6 +213,8 @@ TEST_CASE("batch decode: a sequence that stops early frees its slot for the next
 }
 
 TEST_CASE("batch decode: KV bytes per sequence equal a hand count from the plan", "[infer][batch]") {
+  // attn::KvCache::bytes_for is the one sizing rule (kv_cache_bytes and the caches the decoders
+  // allocate use it); this hand count is its independent check.
   // 2 layers, 4 query heads on 2 KV heads, D = 8, context T = 40:
   //   layer 0 KV 0: softmax + window:3          -> every position, K and V: 2 x 40 rows
   //   layer 0 KV 1: sink_window:2:5 + static    -> every position (static), K (sink_window) and V
@@ -228,6 +230,9 @@ TEST_CASE("batch decode: KV bytes per sequence equal a hand count from the plan"
                          {attn::KvPrecision::FP16, 2}}) {
     INFO(attn::kv_precision_name(kv));
     const int64_t want = bpv * D * (2 * T) + bpv * D * (2 * T) + state + bpv * D * (2 * 7);
+    // the one sizing rule, and the cache it sizes, against the hand count
+    CHECK(int64_t(attn::KvCache::bytes_for(cfg.head_plan, cfg.n_head, cfg.kv_heads(), int(D), T, kv)) == want);
+    CHECK(int64_t(attn::KvCache(cfg.head_plan, cfg.n_head, cfg.kv_heads(), int(D), T, kv).bytes()) == want);
     CHECK(int64_t(infer::kv_cache_bytes(cfg, cfg.head_plan, T, kv)) == want);
     infer::BatchDecoderOptions o;
     o.max_batch = 3;

@@ -9,9 +9,9 @@
 
 namespace hw::attn {
 
-// For each T in Ts: one head of each kind (softmax, window:W, sink_window:4:W with
-// W = min(256, max(1, T/4)), static, linear with G = 3, pruned), head_dim wide, batch
-// sequences; the median over `repeats` timed forward+backward passes after one warm-up.
+// For each T in Ts: the rows each kind's CPU entry gives (src/attention/kind_table.hpp; softmax,
+// window:W, sink_window:4:W with W = min(256, max(1, T/4)), static, linear with G = 3, pruned),
+// one head each, head_dim wide, batch sequences; the median over `repeats` timed forward+backward passes after one warm-up.
 // Returns an array of rows {kind, T, ms_fwd_bwd, relative_to_softmax}. Throws hw::Error on
 // bad arguments (empty Ts, T < 1, head_dim < 1, batch < 1, repeats < 1).
 nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_dim, int64_t batch, int repeats);
@@ -20,8 +20,9 @@ nlohmann::json bench_attention_kinds(const std::vector<int64_t>& Ts, int head_di
 std::string bench_attention_markdown(const nlohmann::json& rows);
 
 // The OAL paper's Fig. 3 with our kernels: for each T, one head (batch 1, head_dim wide, run on
-// the calling thread with single-threaded BLAS) of softmax, linear G = 1, linear G = 4 ("OAL"),
-// performer (250 features), dijiang and taylorshift, forward + backward, median of `repeats`
+// the calling thread with single-threaded BLAS) of the curve rows the kinds' CPU entries give:
+// softmax, linear G = 1, linear G = 4 ("OAL") and each linearization baseline
+// (HeadSpec::baseline_linear) at its default spec, forward + backward, median of `repeats`
 // after a warm-up. Rows {kind, T, ms_fwd_bwd (wall), cpu_ms_fwd_bwd (the calling thread's CPU
 // time: robust on a shared machine), relative_to_softmax (of the CPU times), workspace_bytes (the entry
 // point's scratch), total_bytes (scratch + q/k/v, outputs, their gradients, row statistics and

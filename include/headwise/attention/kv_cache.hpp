@@ -75,6 +75,10 @@ class KvCache {
   const KvHeadPolicy& policy(int l, int g) const { return policies_[size_t(l)][size_t(g)]; }
   // Bytes of every store (the formula above) = the blocks allocated.
   size_t bytes() const { return values_.size() * sizeof(float) + half_.size() * sizeof(uint16_t); }
+  // The bytes() a cache of these arguments would have, without allocating it: the one sizing rule
+  // (the constructor allocates what it counts). Checks the arguments as the constructor does.
+  static size_t bytes_for(const HeadPlan& plan, int n_head, int n_kv_head, int head_dim, int64_t max_context,
+                          KvPrecision rows = KvPrecision::FP32);
   KvPrecision precision() const { return precision_; }
   bool half() const { return precision_ != KvPrecision::FP32; }
   cpu::HalfType half_type() const { return precision_ == KvPrecision::BF16 ? cpu::HalfType::BF16 : cpu::HalfType::F16; }
@@ -113,6 +117,13 @@ class KvCache {
 
  private:
   size_t idx(int l, int g) const { return size_t(l) * size_t(n_kv_head_) + size_t(g); }
+  // Elements of the two blocks: K/V rows (fp32 or 16-bit) and linear states (fp32).
+  struct Counts {
+    size_t rows = 0, linear = 0;
+  };
+  static Counts counts(const std::vector<std::vector<KvHeadPolicy>>& policies, int head_dim);
+  static std::vector<std::vector<KvHeadPolicy>> policies_for(const HeadPlan& plan, int n_head, int n_kv_head,
+                                                             int head_dim, int64_t max_context);
   int n_kv_head_ = 0, D_ = 0;
   int64_t max_context_ = 0, length_ = 0;
   std::vector<std::vector<KvHeadPolicy>> policies_;

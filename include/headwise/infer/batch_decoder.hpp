@@ -43,10 +43,8 @@ struct SlotTokens {
 };
 
 // KV-cache bytes of one sequence of `context` positions under `plan` (the model's shape from
-// cfg: n_head, kv_heads, head_dim), without allocating: the sum over (layer, KV head) of
-// kv_cache.hpp's formula, bpv * D * slots * ([K] + [V]) + 4 * (1 + D + D(D+1)/2) * (D + 1) [linear],
-// bpv = 4 (fp32) or 2 (bf16/fp16), slots = context (all keys) or S + W (sink + ring).
-// Equal to KvCache(...).bytes() for the same arguments.
+// cfg: n_head, kv_heads, head_dim), without allocating: attn::KvCache::bytes_for (kv_cache.hpp's
+// formula, the one sizing rule), after checking that the plan fits the model.
 size_t kv_cache_bytes(const ModelConfig& cfg, const attn::HeadPlan& plan, int64_t context, attn::KvPrecision kv);
 
 class BatchDecoder {

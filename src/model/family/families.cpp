@@ -24,6 +24,13 @@ const ModelFamily& family_named(const std::string& name) {
   return *f;
 }
 
+HfModule lora_module(const ModelFamily& f, int layer, LoraTarget t) {
+  if (f.fused_qkv && (t == LoraTarget::K || t == LoraTarget::V)) t = LoraTarget::Q;
+  for (HfModule& m : f.lora_modules(layer))
+    if (m.target == int(t)) return m;
+  fail(std::string("internal: family ") + f.name + " has no module for LoRA target " + lora_target_name(t));
+}
+
 std::string family_names(const std::string& quote, const std::string& last) {
   const auto& all = model_families();
   std::string out;

@@ -1,8 +1,8 @@
 #pragma once
 // The model families, one file each under src/model/family/ (gpt2.cpp, llama.cpp, qwen2.cpp,
 // qwen3.cpp; the three Llama-style classes share llama_family.cpp): each family's Hugging Face
-// class, its defaults, which choices it can hold, its config.json keys both ways and its tensor
-// names. families.cpp lists them; ModelConfig and hf_family.cpp reach a family only through
+// class, its defaults, which choices it can hold, its config.json keys both ways, its tensor
+// names and the module names PEFT's adapters use. families.cpp lists them; ModelConfig and hf_family.cpp reach a family only through
 // this table. Adding a family is one file here and one line in families.cpp.
 #include <string>
 #include <vector>
@@ -14,6 +14,14 @@
 #include "headwise/model/param_layout.hpp"
 
 namespace hw {
+
+// A module of one layer that a LoRA could adapt, as the class's transformers model names it
+// (PEFT's tensor names are base_model.model.<name>.lora_{A,B}.weight).
+struct HfModule {
+  std::string name;       // "model.layers.0.self_attn.q_proj"
+  int target;             // the LoraTarget it holds (Q for a fused q|k|v module), or -1: one headwise does not adapt
+  std::string peft_key;   // the suffix target_modules names it by, unambiguous in the layer ("q_proj", "attn.c_proj")
+};
 
 struct ModelFamily {
   const char* name;      // model.family, and config.json's model_type
@@ -28,7 +36,17 @@ struct ModelFamily {
   ModelConfig (*from_hf_config)(const nlohmann::json& j, const std::string& path);
   // The file tensors of the stored (GPT-2-layout) tensor s (hf_family.hpp).
   std::vector<HfTensor> (*hf_tensors)(const ModelConfig& c, const ParamSpec& s);
+  // PEFT's view of the class (adapter_files.cpp, peft_config.cpp): the modules of layer l a LoRA
+  // could adapt; whether q, k and v are one module (its target Q stands for all three) and its
+  // weights [in, out] (Conv1D: PEFT's fan_in_fan_out); the name of the layer list in module
+  // names (PEFT's layers_pattern).
+  std::vector<HfModule> (*lora_modules)(int layer);
+  bool fused_qkv;
+  const char* layers_pattern;
 };
+
+// f's module of layer l that holds LoRA target t (for a fused family, k and v are in q's module).
+HfModule lora_module(const ModelFamily& f, int layer, LoraTarget t);
 
 // Every family, in the order error messages list them.
 const std::vector<const ModelFamily*>& model_families();

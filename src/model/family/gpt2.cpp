@@ -108,10 +108,28 @@ std::vector<HfTensor> gpt2_hf_tensors(const ModelConfig&, const ParamSpec& s) {
   return {{s.name, s.stored_shape, 0, cols, false}};
 }
 
+// transformers' GPT2 modules: q|k|v fused in attn.c_attn, Conv1D weights [in, out]. target_modules
+// names the output projection "attn.c_proj" ("c_proj" would match mlp.c_proj too).
+std::vector<HfModule> gpt2_lora_modules(int l) {
+  const std::string p = "transformer.h." + std::to_string(l) + ".";
+  return {{p + "attn.c_attn", int(LoraTarget::Q), "c_attn"},
+          {p + "attn.c_proj", int(LoraTarget::O), "attn.c_proj"},
+          {p + "mlp.c_fc", -1, "c_fc"},
+          {p + "mlp.c_proj", -1, "mlp.c_proj"}};
+}
+
 }  // namespace
 
 extern const ModelFamily kGpt2Family;
-const ModelFamily kGpt2Family = {"gpt2",           "GPT2LMHeadModel",   [](ModelConfig&) {}, gpt2_validate,
-                                 gpt2_to_hf_config, gpt2_from_hf_config, gpt2_hf_tensors};
+const ModelFamily kGpt2Family = {"gpt2",
+                                 "GPT2LMHeadModel",
+                                 [](ModelConfig&) {},
+                                 gpt2_validate,
+                                 gpt2_to_hf_config,
+                                 gpt2_from_hf_config,
+                                 gpt2_hf_tensors,
+                                 gpt2_lora_modules,
+                                 /*fused_qkv=*/true,
+                                 /*layers_pattern=*/"h"};
 
 }  // namespace hw

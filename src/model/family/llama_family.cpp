@@ -182,4 +182,12 @@ std::vector<HfTensor> llama_hf_tensors(const ModelConfig& c, const ParamSpec& s)
   return same(s.name);  // head-kind values (static, linear, ...) keep headwise's names
 }
 
+std::vector<HfModule> llama_lora_modules(int l) {
+  const std::string p = "model.layers." + std::to_string(l) + ".";
+  return {{p + "self_attn.q_proj", int(LoraTarget::Q), "q_proj"}, {p + "self_attn.k_proj", int(LoraTarget::K), "k_proj"},
+          {p + "self_attn.v_proj", int(LoraTarget::V), "v_proj"}, {p + "self_attn.o_proj", int(LoraTarget::O), "o_proj"},
+          {p + "mlp.gate_proj", -1, "gate_proj"},                 {p + "mlp.up_proj", -1, "up_proj"},
+          {p + "mlp.down_proj", -1, "down_proj"}};
+}
+
 }  // namespace hw

@@ -28,5 +28,8 @@ nlohmann::json llama_to_hf_config(const LlamaVariant& v, const ModelConfig& c);
 // j's model_type names the family (the caller looked it up).
 ModelConfig llama_from_hf_config(const LlamaVariant& v, const nlohmann::json& j, const std::string& path);
 std::vector<HfTensor> llama_hf_tensors(const ModelConfig& c, const ParamSpec& s);
+// The modules of layer l: self_attn.{q,k,v,o}_proj and mlp.{gate,up,down}_proj, nn.Linear each
+// ([out, in]); the layer list is "layers".
+std::vector<HfModule> llama_lora_modules(int l);
 
 }  // namespace hw

@@ -15,6 +15,9 @@ const ModelFamily kQwen2Family = {
     [](const ModelConfig& c, const std::string& who) { llama_validate(kQwen2Variant, c, who); },
     [](const ModelConfig& c) { return llama_to_hf_config(kQwen2Variant, c); },
     [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kQwen2Variant, j, path); },
-    llama_hf_tensors};
+    llama_hf_tensors,
+    llama_lora_modules,
+    /*fused_qkv=*/false,
+    /*layers_pattern=*/"layers"};
 
 }  // namespace hw

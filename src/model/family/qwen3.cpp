@@ -16,6 +16,9 @@ const ModelFamily kQwen3Family = {
     [](const ModelConfig& c, const std::string& who) { llama_validate(kQwen3Variant, c, who); },
     [](const ModelConfig& c) { return llama_to_hf_config(kQwen3Variant, c); },
     [](const nlohmann::json& j, const std::string& path) { return llama_from_hf_config(kQwen3Variant, j, path); },
-    llama_hf_tensors};
+    llama_hf_tensors,
+    llama_lora_modules,
+    /*fused_qkv=*/false,
+    /*layers_pattern=*/"layers"};
 
 }  // namespace hw
