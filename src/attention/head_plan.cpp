@@ -12,12 +12,11 @@
 namespace hw::attn {
 namespace {
 
-constexpr const char* kExpected =
-    "(expected softmax, window:W, sink_window:S:W, static, linear, pruned, performer, performer:M, dijiang, "
-    "taylorshift)";
-
 [[noreturn]] void bad_kind(const std::string& text) {
-  fail("head plan: bad head kind '" + text_brief(text) + "' " + kExpected);
+  std::string expected;
+  for (int k = 0; k < kind_count(); ++k)
+    expected += std::string(k ? ", " : "") + kind_info(static_cast<HeadKind>(k)).forms;
+  fail("head plan: bad head kind '" + text_brief(text) + "' (expected " + expected + ")");
 }
 
 // Strict decimal: digits only (no sign, spaces or trailing characters), fits int32.
@@ -47,16 +46,15 @@ HeadSpec HeadSpec::parse(const std::string& text) {
   const auto parts = split_colon(text);
   const std::string& name = parts[0];
   HeadSpec spec;
-  if (parts.size() == 1) {
-    if (name == "softmax") spec.kind = HeadKind::Softmax;
-    else if (name == "static") spec.kind = HeadKind::Static;
-    else if (name == "linear") spec.kind = HeadKind::Linear;
-    else if (name == "pruned") spec.kind = HeadKind::Pruned;
-    else if (name == "performer") spec.kind = HeadKind::Performer, spec.features = HeadSpec::kPerformerFeatures;
-    else if (name == "dijiang") spec.kind = HeadKind::DiJiang;
-    else if (name == "taylorshift") spec.kind = HeadKind::TaylorShift;
-    else bad_kind(text);
-    return spec;
+  if (parts.size() == 1) {  // a kind without parameters (or performer's default feature count)
+    for (int k = 0; k < kind_count(); ++k) {
+      const auto kind = static_cast<HeadKind>(k);
+      if (name != kind_info(kind).name || kind == HeadKind::Window || kind == HeadKind::SinkWindow) continue;
+      spec.kind = kind;
+      if (kind == HeadKind::Performer) spec.features = HeadSpec::kPerformerFeatures;
+      return spec;
+    }
+    bad_kind(text);
   }
   if (name == "performer" && parts.size() == 2) {
     spec.kind = HeadKind::Performer;
@@ -85,18 +83,14 @@ HeadSpec HeadSpec::parse(const std::string& text) {
 
 std::string HeadSpec::str() const {
   switch (kind) {
-    case HeadKind::Softmax: return "softmax";
     case HeadKind::Window: return "window:" + std::to_string(window);
     case HeadKind::SinkWindow: return "sink_window:" + std::to_string(sink) + ":" + std::to_string(window);
-    case HeadKind::Static: return "static";
-    case HeadKind::Linear: return "linear";
-    case HeadKind::Pruned: return "pruned";
     case HeadKind::Performer:
       return features == kPerformerFeatures ? "performer" : "performer:" + std::to_string(features);
-    case HeadKind::DiJiang: return "dijiang";
-    case HeadKind::TaylorShift: return "taylorshift";
+    default: break;  // kinds without parameters: their name
   }
-  return "?";
+  const char* name = kind_info(kind).name;
+  return name ? name : "?";
 }
 
 std::string HeadSpec::invalid_reason() const {

@@ -12,9 +12,9 @@
 
 namespace hw::attn {
 
-// One query head's kind. Text form (config.json "head_plan"): "softmax", "window:W",
-// "sink_window:S:W", "static", "linear", "pruned", "performer" (= "performer:250"),
-// "performer:M", "dijiang", "taylorshift".
+// One query head's kind. Text form (config.json "head_plan"): the kind's name (head_kind.hpp's
+// kind_info), with its parameters where it has them: "window:W", "sink_window:S:W",
+// "performer:M" ("performer" alone: 250 features).
 struct HeadSpec {
   HeadKind kind = HeadKind::Softmax;
   int32_t window = 0;    // Window, SinkWindow: keys i-W < j <= i
@@ -35,9 +35,7 @@ struct HeadSpec {
     return kind == HeadKind::Softmax || kind == HeadKind::Window || kind == HeadKind::SinkWindow;
   }
   // The linearization baselines (OAL issue item 5): feature-map kernels with a causal prefix state.
-  bool baseline_linear() const {
-    return kind == HeadKind::Performer || kind == HeadKind::DiJiang || kind == HeadKind::TaylorShift;
-  }
+  bool baseline_linear() const { return kind_info(kind).baseline_linear; }
   // Kinds whose row statistic is a kernel denominator (must be positive and finite).
   bool kernel_normalised() const { return kind == HeadKind::Linear || baseline_linear(); }
   bool operator==(const HeadSpec&) const = default;
