@@ -244,3 +244,54 @@ TEST_CASE("oal global moments from a grouping's equal the direct G = 1 moments",
     for (size_t i = 0; i < m.P.size(); ++i) CHECK(std::abs(m.P[i] - direct.P[i]) <= 1e-12 * pmax);
   }
 }
+
+// The chunked moments (running sums of feature products across chunks, pair weights within
+// one) against the sums written out: Z_i^ab = sum_{j<=i} s_a s_b and P_i^ab = sum_{j<=i} s_a s_b
+// v_j in long double, at every position, for chunks of one position (everything through the
+// running sums), of sizes that do not divide T, and of one chunk holding every position. Each
+// entry's error is bounded by 1e-12 times its terms' absolute mass (s_a s_b expanded into
+// products of q and k entries, as the running sums hold them): float64 sums of 70 keys and at
+// most 45 feature products sit near 1e-14 of it; a wrong term is of the order of the mass.
+TEST_CASE("oal chunked kernel moments equal the sums over the keys at every position", "[oal][kernel]") {
+  const StridedHead h(34);
+  const int T = h.T, d = h.d;
+  for (int G : {1, 3, 5}) {
+    const oal::GroupedKernel k = random_kernel(G, d, 60 + uint64_t(G));
+    const int G1 = G + 1, NP = G1 * (G1 + 1) / 2;
+    // Reference: per (i, j) the group scores and their absolute masses, in long double.
+    std::vector<long double> ref_Z(size_t(T) * size_t(NP), 0), ref_P(size_t(T) * size_t(NP) * size_t(d), 0);
+    std::vector<long double> mass_Z(ref_Z.size(), 0), mass_P(ref_P.size(), 0);
+    const long double rs = 1.0L / std::sqrt((long double)d);
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j <= i; ++j) {
+        std::vector<long double> s(size_t(G1), 0), a(size_t(G1), 0);
+        s[0] = a[0] = 1;
+        for (int r = 0; r < d; ++r) {
+          const long double x = rs * (long double)h.rows.q[i * h.stride + r] * (long double)h.rows.k[j * h.stride + r];
+          s[size_t(k.groups[size_t(r)])] += x;
+          a[size_t(k.groups[size_t(r)])] += std::abs(x);
+        }
+        for (int ga = 0, p = 0; ga < G1; ++ga)
+          for (int gb = ga; gb < G1; ++gb, ++p) {
+            const long double w = s[size_t(ga)] * s[size_t(gb)], wm = a[size_t(ga)] * a[size_t(gb)];
+            const size_t zi = size_t(i) * size_t(NP) + size_t(p);
+            ref_Z[zi] += w;
+            mass_Z[zi] += wm;
+            for (int r = 0; r < d; ++r) {
+              const long double v = h.rows.v[j * h.stride + r];
+              ref_P[zi * size_t(d) + size_t(r)] += w * v;
+              mass_P[zi * size_t(d) + size_t(r)] += wm * std::abs(v);
+            }
+          }
+      }
+    for (int chunk : {1, 7, 16, 64, 100}) {
+      const oal::KernelMoments m = oal::kernel_moments(h.rows, k.groups, G, chunk);
+      INFO("G = " << G << ", chunk = " << chunk);
+      REQUIRE(m.pairs == NP);
+      int bad = 0;
+      for (size_t e = 0; e < ref_Z.size(); ++e) bad += std::abs((long double)m.Z[e] - ref_Z[e]) > 1e-12L * mass_Z[e];
+      for (size_t e = 0; e < ref_P.size(); ++e) bad += std::abs((long double)m.P[e] - ref_P[e]) > 1e-12L * mass_P[e];
+      CHECK(bad == 0);
+    }
+  }
+}
