@@ -12,6 +12,7 @@
 #include "headwise/methods/oal/calibrate.hpp"
 #include "headwise/methods/oal/kernel.hpp"
 #include "headwise/methods/oal/kernel_moments.hpp"
+#include "headwise/methods/oal/loss_moments.hpp"
 #include "headwise/model/model.hpp"
 
 using namespace hw;
@@ -192,25 +193,27 @@ struct StridedHead {
 
 TEST_CASE("oal kernel moments give kernel_loss's value and gradient at any positions", "[oal][kernel]") {
   const StridedHead h(31);
+  std::vector<double> all(size_t(h.T) * size_t(h.d));  // the target of every position
+  oal::softmax_outputs(h.rows, all.data());
   for (int G : {1, 3, 5}) {
     const oal::GroupedKernel k = random_kernel(G, h.d, 40 + uint64_t(G));
-    const oal::KernelMoments m = oal::kernel_moments(h.rows, k.groups, G);
+    const oal::LossMoments m = oal::loss_moments(oal::kernel_moments(h.rows, k.groups, G), all.data());
     const std::vector<int> pos = {0, 1, 31, 32, 33, 50, 63, 64, 69, 69};
     std::vector<double> targets(pos.size() * size_t(h.d));
     for (size_t p = 0; p < pos.size(); ++p) oal::softmax_output(h.rows, pos[p], targets.data() + p * size_t(h.d));
     std::vector<double> g_direct(k.L.size(), 0.0), g_moments(k.L.size(), 0.0);
     const double direct = oal::kernel_loss(h.rows, k, pos.data(), int(pos.size()), targets.data(), g_direct.data());
-    const double moments = oal::moments_loss(m, k, pos.data(), int(pos.size()), targets.data(), g_moments.data());
+    const double moments = oal::moments_loss(m, k, pos.data(), int(pos.size()), g_moments.data());
     INFO("G = " << G);
     CHECK(moments == Approx(direct).epsilon(1e-10));
     for (size_t e = 0; e < k.L.size(); ++e) CHECK(g_moments[e] == Approx(g_direct[e]).margin(1e-14).epsilon(1e-9));
   }
   // Moments of another grouping are refused, not silently used.
   const oal::GroupedKernel k3 = random_kernel(3, h.d, 43);
-  const oal::KernelMoments m1 = oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1);
+  const oal::LossMoments m1 =
+      oal::loss_moments(oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1), all.data());
   const int p0 = 5;
-  std::vector<double> t(size_t(h.d));
-  CHECK_THROWS_WITH(oal::moments_loss(m1, k3, &p0, 1, t.data(), nullptr),
+  CHECK_THROWS_WITH(oal::moments_loss(m1, k3, &p0, 1, nullptr),
                     Catch::Contains("not the one the moments were computed for"));
 }
 
@@ -227,21 +230,24 @@ TEST_CASE("oal softmax_outputs equals softmax_output at every position", "[oal][
 // The global kernel's moments summed from a grouping's (issue 55) equal the ones computed directly.
 TEST_CASE("oal global moments from a grouping's equal the direct G = 1 moments", "[oal][kernel]") {
   const StridedHead h(33);
-  const oal::KernelMoments direct = oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1);
+  std::vector<double> all(size_t(h.T) * size_t(h.d));
+  oal::softmax_outputs(h.rows, all.data());
+  const oal::LossMoments direct =
+      oal::loss_moments(oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1), all.data());
   for (int G : {2, 3, 5}) {
     const oal::GroupedKernel k = random_kernel(G, h.d, 50 + uint64_t(G));
-    const oal::KernelMoments m = oal::global_moments(oal::kernel_moments(h.rows, k.groups, G));
+    const oal::LossMoments m = oal::global_moments(oal::loss_moments(oal::kernel_moments(h.rows, k.groups, G), all.data()));
     INFO("G = " << G);
     REQUIRE(m.G == 1);
     REQUIRE(m.pairs == 3);
     REQUIRE(m.groups == direct.groups);
     REQUIRE(m.Z.size() == direct.Z.size());
-    REQUIRE(m.P.size() == direct.P.size());
-    double zmax = 0, pmax = 0;
+    REQUIRE(m.H.size() == direct.H.size());
+    double zmax = 0, hmax = 0;
     for (double z : direct.Z) zmax = std::max(zmax, std::abs(z));
-    for (double p : direct.P) pmax = std::max(pmax, std::abs(p));
+    for (double x : direct.H) hmax = std::max(hmax, std::abs(x));
     for (size_t i = 0; i < m.Z.size(); ++i) CHECK(std::abs(m.Z[i] - direct.Z[i]) <= 1e-12 * zmax);
-    for (size_t i = 0; i < m.P.size(); ++i) CHECK(std::abs(m.P[i] - direct.P[i]) <= 1e-12 * pmax);
+    for (size_t i = 0; i < m.H.size(); ++i) CHECK(std::abs(m.H[i] - direct.H[i]) <= 1e-12 * hmax);
   }
 }
 

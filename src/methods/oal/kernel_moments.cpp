@@ -6,7 +6,6 @@
 
 #include "headwise/core/error.hpp"
 #include "kernels/cpu/cblas.hpp"
-#include "methods/oal/kernel_loss_terms.hpp"
 
 namespace hw::oal {
 
@@ -185,55 +184,6 @@ KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& grou
     }
   }
   return m;
-}
-
-double moments_loss(const KernelMoments& m, const GroupedKernel& k, const int* positions, int n, const double* targets,
-                    double* dL) {
-  const int G1 = k.G + 1, NP = m.pairs, d = m.d;
-  check(k.G == m.G && k.groups == m.groups && k.L.size() == size_t(G1 * G1),
-        "OAL moments: the kernel's grouping is not the one the moments were computed for");
-  // m_ab of M = L L^T (L lower triangular), doubled off the diagonal; eps joins the (0,0) pair.
-  std::vector<double> coef(static_cast<size_t>(NP));
-  std::vector<int> pa, pb;
-  for (int a = 0, p = 0; a < G1; ++a)
-    for (int b = a; b < G1; ++b, ++p) {
-      double M = 0.0;
-      for (int c = 0; c <= a; ++c) M += k.L[size_t(a * G1 + c)] * k.L[size_t(b * G1 + c)];
-      coef[size_t(p)] = (a == b ? 1.0 : 2.0) * M + (a == 0 && b == 0 ? k.eps : 0.0);
-      pa.push_back(a);
-      pb.push_back(b);
-    }
-  std::vector<double> y(static_cast<size_t>(d)), g(static_cast<size_t>(d)), A(static_cast<size_t>(G1 * G1), 0.0);
-  double loss = 0.0;
-  const double norm = 1.0 / (double(n) * double(d));
-  for (int q = 0; q < n; ++q) {
-    const int i = positions[q];
-    check(i >= 0 && i < m.T, "OAL moments: query position " + std::to_string(i) + " is outside the sequence");
-    const double* Zi = m.Z.data() + size_t(i) * size_t(NP);
-    const double* Pi = m.P.data() + size_t(i) * size_t(NP) * size_t(d);
-    double z = 0.0;
-    std::fill(y.begin(), y.end(), 0.0);
-    for (int p = 0; p < NP; ++p) {
-      z += coef[size_t(p)] * Zi[p];
-      const double* Pp = Pi + size_t(p) * size_t(d);
-      for (int r = 0; r < d; ++r) y[size_t(r)] += coef[size_t(p)] * Pp[r];
-    }
-    loss += detail::query_error(y.data(), z, targets + size_t(q) * size_t(d), d, norm, g.data(), i);
-    if (!dL) continue;
-    // A = sum_j c_j s s^T with c_j = g . (v_j - y) / z (kernel_loss), pair by pair.
-    double gy = 0.0;
-    for (int r = 0; r < d; ++r) gy += g[size_t(r)] * y[size_t(r)];
-    for (int p = 0; p < NP; ++p) {
-      const double* Pp = Pi + size_t(p) * size_t(d);
-      double gp = 0.0;
-      for (int r = 0; r < d; ++r) gp += g[size_t(r)] * Pp[r];
-      const double c = (gp - gy * Zi[p]) / z;
-      A[size_t(pa[size_t(p)] * G1 + pb[size_t(p)])] += c;
-      if (pa[size_t(p)] != pb[size_t(p)]) A[size_t(pb[size_t(p)] * G1 + pa[size_t(p)])] += c;
-    }
-  }
-  if (dL) detail::add_lower_gradient(A, k.L, G1, dL);
-  return loss;
 }
 
 void softmax_outputs(const HeadRows& h, double* out) {
