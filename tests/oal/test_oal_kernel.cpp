@@ -12,6 +12,7 @@
 #include "headwise/methods/oal/calibrate.hpp"
 #include "headwise/methods/oal/kernel.hpp"
 #include "headwise/methods/oal/kernel_moments.hpp"
+#include "headwise/methods/oal/loss_moments.hpp"
 #include "headwise/model/model.hpp"
 
 using namespace hw;
@@ -192,25 +193,27 @@ struct StridedHead {
 
 TEST_CASE("oal kernel moments give kernel_loss's value and gradient at any positions", "[oal][kernel]") {
   const StridedHead h(31);
+  std::vector<double> all(size_t(h.T) * size_t(h.d));  // the target of every position
+  oal::softmax_outputs(h.rows, all.data());
   for (int G : {1, 3, 5}) {
     const oal::GroupedKernel k = random_kernel(G, h.d, 40 + uint64_t(G));
-    const oal::KernelMoments m = oal::kernel_moments(h.rows, k.groups, G);
+    const oal::LossMoments m = oal::loss_moments(oal::kernel_moments(h.rows, k.groups, G), all.data());
     const std::vector<int> pos = {0, 1, 31, 32, 33, 50, 63, 64, 69, 69};
     std::vector<double> targets(pos.size() * size_t(h.d));
     for (size_t p = 0; p < pos.size(); ++p) oal::softmax_output(h.rows, pos[p], targets.data() + p * size_t(h.d));
     std::vector<double> g_direct(k.L.size(), 0.0), g_moments(k.L.size(), 0.0);
     const double direct = oal::kernel_loss(h.rows, k, pos.data(), int(pos.size()), targets.data(), g_direct.data());
-    const double moments = oal::moments_loss(m, k, pos.data(), int(pos.size()), targets.data(), g_moments.data());
+    const double moments = oal::moments_loss(m, k, pos.data(), int(pos.size()), g_moments.data());
     INFO("G = " << G);
     CHECK(moments == Approx(direct).epsilon(1e-10));
     for (size_t e = 0; e < k.L.size(); ++e) CHECK(g_moments[e] == Approx(g_direct[e]).margin(1e-14).epsilon(1e-9));
   }
   // Moments of another grouping are refused, not silently used.
   const oal::GroupedKernel k3 = random_kernel(3, h.d, 43);
-  const oal::KernelMoments m1 = oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1);
+  const oal::LossMoments m1 =
+      oal::loss_moments(oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1), all.data());
   const int p0 = 5;
-  std::vector<double> t(size_t(h.d));
-  CHECK_THROWS_WITH(oal::moments_loss(m1, k3, &p0, 1, t.data(), nullptr),
+  CHECK_THROWS_WITH(oal::moments_loss(m1, k3, &p0, 1, nullptr),
                     Catch::Contains("not the one the moments were computed for"));
 }
 
@@ -227,20 +230,74 @@ TEST_CASE("oal softmax_outputs equals softmax_output at every position", "[oal][
 // The global kernel's moments summed from a grouping's (issue 55) equal the ones computed directly.
 TEST_CASE("oal global moments from a grouping's equal the direct G = 1 moments", "[oal][kernel]") {
   const StridedHead h(33);
-  const oal::KernelMoments direct = oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1);
+  std::vector<double> all(size_t(h.T) * size_t(h.d));
+  oal::softmax_outputs(h.rows, all.data());
+  const oal::LossMoments direct =
+      oal::loss_moments(oal::kernel_moments(h.rows, std::vector<int32_t>(size_t(h.d), 1), 1), all.data());
   for (int G : {2, 3, 5}) {
     const oal::GroupedKernel k = random_kernel(G, h.d, 50 + uint64_t(G));
-    const oal::KernelMoments m = oal::global_moments(oal::kernel_moments(h.rows, k.groups, G));
+    const oal::LossMoments m = oal::global_moments(oal::loss_moments(oal::kernel_moments(h.rows, k.groups, G), all.data()));
     INFO("G = " << G);
     REQUIRE(m.G == 1);
     REQUIRE(m.pairs == 3);
     REQUIRE(m.groups == direct.groups);
     REQUIRE(m.Z.size() == direct.Z.size());
-    REQUIRE(m.P.size() == direct.P.size());
-    double zmax = 0, pmax = 0;
+    REQUIRE(m.H.size() == direct.H.size());
+    double zmax = 0, hmax = 0;
     for (double z : direct.Z) zmax = std::max(zmax, std::abs(z));
-    for (double p : direct.P) pmax = std::max(pmax, std::abs(p));
+    for (double x : direct.H) hmax = std::max(hmax, std::abs(x));
     for (size_t i = 0; i < m.Z.size(); ++i) CHECK(std::abs(m.Z[i] - direct.Z[i]) <= 1e-12 * zmax);
-    for (size_t i = 0; i < m.P.size(); ++i) CHECK(std::abs(m.P[i] - direct.P[i]) <= 1e-12 * pmax);
+    for (size_t i = 0; i < m.H.size(); ++i) CHECK(std::abs(m.H[i] - direct.H[i]) <= 1e-12 * hmax);
+  }
+}
+
+// The chunked moments (running sums of feature products across chunks, pair weights within
+// one) against the sums written out: Z_i^ab = sum_{j<=i} s_a s_b and P_i^ab = sum_{j<=i} s_a s_b
+// v_j in long double, at every position, for chunks of one position (everything through the
+// running sums), of sizes that do not divide T, and of one chunk holding every position. Each
+// entry's error is bounded by 1e-12 times its terms' absolute mass (s_a s_b expanded into
+// products of q and k entries, as the running sums hold them): float64 sums of 70 keys and at
+// most 45 feature products sit near 1e-14 of it; a wrong term is of the order of the mass.
+TEST_CASE("oal chunked kernel moments equal the sums over the keys at every position", "[oal][kernel]") {
+  const StridedHead h(34);
+  const int T = h.T, d = h.d;
+  for (int G : {1, 3, 5}) {
+    const oal::GroupedKernel k = random_kernel(G, d, 60 + uint64_t(G));
+    const int G1 = G + 1, NP = G1 * (G1 + 1) / 2;
+    // Reference: per (i, j) the group scores and their absolute masses, in long double.
+    std::vector<long double> ref_Z(size_t(T) * size_t(NP), 0), ref_P(size_t(T) * size_t(NP) * size_t(d), 0);
+    std::vector<long double> mass_Z(ref_Z.size(), 0), mass_P(ref_P.size(), 0);
+    const long double rs = 1.0L / std::sqrt((long double)d);
+    for (int i = 0; i < T; ++i)
+      for (int j = 0; j <= i; ++j) {
+        std::vector<long double> s(size_t(G1), 0), a(size_t(G1), 0);
+        s[0] = a[0] = 1;
+        for (int r = 0; r < d; ++r) {
+          const long double x = rs * (long double)h.rows.q[i * h.stride + r] * (long double)h.rows.k[j * h.stride + r];
+          s[size_t(k.groups[size_t(r)])] += x;
+          a[size_t(k.groups[size_t(r)])] += std::abs(x);
+        }
+        for (int ga = 0, p = 0; ga < G1; ++ga)
+          for (int gb = ga; gb < G1; ++gb, ++p) {
+            const long double w = s[size_t(ga)] * s[size_t(gb)], wm = a[size_t(ga)] * a[size_t(gb)];
+            const size_t zi = size_t(i) * size_t(NP) + size_t(p);
+            ref_Z[zi] += w;
+            mass_Z[zi] += wm;
+            for (int r = 0; r < d; ++r) {
+              const long double v = h.rows.v[j * h.stride + r];
+              ref_P[zi * size_t(d) + size_t(r)] += w * v;
+              mass_P[zi * size_t(d) + size_t(r)] += wm * std::abs(v);
+            }
+          }
+      }
+    for (int chunk : {1, 7, 16, 64, 100}) {
+      const oal::KernelMoments m = oal::kernel_moments(h.rows, k.groups, G, chunk);
+      INFO("G = " << G << ", chunk = " << chunk);
+      REQUIRE(m.pairs == NP);
+      int bad = 0;
+      for (size_t e = 0; e < ref_Z.size(); ++e) bad += std::abs((long double)m.Z[e] - ref_Z[e]) > 1e-12L * mass_Z[e];
+      for (size_t e = 0; e < ref_P.size(); ++e) bad += std::abs((long double)m.P[e] - ref_P[e]) > 1e-12L * mass_P[e];
+      CHECK(bad == 0);
+    }
   }
 }

@@ -8,6 +8,7 @@
 #include "headwise/core/error.hpp"
 #include "headwise/core/rng.hpp"
 #include "headwise/methods/oal/kernel_moments.hpp"
+#include "headwise/methods/oal/loss_moments.hpp"
 
 namespace hw::oal {
 
@@ -38,40 +39,13 @@ double validation_mse(const HeadSamples& s, const GroupedKernel& k) {
 }
 
 SampleMoments sample_moments(const HeadSamples& s, const std::vector<int32_t>& groups, int G) {
+  check(s.fit_targets.size() == s.fit.size() && s.val_targets.size() == s.val.size(),
+        "OAL calibration: the targets must be prepared before the moments");
   SampleMoments m;
-  for (const HeadRows& h : s.fit) m.fit.push_back(kernel_moments(h, groups, G));
-  for (const HeadRows& h : s.val) m.val.push_back(kernel_moments(h, groups, G));
-  return m;
-}
-
-KernelMoments global_moments(const KernelMoments& g) {
-  const int G1 = g.G + 1, NP = g.pairs, T = g.T, d = g.d;
-  KernelMoments m;
-  m.T = T;
-  m.d = d;
-  m.G = 1;
-  m.pairs = 3;
-  m.groups.assign(size_t(d), 1);
-  // Where each grouped pair (a <= b) lands: (0,0) -> (0,0); (0,b) -> (0,1); (a,b), a >= 1 ->
-  // (1,1), twice off the diagonal (s_a s_b and s_b s_a).
-  std::vector<int> to(static_cast<size_t>(NP));
-  std::vector<double> w(static_cast<size_t>(NP));
-  for (int a = 0, p = 0; a < G1; ++a)
-    for (int b = a; b < G1; ++b, ++p) {
-      to[size_t(p)] = a == 0 ? (b == 0 ? 0 : 1) : 2;
-      w[size_t(p)] = a >= 1 && a != b ? 2.0 : 1.0;
-    }
-  m.Z.assign(size_t(T) * 3, 0.0);
-  m.P.assign(size_t(T) * 3 * size_t(d), 0.0);
-  for (int i = 0; i < T; ++i)
-    for (int p = 0; p < NP; ++p) {
-      const int q = to[size_t(p)];
-      const double wp = w[size_t(p)];
-      m.Z[size_t(i) * 3 + size_t(q)] += wp * g.Z[size_t(i) * size_t(NP) + size_t(p)];
-      const double* src = g.P.data() + (size_t(i) * size_t(NP) + size_t(p)) * size_t(d);
-      double* dst = m.P.data() + (size_t(i) * 3 + size_t(q)) * size_t(d);
-      for (int r = 0; r < d; ++r) dst[r] += wp * src[r];
-    }
+  for (size_t q = 0; q < s.fit.size(); ++q)
+    m.fit.push_back(loss_moments(kernel_moments(s.fit[q], groups, G), s.fit_targets[q].data()));
+  for (size_t q = 0; q < s.val.size(); ++q)
+    m.val.push_back(loss_moments(kernel_moments(s.val[q], groups, G), s.val_targets[q].data()));
   return m;
 }
 
@@ -92,7 +66,7 @@ double validation_mse(const HeadSamples& s, const SampleMoments& m, const Groupe
     const HeadRows& h = s.val[v];
     pos.resize(size_t(h.T));
     std::iota(pos.begin(), pos.end(), 0);
-    sum += moments_loss(m.val[v], k, pos.data(), h.T, s.val_targets[v].data(), nullptr) * double(h.T) * double(h.d);
+    sum += moments_loss(m.val[v], k, pos.data(), h.T, nullptr) * double(h.T) * double(h.d);
     n += int64_t(h.T) * h.d;
   }
   return sum / double(n);
@@ -174,10 +148,9 @@ FitResult fit_kernel(const HeadSamples& s, const SampleMoments& mom, GroupedKern
   GroupedKernel cur = init;
   const AdamFit fit = adam_fit(
       s, init.L, opt, seed,
-      [&](int seq, const HeadRows&, const std::vector<double>& L, const int* pos, int n, const double* targets,
-          double* grad) {
-        cur.L = L;
-        moments_loss(mom.fit[size_t(seq)], cur, pos, n, targets, grad);
+      [&](int seq, const HeadRows&, const std::vector<double>& L, const int* pos, int n, const double*, double* grad) {
+        cur.L = L;  // (the moments hold the targets of every position)
+        moments_loss(mom.fit[size_t(seq)], cur, pos, n, grad);
       },
       [&](const std::vector<double>& L) {
         cur.L = L;

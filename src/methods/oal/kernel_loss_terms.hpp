@@ -1,7 +1,6 @@
 #pragma once
-// The two steps that kernel_loss (pair by pair, kernel.cpp) and moments_loss (from key moments,
-// kernel_moments.cpp) share: one query's normalised output against its target, and the
-// gradient's last step dL = 2 A L.
+// Steps of kernel_loss (pair by pair, kernel.cpp): one query's normalised output against its
+// target, and the gradient's last step dL = 2 A L, which moments_loss (loss_moments.cpp) shares.
 #include <cmath>
 #include <string>
 #include <vector>

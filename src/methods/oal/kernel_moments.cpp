@@ -6,14 +6,12 @@
 
 #include "headwise/core/error.hpp"
 #include "kernels/cpu/cblas.hpp"
-#include "methods/oal/kernel_loss_terms.hpp"
 
 namespace hw::oal {
 
 namespace {
 
-// Queries per block: the block's pair weights are kQueryBlock x pairs x T doubles (21 pairs at
-// T = 4096: 22 MB).
+// Queries per block of softmax_outputs: S is kQueryBlock x T doubles.
 constexpr int kQueryBlock = 32;
 
 // Columns `cols` of T strided float rows, times `scale`, as a dense [T][cols] double matrix.
@@ -31,11 +29,52 @@ std::vector<int> all_columns(int d) {
   return c;
 }
 
+// Pair p = (a, b) as a dot product of features: s_a(i, j) s_b(i, j) = phi_p(q_i) . psi_p(k_j),
+// with s_0 = 1 and s_g = q_g . k_g, so phi and psi are 1 for (0, 0), q_b and k_b for (0, b),
+// the products q_r q_s and k_r k_s (r in a, s in b) for a < b, and for a = b the products with
+// r <= s, the key side doubled where r < s (the two orders of the symmetric pair). `offset` is
+// the pair's first column among all pairs' features.
+struct PairFeatures {
+  int a = 0, b = 0, offset = 0, width = 0;
+};
+
+// One row t's features of every pair from the groups' dense rows X[g] ([T][width[g]]): the
+// query side (key = false) or the key side.
+void row_features(const std::vector<std::vector<double>>& X, const std::vector<int>& width,
+                  const std::vector<PairFeatures>& pairs, int t, bool key, double* out) {
+  for (const PairFeatures& p : pairs) {
+    double* o = out + p.offset;
+    if (p.a == 0 && p.b == 0) {
+      o[0] = 1.0;
+      continue;
+    }
+    const int wb = width[size_t(p.b)];
+    const double* xb = X[size_t(p.b)].data() + size_t(t) * size_t(wb);
+    if (p.a == 0) {
+      std::copy_n(xb, wb, o);
+      continue;
+    }
+    const int wa = width[size_t(p.a)];
+    const double* xa = X[size_t(p.a)].data() + size_t(t) * size_t(wa);
+    if (p.a == p.b) {
+      for (int r = 0; r < wa; ++r) {
+        *o++ = xa[r] * xa[r];
+        const double twice = key ? 2.0 * xa[r] : xa[r];
+        for (int s = r + 1; s < wa; ++s) *o++ = twice * xa[s];
+      }
+    } else {
+      for (int r = 0; r < wa; ++r)
+        for (int s = 0; s < wb; ++s) *o++ = xa[r] * xb[s];
+    }
+  }
+}
+
 }  // namespace
 
-KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& groups, int G) {
-  check(G >= 1 && int(groups.size()) == h.d && h.T >= 1, "OAL moments: groups must be head_dim long and G >= 1");
-  const int G1 = G + 1, T = h.T, d = h.d;
+KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& groups, int G, int chunk) {
+  check(G >= 1 && int(groups.size()) == h.d && h.T >= 1 && chunk >= 1,
+        "OAL moments: groups must be head_dim long, G >= 1 and the chunk >= 1");
+  const int G1 = G + 1, T = h.T, d = h.d, D1 = d + 1;
   KernelMoments m;
   m.T = T;
   m.d = d;
@@ -43,9 +82,6 @@ KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& grou
   m.groups = groups;
   m.pairs = G1 * (G1 + 1) / 2;
   const int NP = m.pairs;
-  std::vector<int> pa, pb;  // pair p = (pa[p], pb[p]), a <= b
-  for (int a = 0; a < G1; ++a)
-    for (int b = a; b < G1; ++b) pa.push_back(a), pb.push_back(b);
 
   // Each group's dimensions of q (times 1/sqrt(d)) and of k, dense; s_g = q_g . k_g.
   std::vector<std::vector<double>> Qg(static_cast<size_t>(G1)), Kg(static_cast<size_t>(G1));
@@ -60,109 +96,94 @@ KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& grou
     Qg[size_t(g)] = gather(h.q, h.q_stride, T, cols, 1.0 / std::sqrt(double(d)));
     Kg[size_t(g)] = gather(h.k, h.k_stride, T, cols, 1.0);
   }
-  // [V | 1]: the product's extra column is each pair's weight sum Z, so the block's sums come
-  // out of the one BLAS product instead of a serial sum per row and pair beside it.
-  std::vector<double> V(size_t(T) * size_t(d + 1));
+  std::vector<PairFeatures> pairs;  // p = (a, b), a <= b, in the order of m.Z's and m.P's pairs
+  int F = 0;
+  for (int a = 0; a < G1; ++a)
+    for (int b = a; b < G1; ++b) {
+      const int wa = a ? width[size_t(a)] : 1, wb = b ? width[size_t(b)] : 1;
+      const int w = a == 0 ? wb : (a == b ? wa * (wa + 1) / 2 : wa * wb);
+      pairs.push_back({a, b, F, w});
+      F += w;
+    }
+  // [V | 1]: the products' extra column is each pair's weight sum Z, so the sums come out of
+  // the same BLAS products as the weighted values.
+  std::vector<double> V(size_t(T) * size_t(D1));
   {
     const std::vector<double> v = gather(h.v, h.v_stride, T, all_columns(d), 1.0);
     for (int t = 0; t < T; ++t) {
-      std::copy_n(v.data() + size_t(t) * size_t(d), d, V.data() + size_t(t) * size_t(d + 1));
-      V[size_t(t) * size_t(d + 1) + size_t(d)] = 1.0;
+      std::copy_n(v.data() + size_t(t) * size_t(d), d, V.data() + size_t(t) * size_t(D1));
+      V[size_t(t) * size_t(D1) + size_t(d)] = 1.0;
     }
   }
 
+  // Chunk by chunk of `chunk` positions (queries and keys alike). A query's sum over the keys
+  // j <= i splits into the keys of its own chunk, whose pair weights s_a s_b are formed from
+  // the chunk's scores and multiplied ([rows x pairs, rows] x [rows, d + 1], zero above the
+  // diagonal), and all earlier keys, which enter through the running sums
+  // state_p = sum_j psi_p(k_j) [v_j | 1]^T ([F, d + 1] over every pair): phi_p(q_i)^T state_p.
+  // That is 4 F (d + 1) flops per position (F = 1 + d + d (d + 1) / 2, whatever the grouping)
+  // in place of pairs x (d + 1) x i per query of the pair-by-pair products.
   m.Z.assign(size_t(T) * size_t(NP), 0.0);
   m.P.assign(size_t(T) * size_t(NP) * size_t(d), 0.0);
-  std::vector<double> PZ(size_t(std::min(kQueryBlock, T)) * size_t(NP) * size_t(d + 1));  // [row][pair][d + 1]
-  const int BR = std::min(kQueryBlock, T);
-  std::vector<double> S(size_t(G1) * size_t(BR) * size_t(T));  // [g][row][key], leading dimension n
-  std::vector<double> W(size_t(BR) * size_t(NP) * size_t(T));  // [row][pair][key]
-  for (int i0 = 0; i0 < T; i0 += BR) {
-    const int rows = std::min(BR, T - i0), n = i0 + rows;  // the block's queries see keys 0..n-1
+  const int C = std::min(chunk, T);
+  std::vector<double> PZ(size_t(C) * size_t(NP) * size_t(D1));  // [row][pair][d + 1]
+  std::vector<double> S(size_t(G1) * size_t(C) * size_t(C));      // [g][row][key]
+  std::vector<double> W(size_t(C) * size_t(NP) * size_t(C));      // [row][pair][key]
+  std::vector<double> feat(size_t(C) * size_t(F));                // [row][F], queries' or keys'
+  std::vector<double> state(size_t(F) * size_t(D1), 0.0);
+  for (int c0 = 0; c0 < T; c0 += C) {
+    const int rows = std::min(C, T - c0);
     for (int g = 1; g < G1; ++g) {
-      double* Sg = S.data() + size_t(g) * size_t(BR) * size_t(T);  // [rows][n]
+      double* Sg = S.data() + size_t(g) * size_t(C) * size_t(C);  // [rows][rows]
       const int w = width[size_t(g)];
       if (w == 0) {
-        std::fill(Sg, Sg + size_t(rows) * size_t(n), 0.0);
+        std::fill(Sg, Sg + size_t(rows) * size_t(rows), 0.0);
         continue;
       }
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, n, w, 1.0, Qg[size_t(g)].data() + size_t(i0) * size_t(w),
-                  w, Kg[size_t(g)].data(), w, 0.0, Sg, n);
+      const double* q = Qg[size_t(g)].data() + size_t(c0) * size_t(w);
+      const double* k = Kg[size_t(g)].data() + size_t(c0) * size_t(w);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, rows, w, 1.0, q, w, k, w, 0.0, Sg, rows);
     }
-    auto score_row = [&](int g, int r) { return S.data() + size_t(g) * size_t(BR) * size_t(T) + size_t(r) * size_t(n); };
-    for (int r = 0; r < rows; ++r) {
-      const int i = i0 + r;
+    auto score_row = [&](int g, int r) { return S.data() + size_t(g) * size_t(C) * size_t(C) + size_t(r) * size_t(rows); };
+    for (int r = 0; r < rows; ++r)
       for (int p = 0; p < NP; ++p) {
-        double* wr = W.data() + (size_t(r) * size_t(NP) + size_t(p)) * size_t(n);
-        const double* sa = pa[size_t(p)] ? score_row(pa[size_t(p)], r) : nullptr;  // s_0 = 1
-        const double* sb = pb[size_t(p)] ? score_row(pb[size_t(p)], r) : nullptr;
+        double* wr = W.data() + (size_t(r) * size_t(NP) + size_t(p)) * size_t(rows);
+        const int a = pairs[size_t(p)].a, b = pairs[size_t(p)].b;
+        const double* sa = a ? score_row(a, r) : nullptr;  // s_0 = 1
+        const double* sb = b ? score_row(b, r) : nullptr;
         if (sa && sb)
-          for (int j = 0; j <= i; ++j) wr[j] = sa[j] * sb[j];
+          for (int j = 0; j <= r; ++j) wr[j] = sa[j] * sb[j];
         else if (sa || sb)
-          std::copy_n(sa ? sa : sb, i + 1, wr);
+          std::copy_n(sa ? sa : sb, r + 1, wr);
         else
-          std::fill(wr, wr + i + 1, 1.0);
-        std::fill(wr + i + 1, wr + n, 0.0);  // causal: keys after the query weigh nothing
+          std::fill(wr, wr + r + 1, 1.0);
+        std::fill(wr + r + 1, wr + rows, 0.0);  // causal: keys after the query weigh nothing
+      }
+    const double* Vc = V.data() + size_t(c0) * size_t(D1);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows * NP, D1, rows, 1.0, W.data(), rows, Vc, D1, 0.0,
+                PZ.data(), D1);
+    if (c0 > 0) {  // the earlier chunks' keys
+      for (int r = 0; r < rows; ++r) row_features(Qg, width, pairs, c0 + r, false, feat.data() + size_t(r) * size_t(F));
+      for (int p = 0; p < NP; ++p) {
+        const PairFeatures& pf = pairs[size_t(p)];
+        if (pf.width == 0) continue;
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D1, pf.width, 1.0, feat.data() + pf.offset, F,
+                    state.data() + size_t(pf.offset) * size_t(D1), D1, 1.0, PZ.data() + size_t(p) * size_t(D1),
+                    NP * D1);
       }
     }
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows * NP, d + 1, n, 1.0, W.data(), n, V.data(), d + 1, 0.0,
-                PZ.data(), d + 1);
+    if (c0 + rows < T) {  // this chunk's keys join the running sums
+      for (int r = 0; r < rows; ++r) row_features(Kg, width, pairs, c0 + r, true, feat.data() + size_t(r) * size_t(F));
+      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, F, D1, rows, 1.0, feat.data(), F, Vc, D1, 1.0,
+                  state.data(), D1);
+    }
     for (int rp = 0; rp < rows * NP; ++rp) {
-      const double* src = PZ.data() + size_t(rp) * size_t(d + 1);
-      std::copy_n(src, d, m.P.data() + (size_t(i0) * size_t(NP) + size_t(rp)) * size_t(d));
-      m.Z[size_t(i0) * size_t(NP) + size_t(rp)] = src[d];
+      const double* src = PZ.data() + size_t(rp) * size_t(D1);
+      std::copy_n(src, d, m.P.data() + (size_t(c0) * size_t(NP) + size_t(rp)) * size_t(d));
+      m.Z[size_t(c0) * size_t(NP) + size_t(rp)] = src[d];
     }
   }
   return m;
-}
-
-double moments_loss(const KernelMoments& m, const GroupedKernel& k, const int* positions, int n, const double* targets,
-                    double* dL) {
-  const int G1 = k.G + 1, NP = m.pairs, d = m.d;
-  check(k.G == m.G && k.groups == m.groups && k.L.size() == size_t(G1 * G1),
-        "OAL moments: the kernel's grouping is not the one the moments were computed for");
-  // m_ab of M = L L^T (L lower triangular), doubled off the diagonal; eps joins the (0,0) pair.
-  std::vector<double> coef(static_cast<size_t>(NP));
-  std::vector<int> pa, pb;
-  for (int a = 0, p = 0; a < G1; ++a)
-    for (int b = a; b < G1; ++b, ++p) {
-      double M = 0.0;
-      for (int c = 0; c <= a; ++c) M += k.L[size_t(a * G1 + c)] * k.L[size_t(b * G1 + c)];
-      coef[size_t(p)] = (a == b ? 1.0 : 2.0) * M + (a == 0 && b == 0 ? k.eps : 0.0);
-      pa.push_back(a);
-      pb.push_back(b);
-    }
-  std::vector<double> y(static_cast<size_t>(d)), g(static_cast<size_t>(d)), A(static_cast<size_t>(G1 * G1), 0.0);
-  double loss = 0.0;
-  const double norm = 1.0 / (double(n) * double(d));
-  for (int q = 0; q < n; ++q) {
-    const int i = positions[q];
-    check(i >= 0 && i < m.T, "OAL moments: query position " + std::to_string(i) + " is outside the sequence");
-    const double* Zi = m.Z.data() + size_t(i) * size_t(NP);
-    const double* Pi = m.P.data() + size_t(i) * size_t(NP) * size_t(d);
-    double z = 0.0;
-    std::fill(y.begin(), y.end(), 0.0);
-    for (int p = 0; p < NP; ++p) {
-      z += coef[size_t(p)] * Zi[p];
-      const double* Pp = Pi + size_t(p) * size_t(d);
-      for (int r = 0; r < d; ++r) y[size_t(r)] += coef[size_t(p)] * Pp[r];
-    }
-    loss += detail::query_error(y.data(), z, targets + size_t(q) * size_t(d), d, norm, g.data(), i);
-    if (!dL) continue;
-    // A = sum_j c_j s s^T with c_j = g . (v_j - y) / z (kernel_loss), pair by pair.
-    double gy = 0.0;
-    for (int r = 0; r < d; ++r) gy += g[size_t(r)] * y[size_t(r)];
-    for (int p = 0; p < NP; ++p) {
-      const double* Pp = Pi + size_t(p) * size_t(d);
-      double gp = 0.0;
-      for (int r = 0; r < d; ++r) gp += g[size_t(r)] * Pp[r];
-      const double c = (gp - gy * Zi[p]) / z;
-      A[size_t(pa[size_t(p)] * G1 + pb[size_t(p)])] += c;
-      if (pa[size_t(p)] != pb[size_t(p)]) A[size_t(pb[size_t(p)] * G1 + pa[size_t(p)])] += c;
-    }
-  }
-  if (dL) detail::add_lower_gradient(A, k.L, G1, dL);
-  return loss;
 }
 
 void softmax_outputs(const HeadRows& h, double* out) {

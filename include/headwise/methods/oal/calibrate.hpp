@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "headwise/methods/oal/kernel.hpp"
-#include "headwise/methods/oal/kernel_moments.hpp"
+#include "headwise/methods/oal/loss_moments.hpp"
 
 namespace hw::oal {
 
@@ -45,17 +45,15 @@ struct HeadSamples {
 // Mean over validation sequences, positions and channels of the squared error.
 double validation_mse(const HeadSamples& s, const GroupedKernel& k);
 
-// The kernel moments (kernel_moments.hpp) of every fit and validation sequence for one grouping:
-// what a fit of that grouping evaluates its loss from.
+// The loss moments (loss_moments.hpp: kernel moments folded with the targets) of every fit and
+// validation sequence for one grouping: what a fit of that grouping evaluates its loss from.
+// Needs prepare_targets first.
 struct SampleMoments {
-  std::vector<KernelMoments> fit, val;
+  std::vector<LossMoments> fit, val;
 };
 SampleMoments sample_moments(const HeadSamples& s, const std::vector<int32_t>& groups, int G);
-// The global kernel's moments (G = 1, every dimension in group 1) from a grouping's: the global
-// score is the sum of the groups' (s = s_1 + .. + s_G), so its pairs are sums of the grouped
-// pairs (Z^01 = sum_b Z^0b, Z^11 = sum_{a,b} Z^ab), the same numbers up to rounding, for a
-// fraction of kernel_moments' two BLAS products.
-KernelMoments global_moments(const KernelMoments& grouped);
+// The global kernel's moments from a grouping's (global_moments of loss_moments.hpp, sequence by
+// sequence), for a fraction of kernel_moments' products.
 SampleMoments global_moments(const SampleMoments& grouped);
 // validation_mse from the moments (the same number up to rounding).
 double validation_mse(const HeadSamples& s, const SampleMoments& m, const GroupedKernel& k);

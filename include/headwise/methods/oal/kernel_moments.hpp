@@ -7,7 +7,10 @@
 // with m_ab = M_ab (a = b, plus eps at a = b = 0) or 2 M_ab (a < b). A fit evaluates the loss
 // at 32 positions per update and at every validation position, six fits per head: the direct
 // form (kernel_loss, O(i d) per query) made a T = 4096 calibration of one 14-head layer take
-// over 6 minutes on 2 cores; the moments are two BLAS products per block of queries, once.
+// over 6 minutes on 2 cores; the moments are computed once, chunk by chunk: within a chunk from
+// the pair weights s_a s_b, across chunks from running sums of feature products (s_a s_b is a
+// dot product of features of q_i and of k_j), O(d^3) per position instead of O(pairs d T).
+// loss_moments.hpp folds them with the targets into what the fits read.
 #include <cstdint>
 #include <vector>
 
@@ -23,11 +26,9 @@ struct KernelMoments {
 };
 
 // Call with the BLAS library single-threaded when inside an OpenMP team (blas::SingleThreaded).
-KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& groups, int G);
-
-// kernel_loss's value and gradient (added into dL) from the moments of k's grouping.
-double moments_loss(const KernelMoments& m, const GroupedKernel& k, const int* positions, int n, const double* targets,
-                    double* dL);
+// `chunk`: positions per chunk (the default balances the chunk's own pair products against the
+// running sums' at d = 64; tests pass small ones to cross many chunk boundaries).
+KernelMoments kernel_moments(const HeadRows& h, const std::vector<int32_t>& groups, int G, int chunk = 64);
 
 // softmax_output at every query: out [T][d].
 void softmax_outputs(const HeadRows& h, double* out);
