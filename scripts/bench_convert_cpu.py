@@ -16,8 +16,9 @@ Bounds: the FLOPs a run cannot avoid, at the rates this machine reaches at the s
 linear layer and each head's causal QK^T and PV over every window) plus each head's QK^T once more
 for its statistics; OAL = the forwards of the statistics prompts and the fit and validation
 sequences through the last converted layer, plus each converted head's float64 products (its
-softmax targets: QK^T and PV; its kernel moments: the score products and one [pairs, T] x [T, d]
-product per sequence, with G from the run's own report); AoH and heads = reading the attention
+softmax targets: QK^T and PV; its scores; its kernel moments: the cheaper of one [pairs, T] x [T, d]
+causal product per sequence and running sums of the 1 + d + d(d+1)/2 quadratic features across
+chunks of 64 positions, with G from the run's own report); AoH and heads = reading the attention
 weights once (no compute to speak of: the bound is the stored bytes over the read bandwidth).
 """
 import argparse
@@ -178,10 +179,15 @@ def main():
             report = json.load(f)["report"]
         unit = 2 * causal_pairs(T) * d  # one [T, d] x [d, T] causal product
         fit_flops = 0.0
+        feats = 1 + d + d * (d + 1) / 2  # the quadratic kernel's features of a d-wide row
         for h in report["heads"]:
             G = h["grouping"]["n_groups"]
             pairs = (G + 1) * (G + 2) / 2
-            fit_flops += (fit + val) * (2 + 1 + pairs) * unit  # targets (QK^T, PV), scores, moments
+            # kernel moments, the cheaper of: the pair products over the causal keys, or (what
+            # kernel_moments.cpp does) running feature sums across chunks of 64 positions,
+            # 4 F (d + 1) per position, plus the pair products within a chunk
+            moments = min(pairs * unit, T * (4 * feats * (d + 1) + pairs * (d + 1) * 64))
+            fit_flops += (fit + val) * ((2 + 1) * unit + moments)  # targets (QK^T, PV), scores, moments
         rows.append({"row": "convert --method oal, layers 3-20 (0.5B, 4 + 2 + 1 windows)", "cmd": cmd, "wall_s": wall,
                      "peak_rss_gb": rss / 1e9, "goal": "<= 240 s, <= 3.5 GB", "met": wall <= 240 and rss <= 3.5e9,
                      "bound_s": fwd / (f32 * 1e9) + fit_flops / (f64 * 1e9),
