@@ -38,13 +38,12 @@ __attribute__((target("avx512f,avx512dq"))) void f32_pass(float* out, int64_t ld
   const __mmask16 tail = __mmask16((1u << (I - full)) - 1);
   const float *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
   const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  const bool far = true;  // (into L2: the rows' x beside the pass fills L1)
   __m512 a[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
   int64_t i = 0;
   for (; i < full; i += 16) {
-    prefetch_lines(next + 4 * 4 * i, far);
+    prefetch_lines(next + 4 * 4 * i, /*far=*/true);  // (into L2: the rows' x beside the pass fills L1)
     const __m512 v0 = _mm512_loadu_ps(w0 + i), v1 = _mm512_loadu_ps(w1 + i), v2 = _mm512_loadu_ps(w2 + i),
                  v3 = _mm512_loadu_ps(w3 + i);
 #pragma GCC unroll 4
@@ -78,42 +77,29 @@ __attribute__((target("avx512f,avx512dq"))) void f32_pass(float* out, int64_t ld
   }
 }
 
-// 16-bit W widened in registers, x in widen_order's layout (xs + r * ldx), as gemv.cpp's
-// rows_half_widen: per load of 32 weights, the two widened vectors into one accumulator.
-template <HalfType T, int R>
-HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64_t ldx, const uint16_t* w,
-                                 const float* bias, int64_t I, int64_t o) {
+// A pass over 16-bit W: 32 weights of each of four rows at a time (the next four rows prefetched
+// into L2), then the masked tail; step(a, l0, l1, l2, l3, i) multiplies the four loads into the
+// rows' accumulators a[r][0..3]; each row's four sums (+ bias) stored. Always inlined, so the
+// step (a lambda with its caller's target) inlines too.
+template <int R, class Step>
+__attribute__((always_inline)) HW_AVX512_TARGET inline void half_pass(float* out, int64_t ldo, const uint16_t* w,
+                                                                      const float* bias, int64_t I, int64_t o,
+                                                                      Step&& step) {
   const int64_t full = I / 32 * 32;
   const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
   const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
   const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  const bool far = true;
   __m512 a[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
-  auto step = [&](__m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_AVX512_TARGET {
-    __m512 v[4][2];
-    detail::widen32<T>(l0, v[0][0], v[0][1]);
-    detail::widen32<T>(l1, v[1][0], v[1][1]);
-    detail::widen32<T>(l2, v[2][0], v[2][1]);
-    detail::widen32<T>(l3, v[3][0], v[3][1]);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      __m512 x0 = _mm512_load_ps(xs + r * ldx + i), x1 = _mm512_load_ps(xs + r * ldx + i + 16);
-      HW_IN_REGISTER(x0);
-      HW_IN_REGISTER(x1);
-#pragma GCC unroll 4
-      for (int j = 0; j < 4; ++j) a[r][j] = _mm512_fmadd_ps(v[j][1], x1, _mm512_fmadd_ps(v[j][0], x0, a[r][j]));
-    }
-  };
   int64_t i = 0;
   for (; i < full; i += 32) {
-    prefetch_lines(next + 4 * 2 * i, far);
-    step(_mm512_loadu_si512(w0 + i), _mm512_loadu_si512(w1 + i), _mm512_loadu_si512(w2 + i),
+    prefetch_lines(next + 4 * 2 * i, /*far=*/true);  // (into L2: the rows' x beside the pass fills L1)
+    step(a, _mm512_loadu_si512(w0 + i), _mm512_loadu_si512(w1 + i), _mm512_loadu_si512(w2 + i),
          _mm512_loadu_si512(w3 + i), i);
   }
   if (i < I)
-    step(_mm512_maskz_loadu_epi16(tail, w0 + i), _mm512_maskz_loadu_epi16(tail, w1 + i),
+    step(a, _mm512_maskz_loadu_epi16(tail, w0 + i), _mm512_maskz_loadu_epi16(tail, w1 + i),
          _mm512_maskz_loadu_epi16(tail, w2 + i), _mm512_maskz_loadu_epi16(tail, w3 + i), i);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
@@ -121,6 +107,30 @@ HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64
     if (bias) sums = _mm_add_ps(_mm_loadu_ps(bias + o), sums);
     _mm_storeu_ps(out + r * ldo + o, sums);
   }
+}
+
+// 16-bit W widened in registers, x in widen_order's layout (xs + r * ldx), as gemv.cpp's
+// rows_half_widen: per load of 32 weights, the two widened vectors into one accumulator.
+template <HalfType T, int R>
+HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64_t ldx, const uint16_t* w,
+                                 const float* bias, int64_t I, int64_t o) {
+  half_pass<R>(out, ldo, w, bias, I, o,
+               [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_AVX512_TARGET {
+                 __m512 v[4][2];
+                 detail::widen32<T>(l0, v[0][0], v[0][1]);
+                 detail::widen32<T>(l1, v[1][0], v[1][1]);
+                 detail::widen32<T>(l2, v[2][0], v[2][1]);
+                 detail::widen32<T>(l3, v[3][0], v[3][1]);
+#pragma GCC unroll 4
+                 for (int r = 0; r < R; ++r) {
+                   __m512 x0 = _mm512_load_ps(xs + r * ldx + i), x1 = _mm512_load_ps(xs + r * ldx + i + 16);
+                   HW_IN_REGISTER(x0);
+                   HW_IN_REGISTER(x1);
+#pragma GCC unroll 4
+                   for (int j = 0; j < 4; ++j)
+                     a[r][j] = _mm512_fmadd_ps(v[j][1], x1, _mm512_fmadd_ps(v[j][0], x0, a[r][j]));
+                 }
+               });
 }
 
 // One output of R rows by widening (the tail of a block whose size is not a multiple of four).
@@ -150,41 +160,19 @@ HW_AVX512_TARGET void widen_one(float* out, int64_t ldo, const float* xs, int64_
 template <int R>
 HW_BF16_TARGET void dot_pass(float* out, int64_t ldo, const uint16_t* xb, int64_t ldx, const uint16_t* w,
                              const float* bias, int64_t I, int64_t o) {
-  const int64_t full = I / 32 * 32;
-  const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
-  const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
-  const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  const bool far = true;
-  __m512 a[R][4];
+  half_pass<R>(out, ldo, w, bias, I, o,
+               [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_BF16_TARGET {
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
-  auto step = [&](__m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_BF16_TARGET {
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      __m512i xi = _mm512_loadu_si512(xb + r * ldx + i);
-      HW_IN_REGISTER(xi);
-      const __m512bh xv = (__m512bh)xi;
-      a[r][0] = _mm512_dpbf16_ps(a[r][0], (__m512bh)l0, xv);
-      a[r][1] = _mm512_dpbf16_ps(a[r][1], (__m512bh)l1, xv);
-      a[r][2] = _mm512_dpbf16_ps(a[r][2], (__m512bh)l2, xv);
-      a[r][3] = _mm512_dpbf16_ps(a[r][3], (__m512bh)l3, xv);
-    }
-  };
-  int64_t i = 0;
-  for (; i < full; i += 32) {
-    prefetch_lines(next + 4 * 2 * i, far);
-    step(_mm512_loadu_si512(w0 + i), _mm512_loadu_si512(w1 + i), _mm512_loadu_si512(w2 + i),
-         _mm512_loadu_si512(w3 + i), i);
-  }
-  if (i < I)
-    step(_mm512_maskz_loadu_epi16(tail, w0 + i), _mm512_maskz_loadu_epi16(tail, w1 + i),
-         _mm512_maskz_loadu_epi16(tail, w2 + i), _mm512_maskz_loadu_epi16(tail, w3 + i), i);
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    __m128 sums = sum4(a[r][0], a[r][1], a[r][2], a[r][3]);
-    if (bias) sums = _mm_add_ps(_mm_loadu_ps(bias + o), sums);
-    _mm_storeu_ps(out + r * ldo + o, sums);
-  }
+                 for (int r = 0; r < R; ++r) {
+                   __m512i xi = _mm512_loadu_si512(xb + r * ldx + i);
+                   HW_IN_REGISTER(xi);
+                   const __m512bh xv = (__m512bh)xi;
+                   a[r][0] = _mm512_dpbf16_ps(a[r][0], (__m512bh)l0, xv);
+                   a[r][1] = _mm512_dpbf16_ps(a[r][1], (__m512bh)l1, xv);
+                   a[r][2] = _mm512_dpbf16_ps(a[r][2], (__m512bh)l2, xv);
+                   a[r][3] = _mm512_dpbf16_ps(a[r][3], (__m512bh)l3, xv);
+                 }
+               });
 }
 
 HW_BF16_TARGET void dot_one(float* out, int64_t ldo, const uint16_t* xb, int64_t ldx, const uint16_t* w,
