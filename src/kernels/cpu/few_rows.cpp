@@ -30,83 +30,64 @@ using detail::sum4;
 // FMAs that use it, four loads where one does (the passes are bound by loads at 16 rows).
 #define HW_IN_REGISTER(v) asm("" : "+v"(v))
 
-// One pass: outputs o..o+3 of R rows (x + r * ldx, out + r * ldo).
-template <int R>
-__attribute__((target("avx512f,avx512dq"))) void f32_pass(float* out, int64_t ldo, const float* x, int64_t ldx,
-                                                         const float* w, int64_t I, int64_t o, bool accumulate) {
-  const int64_t full = I / 16 * 16;
-  const __mmask16 tail = __mmask16((1u << (I - full)) - 1);
-  const float *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
+// One pass: outputs o..o+3 of R rows. W's four rows are read 64 bytes at a time (16 fp32 or 32
+// 16-bit weights; the next four rows prefetched into L2, since the rows' x beside the pass fills
+// L1), then the masked tail; step(a, l0, l1, l2, l3, i, mask) multiplies the four loads into the
+// rows' accumulators a[r][0..3] (mask: the loaded elements, all but in the tail); each row's four
+// sums are stored at out + r * ldo + o, after adding add + r * add_ld + o where add is not null
+// (the bias, add_ld 0, or the output itself). Always inlined, so the step (a lambda with its
+// caller's target) inlines too.
+template <class E, int R, class Step>
+__attribute__((always_inline)) HW_AVX512_TARGET inline void pass(float* out, int64_t ldo, const E* w, const float* add,
+                                                                 int64_t add_ld, int64_t I, int64_t o, Step&& step) {
+  constexpr int64_t kLoad = 64 / int64_t(sizeof(E));  // elements per 64-byte load
+  const int64_t full = I / kLoad * kLoad;
+  const uint64_t all = (uint64_t(1) << kLoad) - 1, tail = (uint64_t(1) << (I - full)) - 1;
+  const E *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
   const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
+  auto masked = [tail](const E* p) HW_AVX512_TARGET {
+    if constexpr (sizeof(E) == 4)
+      return _mm512_castps_si512(_mm512_maskz_loadu_ps(__mmask16(tail), p));
+    else
+      return _mm512_maskz_loadu_epi16(__mmask32(tail), p);
+  };
   __m512 a[R][4];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
   int64_t i = 0;
-  for (; i < full; i += 16) {
-    prefetch_lines(next + 4 * 4 * i, /*far=*/true);  // (into L2: the rows' x beside the pass fills L1)
-    const __m512 v0 = _mm512_loadu_ps(w0 + i), v1 = _mm512_loadu_ps(w1 + i), v2 = _mm512_loadu_ps(w2 + i),
-                 v3 = _mm512_loadu_ps(w3 + i);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      __m512 xv = _mm512_loadu_ps(x + r * ldx + i);
-      HW_IN_REGISTER(xv);
-      a[r][0] = _mm512_fmadd_ps(v0, xv, a[r][0]);
-      a[r][1] = _mm512_fmadd_ps(v1, xv, a[r][1]);
-      a[r][2] = _mm512_fmadd_ps(v2, xv, a[r][2]);
-      a[r][3] = _mm512_fmadd_ps(v3, xv, a[r][3]);
-    }
+  for (; i < full; i += kLoad) {
+    prefetch_lines(next + 4 * int64_t(sizeof(E)) * i, /*far=*/true);
+    step(a, _mm512_loadu_si512(w0 + i), _mm512_loadu_si512(w1 + i), _mm512_loadu_si512(w2 + i),
+         _mm512_loadu_si512(w3 + i), i, all);
   }
-  if (i < I) {
-    const __m512 v0 = _mm512_maskz_loadu_ps(tail, w0 + i), v1 = _mm512_maskz_loadu_ps(tail, w1 + i),
-                 v2 = _mm512_maskz_loadu_ps(tail, w2 + i), v3 = _mm512_maskz_loadu_ps(tail, w3 + i);
-#pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) {
-      const __m512 xv = _mm512_maskz_loadu_ps(tail, x + r * ldx + i);
-      a[r][0] = _mm512_fmadd_ps(v0, xv, a[r][0]);
-      a[r][1] = _mm512_fmadd_ps(v1, xv, a[r][1]);
-      a[r][2] = _mm512_fmadd_ps(v2, xv, a[r][2]);
-      a[r][3] = _mm512_fmadd_ps(v3, xv, a[r][3]);
-    }
-  }
+  if (i < I) step(a, masked(w0 + i), masked(w1 + i), masked(w2 + i), masked(w3 + i), i, tail);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     __m128 sums = sum4(a[r][0], a[r][1], a[r][2], a[r][3]);
-    float* y = out + r * ldo + o;
-    if (accumulate) sums = _mm_add_ps(_mm_loadu_ps(y), sums);
-    _mm_storeu_ps(y, sums);
+    if (add) sums = _mm_add_ps(_mm_loadu_ps(add + r * add_ld + o), sums);
+    _mm_storeu_ps(out + r * ldo + o, sums);
   }
 }
 
-// A pass over 16-bit W: 32 weights of each of four rows at a time (the next four rows prefetched
-// into L2), then the masked tail; step(a, l0, l1, l2, l3, i) multiplies the four loads into the
-// rows' accumulators a[r][0..3]; each row's four sums (+ bias) stored. Always inlined, so the
-// step (a lambda with its caller's target) inlines too.
-template <int R, class Step>
-__attribute__((always_inline)) HW_AVX512_TARGET inline void half_pass(float* out, int64_t ldo, const uint16_t* w,
-                                                                      const float* bias, int64_t I, int64_t o,
-                                                                      Step&& step) {
-  const int64_t full = I / 32 * 32;
-  const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
-  const uint16_t *w0 = w + o * I, *w1 = w0 + I, *w2 = w1 + I, *w3 = w2 + I;
-  const char* next = reinterpret_cast<const char*>(w0 + 4 * I);
-  __m512 a[R][4];
+// fp32 W [O, I], x + r * ldx (not padded: its tail is a masked load), as gemv.cpp's rows_f32_dot.
+template <int R>
+HW_AVX512_TARGET void f32_pass(float* out, int64_t ldo, const float* x, int64_t ldx, const float* w, int64_t I,
+                               int64_t o, bool accumulate) {
+  pass<float, R>(out, ldo, w, accumulate ? out : nullptr, ldo, I, o,
+                 [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i,
+                     uint64_t mask) HW_AVX512_TARGET {
+                   const __m512 v0 = _mm512_castsi512_ps(l0), v1 = _mm512_castsi512_ps(l1),
+                                v2 = _mm512_castsi512_ps(l2), v3 = _mm512_castsi512_ps(l3);
 #pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_ps();
-  int64_t i = 0;
-  for (; i < full; i += 32) {
-    prefetch_lines(next + 4 * 2 * i, /*far=*/true);  // (into L2: the rows' x beside the pass fills L1)
-    step(a, _mm512_loadu_si512(w0 + i), _mm512_loadu_si512(w1 + i), _mm512_loadu_si512(w2 + i),
-         _mm512_loadu_si512(w3 + i), i);
-  }
-  if (i < I)
-    step(a, _mm512_maskz_loadu_epi16(tail, w0 + i), _mm512_maskz_loadu_epi16(tail, w1 + i),
-         _mm512_maskz_loadu_epi16(tail, w2 + i), _mm512_maskz_loadu_epi16(tail, w3 + i), i);
-#pragma GCC unroll 4
-  for (int r = 0; r < R; ++r) {
-    __m128 sums = sum4(a[r][0], a[r][1], a[r][2], a[r][3]);
-    if (bias) sums = _mm_add_ps(_mm_loadu_ps(bias + o), sums);
-    _mm_storeu_ps(out + r * ldo + o, sums);
-  }
+                   for (int r = 0; r < R; ++r) {
+                     __m512 xv = _mm512_maskz_loadu_ps(__mmask16(mask), x + r * ldx + i);
+                     HW_IN_REGISTER(xv);
+                     a[r][0] = _mm512_fmadd_ps(v0, xv, a[r][0]);
+                     a[r][1] = _mm512_fmadd_ps(v1, xv, a[r][1]);
+                     a[r][2] = _mm512_fmadd_ps(v2, xv, a[r][2]);
+                     a[r][3] = _mm512_fmadd_ps(v3, xv, a[r][3]);
+                   }
+                 });
 }
 
 // 16-bit W widened in registers, x in widen_order's layout (xs + r * ldx), as gemv.cpp's
@@ -114,8 +95,9 @@ __attribute__((always_inline)) HW_AVX512_TARGET inline void half_pass(float* out
 template <HalfType T, int R>
 HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64_t ldx, const uint16_t* w,
                                  const float* bias, int64_t I, int64_t o) {
-  half_pass<R>(out, ldo, w, bias, I, o,
-               [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_AVX512_TARGET {
+  pass<uint16_t, R>(out, ldo, w, bias, 0, I, o,
+                    [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i,
+                        uint64_t) HW_AVX512_TARGET {
                  __m512 v[4][2];
                  detail::widen32<T>(l0, v[0][0], v[0][1]);
                  detail::widen32<T>(l1, v[1][0], v[1][1]);
@@ -160,8 +142,9 @@ HW_AVX512_TARGET void widen_one(float* out, int64_t ldo, const float* xs, int64_
 template <int R>
 HW_BF16_TARGET void dot_pass(float* out, int64_t ldo, const uint16_t* xb, int64_t ldx, const uint16_t* w,
                              const float* bias, int64_t I, int64_t o) {
-  half_pass<R>(out, ldo, w, bias, I, o,
-               [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i) HW_BF16_TARGET {
+  pass<uint16_t, R>(out, ldo, w, bias, 0, I, o,
+                    [&](__m512 (&a)[R][4], __m512i l0, __m512i l1, __m512i l2, __m512i l3, int64_t i,
+                        uint64_t) HW_BF16_TARGET {
 #pragma GCC unroll 4
                  for (int r = 0; r < R; ++r) {
                    __m512i xi = _mm512_loadu_si512(xb + r * ldx + i);
@@ -193,17 +176,17 @@ HW_BF16_TARGET void dot_one(float* out, int64_t ldo, const uint16_t* xb, int64_t
 }
 
 // Outputs lo..hi of all N rows: four outputs a pass, the rows four at a time (then 3, 2 or 1),
-// the last hi - lo mod 4 outputs one at a time. pass<R>(r0, o) and one(r0, o, rows) do the work.
+// the last hi - lo mod 4 outputs one at a time: tile<R>(r0, o) and one(o) do the work.
 template <class Pass, class One>
-void over_tiles(int64_t N, int64_t lo, int64_t hi, Pass&& pass, One&& one) {
+void over_tiles(int64_t N, int64_t lo, int64_t hi, Pass&& tile, One&& one) {
   int64_t o = lo;
   for (; o + 4 <= hi; o += 4) {
     int64_t r = 0;
-    for (; r + 4 <= N; r += 4) pass(std::integral_constant<int, 4>{}, r, o);
+    for (; r + 4 <= N; r += 4) tile(std::integral_constant<int, 4>{}, r, o);
     switch (N - r) {
-      case 3: pass(std::integral_constant<int, 3>{}, r, o); break;
-      case 2: pass(std::integral_constant<int, 2>{}, r, o); break;
-      case 1: pass(std::integral_constant<int, 1>{}, r, o); break;
+      case 3: tile(std::integral_constant<int, 3>{}, r, o); break;
+      case 2: tile(std::integral_constant<int, 2>{}, r, o); break;
+      case 1: tile(std::integral_constant<int, 1>{}, r, o); break;
       default: break;
     }
   }
