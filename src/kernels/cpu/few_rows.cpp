@@ -115,29 +115,6 @@ HW_AVX512_TARGET void widen_pass(float* out, int64_t ldo, const float* xs, int64
                });
 }
 
-// One output of R rows by widening (the tail of a block whose size is not a multiple of four).
-template <HalfType T>
-HW_AVX512_TARGET void widen_one(float* out, int64_t ldo, const float* xs, int64_t ldx, const uint16_t* w,
-                                const float* bias, int64_t I, int64_t o, int64_t R) {
-  const int64_t full = I / 32 * 32;
-  const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
-  const uint16_t* w0 = w + o * I;
-  for (int64_t r = 0; r < R; ++r) {
-    const float* x = xs + r * ldx;
-    __m512 a = _mm512_setzero_ps(), v0, v1;
-    int64_t i = 0;
-    for (; i < full; i += 32) {
-      detail::widen32<T>(_mm512_loadu_si512(w0 + i), v0, v1);
-      a = _mm512_fmadd_ps(v1, _mm512_load_ps(x + i + 16), _mm512_fmadd_ps(v0, _mm512_load_ps(x + i), a));
-    }
-    if (i < I) {
-      detail::widen32<T>(_mm512_maskz_loadu_epi16(tail, w0 + i), v0, v1);
-      a = _mm512_fmadd_ps(v1, _mm512_load_ps(x + i + 16), _mm512_fmadd_ps(v0, _mm512_load_ps(x + i), a));
-    }
-    out[r * ldo + o] = (bias ? bias[o] : 0.f) + sum1(a);
-  }
-}
-
 // AVX512_BF16 dot products, x rounded to bf16 (xb + r * ldx, zero-padded), as gemv.cpp's rows_bf16_dot.
 template <int R>
 HW_BF16_TARGET void dot_pass(float* out, int64_t ldo, const uint16_t* xb, int64_t ldx, const uint16_t* w,
@@ -156,23 +133,6 @@ HW_BF16_TARGET void dot_pass(float* out, int64_t ldo, const uint16_t* xb, int64_
                    a[r][3] = _mm512_dpbf16_ps(a[r][3], (__m512bh)l3, xv);
                  }
                });
-}
-
-HW_BF16_TARGET void dot_one(float* out, int64_t ldo, const uint16_t* xb, int64_t ldx, const uint16_t* w,
-                            const float* bias, int64_t I, int64_t o, int64_t R) {
-  const int64_t full = I / 32 * 32;
-  const __mmask32 tail = __mmask32((uint64_t(1) << (I - full)) - 1);
-  const uint16_t* w0 = w + o * I;
-  for (int64_t r = 0; r < R; ++r) {
-    const uint16_t* x = xb + r * ldx;
-    __m512 a = _mm512_setzero_ps();
-    int64_t i = 0;
-    for (; i < full; i += 32)
-      a = _mm512_dpbf16_ps(a, (__m512bh)_mm512_loadu_si512(w0 + i), (__m512bh)_mm512_loadu_si512(x + i));
-    if (i < I)
-      a = _mm512_dpbf16_ps(a, (__m512bh)_mm512_maskz_loadu_epi16(tail, w0 + i), (__m512bh)_mm512_loadu_si512(x + i));
-    out[r * ldo + o] = (bias ? bias[o] : 0.f) + sum1(a);
-  }
 }
 
 // Outputs lo..hi of all N rows: four outputs a pass, the rows four at a time (then 3, 2 or 1),
@@ -268,7 +228,9 @@ void few_rows_half(float* out, const float* inp, const HalfMatrix& m, const floa
             [&](auto R, int64_t r0, int64_t o) {
               widen_pass<t, decltype(R)::value>(out + r0 * O, O, xs + r0 * padded, padded, w, bias, I, o);
             },
-            [&](int64_t o) { widen_one<t>(out, O, xs, padded, w, bias, I, o, N); });
+            [&](int64_t o) {
+              for (int64_t r = 0; r < N; ++r) detail::widen_rows(out + r * O, xs + r * padded, w, bias, I, o, o + 1, t);
+            });
       });
     };
     if (m.type == HalfType::BF16)
@@ -294,7 +256,9 @@ void few_rows_half(float* out, const float* inp, const HalfMatrix& m, const floa
           [&](auto R, int64_t r0, int64_t o) {
             dot_pass<decltype(R)::value>(out + r0 * O, O, xb + r0 * padded, padded, w, bias, I, o);
           },
-          [&](int64_t o) { dot_one(out, O, xb, padded, w, bias, I, o, N); });
+          [&](int64_t o) {
+            for (int64_t r = 0; r < N; ++r) detail::bf16_dot_rows(out + r * O, xb + r * padded, w, bias, I, o, o + 1);
+          });
     });
     return;
   }

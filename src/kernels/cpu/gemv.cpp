@@ -375,6 +375,21 @@ void bf16_padded(uint16_t* xb, const float* x, int64_t I, int64_t padded) {
   for (int64_t i = I; i < padded; ++i) xb[i] = 0;
 }
 
+#if defined(HW_HAVE_X86)
+void widen_rows(float* out, const float* xs, const uint16_t* w, const float* bias, int64_t I, int64_t lo, int64_t hi,
+                HalfType t) {
+  if (t == HalfType::BF16)
+    rows_half_widen<HalfType::BF16>(out, xs, w, bias, I, lo, hi);
+  else
+    rows_half_widen<HalfType::F16>(out, xs, w, bias, I, lo, hi);
+}
+
+void bf16_dot_rows(float* out, const uint16_t* xb, const uint16_t* w, const float* bias, int64_t I, int64_t lo,
+                   int64_t hi) {
+  rows_bf16_dot(out, xb, w, bias, I, lo, hi);
+}
+#endif
+
 Chosen choose_half_kernel(HalfType t, int64_t I) {
   static const bool avx512 = detail::cpu_has_avx512(), bf16dot = cpu_has_avx512bf16();
   const HalfKernel f = forced();

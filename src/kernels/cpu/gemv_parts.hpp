@@ -66,6 +66,13 @@ void widen_order(float* xs, const float* x, int64_t I, int64_t padded, HalfType 
 void bf16_padded(uint16_t* xb, const float* x, int64_t I, int64_t padded);
 
 #if defined(HW_HAVE_X86)
+// Outputs lo..hi of one row by gemv.cpp's kernels (AVX-512; the few-row kernels' ragged ends):
+// 16-bit W widened, x in widen_order's layout; AVX512_BF16 dot products, x as bf16_padded wrote it.
+void widen_rows(float* out, const float* xs, const uint16_t* w, const float* bias, int64_t I, int64_t lo, int64_t hi,
+                HalfType t);
+void bf16_dot_rows(float* out, const uint16_t* xb, const uint16_t* w, const float* bias, int64_t I, int64_t lo,
+                   int64_t hi);
+
 // Four lines of the next pass, into L2 when `far` (a pass over kL1PassBytes), else into L1.
 // always_inline: GCC 12 does not inline it into the kernels (their target differs), finds it
 // free of side effects and drops every call, prefetches and all (the kernels then streamed at
