@@ -83,6 +83,30 @@ void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const F* 
   }
 }
 
+// How many threads' pieces a product of few rows over O outputs and fan-in I takes: 1 (the
+// calling thread alone) inside a parallel region, for a single piece or below kParallelGemvMinWork.
+int gemv_pieces(int o, int i) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int pieces = std::min(threads, (o + kPieceAlign - 1) / kPieceAlign);
+  return pieces <= 1 || int64_t(o) * i < kParallelGemvMinWork ? 1 : pieces;
+}
+
+// piece(lo, hi) over `pieces` contiguous blocks of the O outputs, one per OpenMP thread, the
+// boundaries on multiples of kPieceAlign.
+template <class Piece>
+void over_pieces(int pieces, int o, Piece&& piece) {
+  if (pieces <= 1) {
+    piece(0, o);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(pieces)
+  for (int p = 0; p < pieces; ++p) {
+    const int lo = int(int64_t(o) * p / pieces) / kPieceAlign * kPieceAlign;
+    const int hi = p + 1 == pieces ? o : int(int64_t(o) * (p + 1) / pieces) / kPieceAlign * kPieceAlign;
+    if (hi > lo) piece(lo, hi);
+  }
+}
+
 // One row (a decode step): out[O] = x W (+ beta out), as single-threaded GEMVs over blocks of
 // the outputs, one per OpenMP thread. A GEMM of one row packs W first and so reads it several
 // times (measured with OpenBLAS 0.3.21 on 896 x 151936: 300 ms against GEMV's 135 ms); a decode
@@ -98,13 +122,8 @@ void row_gemv(const F* x, const F* w, int i, int o, bool w_out_in, F beta, F* ou
     else  // W [I, O]: its columns lo..hi
       blas_gemv(CblasTrans, i, hi - lo, w + lo, o, x, beta, out + lo);
   };
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int pieces = std::min(threads, (o + kPieceAlign - 1) / kPieceAlign);
-  if (pieces <= 1 || int64_t(o) * i < kParallelGemvMinWork) {
-    piece(0, o);
-    return;
-  }
-  if (!w_out_in && o <= kRowSplitMaxOut && i >= pieces * kPieceAlign) {
+  const int pieces = gemv_pieces(o, i);
+  if (pieces > 1 && !w_out_in && o <= kRowSplitMaxOut && i >= pieces * kPieceAlign) {
     // W [I, O] by columns is a strided walk (each thread reads part of every row: 21-23 GB/s at 2
     // threads on a 2-core EPYC); by contiguous blocks of rows it streams at 35-38 GB/s. Thread p
     // multiplies its rows' block into a partial on its own stack (thread 0 straight into out),
@@ -131,12 +150,7 @@ void row_gemv(const F* x, const F* w, int i, int o, bool w_out_in, F beta, F* ou
     }
     return;
   }
-#pragma omp parallel for schedule(static) num_threads(pieces)
-  for (int p = 0; p < pieces; ++p) {
-    const int lo = int(int64_t(o) * p / pieces) / kPieceAlign * kPieceAlign;
-    const int hi = p + 1 == pieces ? o : int(int64_t(o) * (p + 1) / pieces) / kPieceAlign * kPieceAlign;
-    if (hi > lo) piece(lo, hi);
-  }
+  over_pieces(pieces, o, piece);
 }
 
 // BLAS takes 32-bit sizes; a larger layer is a caller bug, reported instead of truncated.
@@ -200,18 +214,8 @@ void few_rows_gemv(const F* x, const F* w, int n, int i, int o, bool w_out_in, F
       }
     }
   };
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int pieces = std::min(threads, (o + kPieceAlign - 1) / kPieceAlign);
-  if (pieces <= 1 || int64_t(o) * i < kParallelGemvMinWork) {
-    piece(0, o);
-    return;
-  }
-#pragma omp parallel for schedule(static) num_threads(pieces)
-  for (int p = 0; p < pieces; ++p) {
-    const int lo = int(int64_t(o) * p / pieces) / kPieceAlign * kPieceAlign;
-    const int hi = p + 1 == pieces ? o : int(int64_t(o) * (p + 1) / pieces) / kPieceAlign * kPieceAlign;
-    if (hi > lo) piece(lo, hi);
-  }
+  const int pieces = gemv_pieces(o, i);
+  over_pieces(pieces, o, piece);
 }
 
 template <class F>
