@@ -121,6 +121,10 @@ template <class F>
 void scale(F* x, F s, int64_t n);
 template <class F>
 void fill_zero(F* x, int64_t n);
+// One softmax row in float64 on the calling thread: x[j] = exp(x[j] - max x) for j < n, their
+// sum returned. The exp is vec_math.hpp's vexp_f64 (vectorized, within about 1 ulp of
+// std::exp), for float64 arithmetic that is a method's own rather than a test path.
+double softmax_numerators_f64(double* x, int64_t n);
 
 // LoRA (lora_ops.cpp). dst[n, col0 + j] += src[n, j] (dst rows `stride` wide, src rows `width`).
 template <class F>

@@ -4,6 +4,7 @@
 
 #include "headwise/kernels/cpu.hpp"
 #include "kernels/cpu/parallel.hpp"
+#include "kernels/cpu/vec_math.hpp"
 
 namespace hw::cpu {
 
@@ -52,6 +53,17 @@ double sum_squares(const F* x, int64_t n) {
 template <class F>
 void scale(F* x, F s, int64_t n) {
   detail::parallel_for_simd(n, detail::worth_parallel(n), [&](int64_t i) { x[i] *= s; });
+}
+
+double softmax_numerators_f64(double* x, int64_t n) {
+  if (n <= 0) return 0.0;
+  double mx = x[0];
+#pragma omp simd reduction(max : mx)
+  for (int64_t j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+  double sum = 0.0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j < n; j++) sum += (x[j] = detail::vexp_f64(x[j] - mx));
+  return sum;
 }
 
 template void residual_forward<float>(float*, const float*, const float*, int64_t);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "headwise/core/error.hpp"
+#include "headwise/kernels/cpu.hpp"
 #include "kernels/cpu/cblas.hpp"
 
 namespace hw::oal {
@@ -201,11 +202,8 @@ void softmax_outputs(const HeadRows& h, double* out) {
     for (int r = 0; r < rows; ++r) {
       const int i = i0 + r;
       double* s = S.data() + size_t(r) * size_t(n);
-      const double mx = *std::max_element(s, s + i + 1);
-      double sum = 0.0;
-      for (int j = 0; j <= i; ++j) sum += (s[j] = std::exp(s[j] - mx));
+      z[size_t(r)] = cpu::softmax_numerators_f64(s, i + 1);
       std::fill(s + i + 1, s + n, 0.0);
-      z[size_t(r)] = sum;
     }
     double* o = out + size_t(i0) * size_t(d);
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, n, 1.0, S.data(), n, V.data(), d, 0.0, o, d);
