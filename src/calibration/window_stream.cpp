@@ -24,6 +24,28 @@ size_t WindowStream::held_bytes() const {
   return n;
 }
 
+// Batch b's input to layer next_ into the model's activations.
+void WindowStream::start_batch(size_t b) {
+  if (next_ == 0) {
+    model_.forward_start(tokens_[b].data(), B_, T_);
+  } else {
+    model_.reserve_activations(B_, T_);  // (a no-op unless someone else used the model meanwhile)
+    model_.load_layer_input(next_, inputs_[b]);
+  }
+}
+
+void WindowStream::visit_qkv(const Visit& visit) {
+  check(next_ < model_.config().n_layer, "WindowStream: no layer " + std::to_string(next_) + " to visit");
+  for (size_t b = 0; b < tokens_.size(); ++b) {
+    const Stopwatch batch_time;
+    start_batch(b);
+    model_.forward_layer_qkv(next_);
+    forward_seconds_ += batch_time.seconds();
+    model_.read_layer_qkv(next_, qkv_);
+    visit(next_, b, qkv_);
+  }
+}
+
 void WindowStream::advance(int l1, const Visit& visit) {
   const int L = model_.config().n_layer;
   check(next_ <= l1 && l1 <= L, "WindowStream: cannot go from layer " + std::to_string(next_) + " to " +
@@ -31,12 +53,7 @@ void WindowStream::advance(int l1, const Visit& visit) {
   if (l1 == next_) return;
   for (size_t b = 0; b < tokens_.size(); ++b) {
     const Stopwatch batch_time;
-    if (next_ == 0) {
-      model_.forward_start(tokens_[b].data(), B_, T_);
-    } else {
-      model_.reserve_activations(B_, T_);  // (a no-op unless someone else used the model meanwhile)
-      model_.load_layer_input(next_, inputs_[b]);
-    }
+    start_batch(b);
     double host = 0.0;
     for (int l = next_; l < l1; ++l) {
       model_.forward_layer(l);

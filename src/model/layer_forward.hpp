@@ -77,8 +77,11 @@ void residual_norm_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, A* re
 //   void rope(A* qkv)                                 rotate the Q and K blocks at the rows' positions
 //   void attention(const A* qkv, A* att)              the layer's heads (+ whatever observes them)
 //   void dropout(int site, A* x)                      site 1 after attention, 2 after the MLP
+// The layer's Q, K and V as attention reads them (the product, Qwen3's q/k norms, RoPE): the
+// start of layer_forward_rows, alone for a caller that needs nothing after them (a calibration
+// stream's last layer).
 template <class A, class F, class Step>
-void layer_forward_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, const LayerRows<A, F>& r, Step& step) {
+void layer_qkv_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, const LayerRows<A, F>& r, Step& step) {
   const attn::LayerLayout& lay = *r.layout;
   const int64_t n = r.n, ldx = lay.qkv_width(), D = fam.D;
   step.linear(LayerMatrix::QKV, r.qkv, r.ln1);
@@ -96,6 +99,12 @@ void layer_forward_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, const
                       lay.n_k, D, fam.eps);
   }
   step.rope(r.qkv);
+}
+
+template <class A, class F, class Step>
+void layer_forward_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, const LayerRows<A, F>& r, Step& step) {
+  const int64_t n = r.n;
+  layer_qkv_rows(o, fam, r, step);
   step.attention(r.qkv, r.att);
   step.linear(LayerMatrix::Out, r.resid2, r.att);
   step.dropout(1, r.resid2);

@@ -502,6 +502,13 @@ void Model<F>::forward_layer(int l) {
   with_step_ops([&](const auto& o) { forward_layer_as(o, l); });
 }
 
+template <class F>
+void Model<F>::forward_layer_qkv(int l) {
+  check(l >= 0 && l < cfg_.n_layer, "forward_layer_qkv: no layer " + std::to_string(l));
+  check(B_ > 0, "forward_layer_qkv: no forward_start before it");
+  with_step_ops([&](const auto& o) { forward_layer_as(o, l, /*qkv_only=*/true); });
+}
+
 // Layer l's input: the residual stream (the embeddings, or layer l-1's resid3) and its
 // normalised form (layer l's ln1), each B*T x n_embd in the step's activation type.
 template <class F>
@@ -576,7 +583,7 @@ void Model<F>::forward_start_as(const ComputeOps<A, F>& o, const int32_t* inputs
 // ln_f's output after the last layer).
 template <class F>
 template <class A>
-void Model<F>::forward_layer_as(const ComputeOps<A, F>& o, int l) {
+void Model<F>::forward_layer_as(const ComputeOps<A, F>& o, int l, bool qkv_only) {
   auto& I = *impl_;
   auto& S = I.template acts<A>();
   const auto& W = I.template compute_weights<A>().layers[size_t(l)];  // GEMM weights
@@ -660,7 +667,10 @@ void Model<F>::forward_layer_as(const ComputeOps<A, F>& o, int l) {
       if (p_resid > 0) o.dropout(x, x, N * C, p_resid, m.dropout_site_seed(l, site));
     }
   } step{*this, o, W, Ac, lay, l, N, C, p_resid};
-  model_detail::layer_forward_rows(o, model_detail::LayerFamily::of(cfg_), r, step);
+  if (qkv_only)
+    model_detail::layer_qkv_rows(o, model_detail::LayerFamily::of(cfg_), r, step);
+  else
+    model_detail::layer_forward_rows(o, model_detail::LayerFamily::of(cfg_), r, step);
   ops_.range_pop();
 }
 

@@ -49,7 +49,7 @@ std::vector<int32_t> batch_tokens(int64_t first, int64_t B) {
 
 }  // namespace
 
-TEST_CASE("a window stream reads every layer's QKV bit for bit as the ordinary forward does", "[calib][stream]") {
+TEST_CASE("a window stream reads every layer's QKV bit for bit as the ordinary forward does, also a last layer's QKV alone", "[calib][stream]") {
   for (const bool qwen : {false, true}) {
     INFO((qwen ? "qwen3" : "gpt2"));
     auto ref = model_of(3, qwen), m = model_of(3, qwen);
@@ -74,8 +74,10 @@ TEST_CASE("a window stream reads every layer's QKV bit for bit as the ordinary f
     };
     s.advance(1, visit);  // layer 0, then the batches wait at layer 1's input...
     CHECK(s.held_bytes() == batches.size() * 2 * size_t(B * kT * 32) * sizeof(float));
+    s.visit_qkv(visit);   // layer 1's QKV alone (a stream's last layer), the stream left at layer 1...
+    CHECK(s.layer() == 1);
     s.advance(3, visit);  // ... and go on from there
-    CHECK(seen == 9);
+    CHECK(seen == 12);
     CHECK(s.held_bytes() == 0);
   }
 }

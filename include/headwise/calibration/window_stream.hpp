@@ -30,11 +30,17 @@ class WindowStream {
   // Every batch through layers [layer(), l1) in batch order, layer after layer within a batch;
   // visit (may be empty) after each. l1 <= n_layer; l1 == layer() does nothing.
   void advance(int l1, const Visit& visit);
+  // Layer layer()'s QKV of every batch, computed up to the QKV only (Model::forward_layer_qkv),
+  // to visit: for the last layer a caller reads, whose attention and MLP nothing needs. The
+  // stream stays at layer(): each batch keeps its input to it.
+  void visit_qkv(const Visit& visit);
   // Bytes of the layer inputs held between calls (the stream's own memory).
   size_t held_bytes() const;
   double forward_seconds() const { return forward_seconds_; }
 
  private:
+  void start_batch(size_t b);
+
   Model<float>& model_;
   int64_t B_, T_;
   bool was_forward_only_;

@@ -125,6 +125,10 @@ class Model {
   // after it. load_layer_input needs the activations of the same B x T (a forward_start first).
   void forward_start(const int32_t* inputs, int64_t B, int64_t T);
   void forward_layer(int l);
+  // Layer l up to its Q, K and V only (read_layer_qkv(l) valid after it, the same numbers as
+  // after forward_layer(l)); the activations after them are not computed, so the next layer
+  // needs forward_layer(l) first: for a stream that reads nothing beyond layer l.
+  void forward_layer_qkv(int l);
   size_t layer_input_bytes() const;
   void save_layer_input(int l, std::vector<unsigned char>& host) const;
   void load_layer_input(int l, const std::vector<unsigned char>& host);
@@ -233,7 +237,7 @@ class Model {
   template <class A>
   void forward_start_as(const ComputeOps<A, F>& o, const int32_t* inputs, int64_t B, int64_t T);
   template <class A>
-  void forward_layer_as(const ComputeOps<A, F>& o, int l);
+  void forward_layer_as(const ComputeOps<A, F>& o, int l, bool qkv_only = false);
   // Uploads targets (packed, with the rows that have one, when at most half of the rows do) and
   // returns how many are not ignored (at least one).
   int64_t upload_targets(const int32_t* targets, int64_t N);

@@ -70,13 +70,17 @@ void stream_qkv(Model<float>& model, const SequenceSource& source, const std::ve
     c.layers = {l};
     c.qkv.assign(1, std::vector<std::vector<float>>(indices.size()));
     stream.advance(l, {});
-    stream.advance(l + 1, [&](int, size_t b, const std::vector<float>& qkv) {
+    const auto keep = [&](int, size_t b, const std::vector<float>& qkv) {
       const int64_t W = model.layouts()[size_t(l)].qkv_width();
       const size_t start = b * size_t(B);
       const int64_t real = std::min<int64_t>(B, int64_t(indices.size() - start));
       for (int64_t r = 0; r < real; ++r)
         c.qkv[0][start + size_t(r)].assign(qkv.begin() + r * T * W, qkv.begin() + (r + 1) * T * W);
-    });
+    };
+    if (l == layers.back())
+      stream.visit_qkv(keep);  // nothing reads beyond this layer's QKV
+    else
+      stream.advance(l + 1, keep);
     each(c);
   }
 }
