@@ -15,7 +15,7 @@ Bounds: the FLOPs a run cannot avoid, at the rates this machine reaches at the s
 (fp32 and fp64 2048^3 matrix products in torch, best of 3): SAF = the calibration forwards (every
 linear layer and each head's causal QK^T and PV over every window) plus each head's QK^T once more
 for its statistics; OAL = the forwards of the statistics prompts and the fit and validation
-sequences through the last converted layer, plus each converted head's float64 products (its
+sequences up to the last converted layer's QKV, plus each converted head's float64 products (its
 softmax targets: QK^T and PV; its scores; its kernel moments: the cheaper of one [pairs, T] x [T, d]
 causal product per sequence and running sums of the 1 + d + d(d+1)/2 quadratic features across
 chunks of 64 positions, with G from the run's own report); AoH and heads = reading the attention
@@ -173,8 +173,10 @@ def main():
                f"method.fit_seqs={fit}", "--set", f"method.val_seqs={val}", "--calib", glob, "--seq-len", str(T)]
         wall, rss, err, _ = run(cmd, thr)
         windows = prompts + fit + val
-        reach = last + 1  # the forwards stop after the last converted layer
-        fwd = windows * T * linear_flops_per_token(c, reach) + windows * reach * H * 2 * 2 * causal_pairs(T) * d
+        # the forwards run layers 0 .. last - 1 whole and the last converted layer up to its QKV
+        KV = c["num_key_value_heads"]
+        qkv = 2 * c["hidden_size"] * (H + 2 * KV) * d
+        fwd = windows * T * (linear_flops_per_token(c, last) + qkv) + windows * last * H * 2 * 2 * causal_pairs(T) * d
         with open(os.path.join(out, "convert.json")) as f:
             report = json.load(f)["report"]
         unit = 2 * causal_pairs(T) * d  # one [T, d] x [d, T] causal product
