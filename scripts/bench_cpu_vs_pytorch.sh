@@ -12,7 +12,8 @@
 #   threads: a count or a comma list (default "1,2": both, alternated within each round).
 # Environment: PYTHON (a Python with torch; default build/pyvenv/bin/hwpy, else
 #   ~/.cache/headwise/bench-venv/bin/python, else python3), HEADWISE_BIN (default build/headwise),
-#   STEPS (10), WARMUP (2).
+#   STEPS (10), WARMUP (2). OMP_WAIT_POLICY is left as the environment has it, for both sides
+#   (unset is libgomp's default and the fastest for both; docs/configuration.md).
 #   To run the AVX2 code paths on an AVX-512 machine: OPENBLAS_CORETYPE=Haswell for headwise's
 #   GEMMs and ATEN_CPU_CAPABILITY=avx2 MKL_ENABLE_INSTRUCTIONS=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 for
 #   PyTorch's (headwise's own loops stay compiled for the host, -march=native).
@@ -54,7 +55,6 @@ WARMUP=${WARMUP:-2}
 [ -x build/bench_gemm ] || cmake --build build --target bench_gemm >/dev/null
 "$PY" -c "import torch" 2>/dev/null ||
   { echo "error: PyTorch not found for $PY (scripts/python_env.sh build/pyvenv, or set PYTHON)" >&2; exit 1; }
-export OMP_WAIT_POLICY=passive
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 IFS=, read -r -a thread_list <<<"$THREADS"
