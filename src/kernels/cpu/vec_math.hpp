@@ -17,10 +17,9 @@
 //
 // vexp_f64: a double exp that vectorizes, for float64 work that is not a test path but a
 // method's own arithmetic (OAL's softmax targets: 25M exps a head at T 4096, a third of the
-// float64 fit's time through glibc's scalar exp). The same reduction as vexp(float) with ln2
-// split in fdlibm's way (n * kLn2Hi exact for |n| < 2^20), then the degree-13 Taylor series of
-// exp(r) for |r| <= ln2/2 (truncation < 4e-18, below double rounding): within about 1 ulp of
-// the correctly rounded exp on [-708, 709]. Outside that range the input is clamped (exp(-708)
+// float64 fit's time through glibc's scalar exp). The same steps as vexp(float) (exp_clamped,
+// one template over ExpConstants), with the degree-13 series: within about 1 ulp of the
+// correctly rounded exp on [-708, 709]. Outside that range the input is clamped (exp(-708)
 // ~ 3.3e-308 instead of a subnormal or 0, exp(709) ~ 8.2e307 instead of inf); NaN propagates.
 #include <cmath>
 #include <cstdint>
@@ -28,76 +27,65 @@
 
 namespace hw::cpu::detail {
 
-inline float vexp(float x) {
-  constexpr float kLog2e = 1.44269504088896341f;
-  // ln2 split so that n * kLn2Hi is exact for |n| <= 2^8 (kLn2Hi has 16 significant bits).
-  constexpr float kLn2Hi = 0.693145751953125f;
-  constexpr float kLn2Lo = 1.428606765330187045e-06f;
-  // Below kLo 2^n would be subnormal, above kHi it would overflow the exponent field.
-  constexpr float kLo = -87.0f;
-  constexpr float kHi = 88.0f;
-  // Written as comparisons that are false for NaN, so NaN passes through the clamp.
-  float xc = x < kLo ? kLo : x;
-  xc = xc > kHi ? kHi : xc;
-  // n = round(xc / ln2) by adding 1.5*2^23, which leaves n in the low mantissa bits
-  // (std::floor does not vectorize without -ffast-math, which also keeps t - kRound intact).
-  // Reading n from those bits avoids a float-to-int conversion, undefined for NaN.
-  constexpr float kRound = 12582912.0f;
-  const float t = xc * kLog2e + kRound;
-  const float n = t - kRound;
-  uint32_t t_bits, round_bits;
+// The two exps' constants: ln2 split so that n * kLn2Hi is exact (float: kLn2Hi has 16
+// significant bits, |n| <= 2^8; double: fdlibm's 32 bits, |n| < 2^20); the clamp keeping 2^n
+// normal and finite; kRound = 1.5 * 2^mantissa bits, whose addition leaves n = round(x / ln2) in
+// the low mantissa bits (std::floor does not vectorize without -ffast-math, which would also
+// fold t - kRound); 1/k! for the Taylor series of exp(r), |r| <= ln2/2, to kDegree (truncation
+// below the type's rounding: float < 5e-9, double < 4e-18).
+template <class F>
+struct ExpConstants;
+template <>
+struct ExpConstants<float> {
+  using Bits = uint32_t;
+  static constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693145751953125f,
+                         kLn2Lo = 1.428606765330187045e-06f, kLo = -87.0f, kHi = 88.0f, kRound = 12582912.0f;
+  static constexpr int kDegree = 7, kMantissaBits = 23;
+  static constexpr Bits kBias = 127;
+  static constexpr float kInvFactorial[kDegree + 1] = {1.0f,         1.0f,          0.5f,          1.0f / 6.0f,
+                                                       1.0f / 24.0f, 1.0f / 120.0f, 1.0f / 720.0f, 1.0f / 5040.0f};
+};
+template <>
+struct ExpConstants<double> {
+  using Bits = uint64_t;
+  static constexpr double kLog2e = 1.4426950408889634, kLn2Hi = 6.93147180369123816490e-01,
+                          kLn2Lo = 1.90821492927058770002e-10, kLo = -708.0, kHi = 709.0, kRound = 6755399441055744.0;
+  static constexpr int kDegree = 13, kMantissaBits = 52;
+  static constexpr Bits kBias = 1023;
+  static constexpr double kInvFactorial[kDegree + 1] = {
+      1.0,           1.0,            0.5,             1.0 / 6.0,        1.0 / 24.0,        1.0 / 120.0,
+      1.0 / 720.0,   1.0 / 5040.0,   1.0 / 40320.0,   1.0 / 362880.0,   1.0 / 3628800.0,   1.0 / 39916800.0,
+      1.0 / 479001600.0, 1.0 / 6227020800.0};
+};
+
+// exp(x) for x clamped to [kLo, kHi]: x = n ln2 + r, exp(r) by Horner's rule, times 2^n built in
+// the exponent bits. The clamp is written as comparisons that are false for NaN, so NaN passes
+// through; n is read from t's bits, not converted (a float-to-int conversion of NaN is undefined).
+template <class F>
+inline F exp_clamped(F x) {
+  using C = ExpConstants<F>;
+  using Bits = typename C::Bits;
+  F xc = x < C::kLo ? C::kLo : x;
+  xc = xc > C::kHi ? C::kHi : xc;
+  const F t = xc * C::kLog2e + C::kRound;
+  const F n = t - C::kRound;
+  Bits t_bits, round_bits;
   std::memcpy(&t_bits, &t, sizeof t);
-  std::memcpy(&round_bits, &kRound, sizeof kRound);
-  const float r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  const uint32_t bits = (t_bits - round_bits + 127u) << 23;  // unsigned: wraps, never UB
-  float two_n;
+  std::memcpy(&round_bits, &C::kRound, sizeof round_bits);
+  const F r = (xc - n * C::kLn2Hi) - n * C::kLn2Lo;
+  F p = C::kInvFactorial[C::kDegree];
+#pragma GCC unroll 16
+  for (int k = C::kDegree - 1; k >= 0; --k) p = p * r + C::kInvFactorial[k];
+  const Bits bits = (t_bits - round_bits + C::kBias) << C::kMantissaBits;  // unsigned: wraps, never UB
+  F two_n;
   std::memcpy(&two_n, &bits, sizeof two_n);
   return p * two_n;
 }
+
+inline float vexp(float x) { return exp_clamped(x); }
 
 inline double vexp(double x) { return std::exp(x); }
 
-inline double vexp_f64(double x) {
-  constexpr double kLog2e = 1.4426950408889634;
-  constexpr double kLn2Hi = 6.93147180369123816490e-01;  // 0x3fe62e42fee00000: 32 significant bits
-  constexpr double kLn2Lo = 1.90821492927058770002e-10;
-  constexpr double kLo = -708.0;  // 2^n stays normal (n >= -1021)
-  constexpr double kHi = 709.0;   // 2^n stays finite (n <= 1023)
-  double xc = x < kLo ? kLo : x;
-  xc = xc > kHi ? kHi : xc;
-  constexpr double kRound = 6755399441055744.0;  // 1.5 * 2^52: n lands in the low mantissa bits
-  const double t = xc * kLog2e + kRound;
-  const double n = t - kRound;
-  uint64_t t_bits, round_bits;
-  std::memcpy(&t_bits, &t, sizeof t);
-  std::memcpy(&round_bits, &kRound, sizeof kRound);
-  const double r = (xc - n * kLn2Hi) - n * kLn2Lo;
-  double p = 1.0 / 6227020800.0;  // 1/13!
-  p = p * r + 1.0 / 479001600.0;
-  p = p * r + 1.0 / 39916800.0;
-  p = p * r + 1.0 / 3628800.0;
-  p = p * r + 1.0 / 362880.0;
-  p = p * r + 1.0 / 40320.0;
-  p = p * r + 1.0 / 5040.0;
-  p = p * r + 1.0 / 720.0;
-  p = p * r + 1.0 / 120.0;
-  p = p * r + 1.0 / 24.0;
-  p = p * r + 1.0 / 6.0;
-  p = p * r + 0.5;
-  p = p * r + 1.0;
-  p = p * r + 1.0;
-  const uint64_t bits = (t_bits - round_bits + 1023u) << 52;  // unsigned: wraps, never UB
-  double two_n;
-  std::memcpy(&two_n, &bits, sizeof two_n);
-  return p * two_n;
-}
+inline double vexp_f64(double x) { return exp_clamped(x); }
 
 }  // namespace hw::cpu::detail
