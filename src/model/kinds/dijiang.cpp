@@ -14,7 +14,7 @@ DiJiangHeadValues default_dijiang_values(int head_dim) {
 
 namespace {
 
-class DiJiangKind final : public ValuedKindOf<DiJiangHeadValues, &HeadExtras::dijiangs> {
+class DiJiangKind final : public ValuedKindOf<DiJiangKind, DiJiangHeadValues, &HeadExtras::dijiangs> {
  public:
   attn::HeadKind kind() const override { return attn::HeadKind::DiJiang; }
   const char* name() const override { return "dijiang"; }
@@ -31,18 +31,9 @@ class DiJiangKind final : public ValuedKindOf<DiJiangHeadValues, &HeadExtras::di
   void store(const ModelConfig&, HeadExtras& extras, int l, int h, KindHeadValues v) const override {
     slot(extras, l, h).log_w = std::move(v[0]);
   }
-  void bind(attn::LayerHeadParams<float>& p, int n_head, int h, const attn::HeadSpec&, float* const* values,
-            float* const* grads) const override {
-    bind_as(p, n_head, h, values, grads);
-  }
-  void bind(attn::LayerHeadParams<double>& p, int n_head, int h, const attn::HeadSpec&, double* const* values,
-            double* const* grads) const override {
-    bind_as(p, n_head, h, values, grads);
-  }
-
- private:
   template <class F>
-  static void bind_as(attn::LayerHeadParams<F>& p, int n_head, int h, F* const* values, F* const* grads) {
+  static void bind_as(attn::LayerHeadParams<F>& p, int n_head, int h, const attn::HeadSpec&, F* const* values,
+                      F* const* grads) {
     p.dijiangs.resize(size_t(n_head));
     p.dijiangs[size_t(h)] = {values[0], grads[0]};
   }

@@ -56,7 +56,7 @@ PerformerHeadValues default_performer_values(int head_dim, int n_features, int l
 
 namespace {
 
-class PerformerKind final : public ValuedKindOf<PerformerHeadValues, &HeadExtras::performers> {
+class PerformerKind final : public ValuedKindOf<PerformerKind, PerformerHeadValues, &HeadExtras::performers> {
  public:
   attn::HeadKind kind() const override { return attn::HeadKind::Performer; }
   const char* name() const override { return "performer"; }
@@ -77,26 +77,17 @@ class PerformerKind final : public ValuedKindOf<PerformerHeadValues, &HeadExtras
     e.n_features = c.head_plan.layers[size_t(l)][size_t(h)].features;
     e.W = std::move(v[0]);
   }
-  void bind(attn::LayerHeadParams<float>& p, int n_head, int h, const attn::HeadSpec& spec, float* const* values,
-            float* const*) const override {
-    bind_as(p, n_head, h, spec, values);
-  }
-  void bind(attn::LayerHeadParams<double>& p, int n_head, int h, const attn::HeadSpec& spec, double* const* values,
-            double* const*) const override {
-    bind_as(p, n_head, h, spec, values);
+  template <class F>
+  static void bind_as(attn::LayerHeadParams<F>& p, int n_head, int h, const attn::HeadSpec& spec, F* const* values,
+                      F* const*) {
+    p.performers.resize(size_t(n_head));
+    p.performers[size_t(h)] = {values[0], spec.features};
   }
 
  protected:
   // a performer head whose feature count changes draws new features
   bool fits(const attn::HeadSpec& spec, const PerformerHeadValues& v) const override {
     return spec.features == v.n_features;
-  }
-
- private:
-  template <class F>
-  static void bind_as(attn::LayerHeadParams<F>& p, int n_head, int h, const attn::HeadSpec& spec, F* const* values) {
-    p.performers.resize(size_t(n_head));
-    p.performers[size_t(h)] = {values[0], spec.features};
   }
 };
 

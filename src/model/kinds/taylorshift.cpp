@@ -11,7 +11,7 @@ TaylorShiftHeadValues default_taylorshift_values() { return {}; }
 
 namespace {
 
-class TaylorShiftKind final : public ValuedKindOf<TaylorShiftHeadValues, &HeadExtras::taylorshifts> {
+class TaylorShiftKind final : public ValuedKindOf<TaylorShiftKind, TaylorShiftHeadValues, &HeadExtras::taylorshifts> {
  public:
   attn::HeadKind kind() const override { return attn::HeadKind::TaylorShift; }
   const char* name() const override { return "taylorshift"; }
@@ -28,18 +28,9 @@ class TaylorShiftKind final : public ValuedKindOf<TaylorShiftHeadValues, &HeadEx
   void store(const ModelConfig&, HeadExtras& extras, int l, int h, KindHeadValues v) const override {
     slot(extras, l, h).tau = v[0][0];
   }
-  void bind(attn::LayerHeadParams<float>& p, int n_head, int h, const attn::HeadSpec&, float* const* values,
-            float* const* grads) const override {
-    bind_as(p, n_head, h, values, grads);
-  }
-  void bind(attn::LayerHeadParams<double>& p, int n_head, int h, const attn::HeadSpec&, double* const* values,
-            double* const* grads) const override {
-    bind_as(p, n_head, h, values, grads);
-  }
-
- private:
   template <class F>
-  static void bind_as(attn::LayerHeadParams<F>& p, int n_head, int h, F* const* values, F* const* grads) {
+  static void bind_as(attn::LayerHeadParams<F>& p, int n_head, int h, const attn::HeadSpec&, F* const* values,
+                      F* const* grads) {
     p.taylorshifts.resize(size_t(n_head));
     p.taylorshifts[size_t(h)] = {values[0], grads[0]};
   }

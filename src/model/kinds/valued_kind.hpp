@@ -53,10 +53,21 @@ class ValuedKind {
                     double* const* values, double* const* grads) const = 0;
 };
 
-// The part every kind writes the same way: its entries are HeadExtras::*Map (values of type V).
-template <class V, std::map<HeadKey, V> HeadExtras::*Map>
+// The part every kind writes the same way: its entries are HeadExtras::*Map (values of type V),
+// and bind in float and double is Kind's one template
+//   template <class F> static void bind_as(attn::LayerHeadParams<F>&, int n_head, int h,
+//                                          const attn::HeadSpec&, F* const* values, F* const* grads);
+template <class Kind, class V, std::map<HeadKey, V> HeadExtras::*Map>
 class ValuedKindOf : public ValuedKind {
  public:
+  void bind(attn::LayerHeadParams<float>& p, int n_head, int h, const attn::HeadSpec& spec, float* const* values,
+            float* const* grads) const final {
+    Kind::bind_as(p, n_head, h, spec, values, grads);
+  }
+  void bind(attn::LayerHeadParams<double>& p, int n_head, int h, const attn::HeadSpec& spec, double* const* values,
+            double* const* grads) const final {
+    Kind::bind_as(p, n_head, h, spec, values, grads);
+  }
   bool any(const HeadExtras& extras) const override { return !(extras.*Map).empty(); }
   std::vector<HeadKey> heads(const HeadExtras& extras) const override {
     std::vector<HeadKey> out;
