@@ -77,6 +77,7 @@ void residual_norm_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, A* re
 //   void rope(A* qkv)                                 rotate the Q and K blocks at the rows' positions
 //   void attention(const A* qkv, A* att)              the layer's heads (+ whatever observes them)
 //   void dropout(int site, A* x)                      site 1 after attention, 2 after the MLP
+
 // The layer's Q, K and V as attention reads them (the product, Qwen3's q/k norms, RoPE): the
 // start of layer_forward_rows, alone for a caller that needs nothing after them (a calibration
 // stream's last layer).
@@ -101,6 +102,7 @@ void layer_qkv_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, const Lay
   step.rope(r.qkv);
 }
 
+// The whole layer: its Q, K and V, then attention, the output product, the MLP and the next norm.
 template <class A, class F, class Step>
 void layer_forward_rows(const ComputeOps<A, F>& o, const LayerFamily& fam, const LayerRows<A, F>& r, Step& step) {
   const int64_t n = r.n;
